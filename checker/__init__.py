@@ -1,0 +1,1 @@
+"""Checkers: pure functions from histories to verdicts (linearizability, queue anomalies, invariants, perf)."""

@@ -1,0 +1,175 @@
+"""The cluster invariant checks, each a pure function from observations to anomalies."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from checker.compose import Anomaly
+from checker.invariants._observations import Observation
+
+# The one table of invariant violation types: name -> definition.
+INVARIANT_TYPES: dict[str, str] = {
+    "broker-id-not-unique": "two different brokers of one broker set were seen holding the same broker id",
+    "broker-id-changed": "one broker was seen holding two different broker ids (across restarts/address changes)",
+    "multiple-masters-in-epoch": "two different brokers were master of one broker set in the same master epoch",
+    "concurrent-writers-in-epoch": "two different brokers accepted writes for one broker set in one master epoch",
+    "nonmonotonic-master-epoch": "an observer saw a broker set's master epoch go down",
+    "nonmonotonic-sync-state-set-epoch": "an observer saw a broker set's sync-state set epoch go down",
+    "nonmonotonic-broker-epoch": "an observer saw a broker's broker epoch go down",
+    "write-on-fenced-master": "a write was acknowledged by a broker that was fenced before the send was invoked",
+    "write-on-superseded-master": "a write was acknowledged by a master whose epoch was superseded before the "
+                                  "send was invoked",
+    "apply-consumed-multiple-ids": "one ApplyBrokerId (register code) was applied with more than one broker id",
+    "broker-id-applied-twice": "one broker id was applied for two different register codes",
+}
+
+
+def _ops(*obs: Observation) -> tuple[int, ...]:
+    return tuple(o.op for o in obs if o.op is not None)
+
+
+def _mk(type_: str, first: Observation, second: Observation, expected: Any, observed: Any, why: str) -> Anomaly:
+    return Anomaly(type_, first.broker_name, _ops(first, second), expected, observed,
+                   f"{why} (seen at {first.where} and {second.where})")
+
+
+def _unique_map(obs: Sequence[Observation], kinds: set[str], key: Callable[[Observation], Any],
+                val: Callable[[Observation], Any], type_: str, what: str) -> list[Anomaly]:
+    """Report each observation whose ``val`` differs from the first one seen for its ``key``."""
+    first: dict[Any, Observation] = {}
+    reported: set[tuple[Any, Any]] = set()
+    out = []
+    for o in obs:
+        if o.kind not in kinds or key(o) is None or val(o) is None:
+            continue
+        k = key(o)
+        f = first.setdefault(k, o)
+        if val(f) != val(o) and (k, val(o)) not in reported:
+            reported.add((k, val(o)))
+            out.append(_mk(type_, f, o, {what: val(f)}, {what: val(o)},
+                           f"{type_}: {k} has {what} {val(f)!r} and also {val(o)!r}"))
+    return out
+
+
+def check_broker_ids(obs: Sequence[Observation]) -> list[Anomaly]:
+    def by_id(o: Observation) -> Any:
+        return None if o.broker_id is None or o.node is None else (o.broker_name, o.broker_id)
+
+    def by_node(o: Observation) -> Any:
+        return None if o.broker_id is None or o.node is None else (o.broker_name, o.node)
+
+    kinds = {"broker-id", "became-master"}
+    return (_unique_map(obs, kinds, by_id, lambda o: o.node, "broker-id-not-unique", "node")
+            + _unique_map(obs, kinds, by_node, lambda o: o.broker_id, "broker-id-changed", "broker_id"))
+
+
+def check_masters(obs: Sequence[Observation]) -> list[Anomaly]:
+    def epoch_key(o: Observation) -> Any:
+        return None if o.master_epoch is None else (o.broker_name, o.master_epoch)
+
+    return (
+        _unique_map(obs, {"metadata"}, epoch_key, lambda o: o.master_id, "multiple-masters-in-epoch", "master_id")
+        + _unique_map(obs, {"became-master"}, epoch_key, lambda o: o.node, "multiple-masters-in-epoch", "node")
+        + _unique_map(obs, {"accepted-write"}, epoch_key, lambda o: o.node, "concurrent-writers-in-epoch", "node")
+    )
+
+
+def check_monotonic(obs: Sequence[Observation]) -> list[Anomaly]:
+    """Per observer, in time order, the epochs it sees never go down."""
+    fields: list[tuple[str, str, Callable[[Observation], Any]]] = [
+        ("master_epoch", "nonmonotonic-master-epoch", lambda o: o.broker_name),
+        ("sync_state_set_epoch", "nonmonotonic-sync-state-set-epoch", lambda o: o.broker_name),
+        ("broker_epoch", "nonmonotonic-broker-epoch", lambda o: (o.broker_name, o.broker_id)),
+    ]
+    out = []
+    ordered = sorted((o for o in obs if o.kind in ("metadata", "broker-epoch", "became-master")),
+                     key=lambda o: o.time)
+    for field_name, type_, subject in fields:
+        last: dict[Any, Observation] = {}
+        for o in ordered:
+            v = getattr(o, field_name)
+            if v is None:
+                continue
+            k = (o.observer, subject(o))
+            prev = last.get(k)
+            if prev is not None and v < getattr(prev, field_name):
+                out.append(_mk(type_, prev, o, {field_name: f">= {getattr(prev, field_name)}"}, {field_name: v},
+                               f"observer {o.observer} saw {field_name} of {subject(o)} go from "
+                               f"{getattr(prev, field_name)} down to {v}"))
+            if prev is None or v >= getattr(prev, field_name):
+                last[k] = o
+    return out
+
+
+def check_stale_writes(obs: Sequence[Observation]) -> list[Anomaly]:
+    """No acknowledged write on a broker fenced, or on a master superseded, before the send's invoke."""
+    out = []
+    fence_events: dict[str, list[Observation]] = {}
+    established: dict[str, list[tuple[int, int, Observation]]] = {}  # broker set -> (time, epoch, obs)
+    node_epochs: dict[str, list[tuple[int, int]]] = {}  # node -> (time, master epoch it became master in)
+    for o in obs:
+        if o.kind in ("fenced", "unfenced") and o.node is not None:
+            fence_events.setdefault(o.node, []).append(o)
+        if o.kind in ("became-master", "metadata") and o.master_epoch is not None:
+            established.setdefault(o.broker_name, []).append((o.time, o.master_epoch, o))
+        if o.kind == "became-master" and o.node is not None and o.master_epoch is not None:
+            node_epochs.setdefault(o.node, []).append((o.time, o.master_epoch))
+    for lst in fence_events.values():
+        lst.sort(key=lambda o: o.time)
+    prefix: dict[str, tuple[list[int], list[tuple[int, Observation]]]] = {}
+    for bs, elst in established.items():
+        elst.sort(key=lambda x: x[0])
+        times: list[int] = []
+        best: list[tuple[int, Observation]] = []
+        cur: tuple[int, Observation] | None = None
+        for t, e, o in elst:
+            if cur is None or e > cur[0]:
+                cur = (e, o)
+            times.append(t)
+            best.append(cur)
+        prefix[bs] = (times, best)
+    for w in obs:
+        if w.kind != "accepted-write" or w.node is None or w.invoke_time is None:
+            continue
+        fenced = [f for f in fence_events.get(w.node, ()) if f.time < w.invoke_time]
+        if fenced and fenced[-1].kind == "fenced":
+            unfenced_later = any(f.kind == "unfenced" and fenced[-1].time < f.time <= w.time
+                                 for f in fence_events[w.node])
+            if not unfenced_later:
+                out.append(_mk("write-on-fenced-master", fenced[-1], w, "no write acknowledged while fenced",
+                               {"node": w.node}, f"{w.node} was fenced before the send was invoked and "
+                                                 f"acknowledged it anyway"))
+        epoch = w.master_epoch
+        if epoch is None:
+            mine = [e for t, e in sorted(node_epochs.get(w.node, ())) if t <= w.invoke_time]
+            epoch = mine[-1] if mine else None
+        if epoch is None or w.broker_name not in prefix:
+            continue
+        ptimes, pbest = prefix[w.broker_name]
+        i = bisect_left(ptimes, w.invoke_time) - 1  # establishments strictly before the invoke
+        if i >= 0 and pbest[i][0] > epoch:
+            out.append(_mk("write-on-superseded-master", pbest[i][1], w, {"master_epoch": f">= {pbest[i][0]}"},
+                           {"node": w.node, "master_epoch": epoch},
+                           f"{w.node} acknowledged a write in master epoch {epoch} although epoch {pbest[i][0]} "
+                           f"was established before the send was invoked"))
+    return out
+
+
+def check_apply_broker_id(obs: Sequence[Observation]) -> list[Anomaly]:
+    def code_key(o: Observation) -> Any:
+        return None if o.register_code is None else (o.broker_name, o.register_code)
+
+    def id_key(o: Observation) -> Any:
+        return None if o.broker_id is None or o.register_code is None else (o.broker_name, o.broker_id)
+
+    kinds = {"applied-broker-id"}
+    return (_unique_map(obs, kinds, code_key, lambda o: o.broker_id, "apply-consumed-multiple-ids", "broker_id")
+            + _unique_map(obs, kinds, id_key, lambda o: o.register_code, "broker-id-applied-twice",
+                          "register_code"))
+
+
+CHECKS: tuple[Callable[[Sequence[Observation]], list[Anomaly]], ...] = (
+    check_broker_ids, check_masters, check_monotonic, check_stale_writes, check_apply_broker_id,
+)

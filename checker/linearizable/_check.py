@@ -1,0 +1,181 @@
+"""The entry point: build calls, partition them, and schedule one WGL search per partition fairly.
+
+Scheduling: partitions that the model's cheap ``impossible`` pre-check proves invalid go first (searched
+only up to the impossible call, to find the first op that cannot be linearized).  Then the others are
+searched round-robin, smallest first, each round with twice the step quantum of the last, so a cheap
+partition is never stuck behind an expensive one; the first invalid partition decides the verdict and
+stops the rest.  Budgets: a time limit (needs an injected ``clock``)
+and a cap on cache entries summed over partitions; exceeding either gives ``"unknown"`` with the
+cause, never a hang or an out-of-memory crash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+from checker.history import HistoryError, Op
+from checker.linearizable._calls import Call, build_calls, partition_calls
+from checker.linearizable._result import UNKNOWN_VERDICT, Result
+from checker.linearizable._search import INVALID, RUNNING, VALID, PartitionSearch
+from checker.models import Inconsistent, Model, ModelError
+
+DEFAULT_MAX_CACHE_ENTRIES = 1_000_000
+_FIRST_QUANTUM = 512
+
+
+def check(
+    history: Iterable[Op],
+    model: Model,
+    *,
+    time_limit_s: float | None = None,
+    clock: Callable[[], float] | None = None,
+    max_cache_entries: int = DEFAULT_MAX_CACHE_ENTRIES,
+    fail_policy: str | None = None,
+    partition: bool = True,
+) -> Result:
+    """Check a history for linearizability against ``model``.
+
+    Args:
+        history: ops in history order (``checker.history.Op``); nemesis ops are ignored.
+        model: a ``checker.models.Model``.
+        time_limit_s: give up with valid="unknown", cause="timeout" after this many seconds (needs ``clock``).
+        clock: a monotonic seconds clock (e.g. ``time.monotonic``), injected so this core does no I/O.
+        max_cache_entries: give up with cause="memory" once the search caches hold this many entries.
+        fail_policy: ``"drop"`` / ``"definite"``; overrides ``model.fail_policy``.
+        partition: use the model's partition function (P-compositionality).
+
+    Returns:
+        A Result; never raises for a bad history or a failing model (those give "unknown" with the error).
+
+    Raises:
+        ValueError: ``time_limit_s`` without ``clock``.
+    """
+    if time_limit_s is not None and clock is None:
+        raise ValueError("check(): time_limit_s needs a clock, e.g. clock=time.monotonic")
+    start = clock() if clock is not None else None
+    deadline = None if time_limit_s is None or start is None else start + time_limit_s
+    try:
+        result = _check(history, model, deadline, clock, max_cache_entries, fail_policy, partition)
+    except (HistoryError, ModelError) as exc:
+        result = Result(UNKNOWN_VERDICT, model.describe(), cause=f"error: {exc}")
+    except Exception as exc:  # a broken model must not crash the run (jepsen check-safe)
+        result = Result(UNKNOWN_VERDICT, model.name, cause=f"error: {type(exc).__name__}: {exc}")
+    if clock is not None and start is not None:
+        return _with(result, seconds=clock() - start)
+    return result
+
+
+def _with(result: Result, **changes: Any) -> Result:
+    return dataclasses.replace(result, **changes)
+
+
+def _check(
+    history: Iterable[Op], model: Model, deadline: float | None, clock: Callable[[], float] | None,
+    max_cache_entries: int, fail_policy: str | None, partition: bool,
+) -> Result:
+    calls = build_calls(history, model, fail_policy=fail_policy)
+    groups = partition_calls(calls, model) if partition else [(None, calls)]
+    desc = model.describe()
+    nparts = len(groups)
+    # Partitions the model's cheap pre-check proves invalid are searched first (only up to the impossible
+    # call), before the others are even set up.
+    hinted: list[tuple[float, Hashable, list[Call], Call]] = []
+    plain: list[tuple[Hashable, list[Call]]] = []
+    for key, group in groups:
+        hit = model.impossible([(c.input, c.output, c.call_time, c.ret_time) for c in group])
+        if hit is not None and group[hit].determinate:
+            hinted.append((group[hit].ret_time, key, group, group[hit]))
+        else:
+            plain.append((key, group))
+    hinted.sort(key=lambda h: h[0])
+    searches: list[PartitionSearch] = []
+    batches: list[list[tuple[Hashable, list[Call], Call | None]]] = [
+        [(key, group, hint) for _, key, group, hint in hinted], [(key, group, None) for key, group in plain],
+    ]
+    for n_batch, batch in enumerate(batches):
+        if n_batch == 1:
+            # A hinted prefix that turned out linearizable means the model's pre-check was wrong: check the
+            # whole partition normally rather than trust it.
+            retry = [s for s in searches if s.status == VALID and s.cut_at is not None]
+            batch = batch + [(s.key, list(s.given), None) for s in retry]
+            searches = [s for s in searches if s not in retry]
+        live: list[PartitionSearch] = []
+        for key, group, hint in batch:
+            s = PartitionSearch(model, group, key, hint)
+            searches.append(s)
+            live.append(s)
+            if deadline is not None and clock is not None and clock() > deadline:
+                return _unknown(desc, "timeout", searches, nparts)
+        outcome = _drive(live, searches, deadline, clock, max_cache_entries)
+        if outcome is not None:
+            if outcome[0] == INVALID:
+                return _invalid(desc, outcome[1], searches, nparts)
+            return _unknown(desc, outcome[0], searches, nparts)
+    assert all(s.status == VALID for s in searches)
+    witness = max(searches, key=lambda s: s.n, default=None)  # show the largest partition's linearization
+    return Result(True, desc, partitions=nparts, steps=sum(s.steps for s in searches),
+                  cache_entries=sum(s.cache_entries for s in searches),
+                  partition=witness.key if witness else None,
+                  calls=tuple(witness.all_calls) if witness else (),
+                  linearization=tuple(witness.linearization()) if witness else ())
+
+
+def _drive(
+    searches: list[PartitionSearch], everyone: list[PartitionSearch], deadline: float | None,
+    clock: Callable[[], float] | None, max_cache_entries: int,
+) -> tuple[str, PartitionSearch] | None:
+    """Run searches round-robin, smallest first, doubling the quantum each round.
+
+    Returns None when all are valid, (INVALID, search) at the first invalid one, or ("timeout" | "memory", search).
+    """
+    for s in searches:
+        if s.status == INVALID:
+            return INVALID, s
+    live = sorted((s for s in searches if s.status == RUNNING), key=lambda s: s.n)
+    quantum = _FIRST_QUANTUM
+    while live:
+        still: list[PartitionSearch] = []
+        for s in live:
+            others = sum(x.cache_entries for x in everyone) - s.cache_entries
+            status = s.run(quantum, deadline, clock, max(max_cache_entries - others, 0))
+            if status == INVALID:
+                return INVALID, s
+            if status == RUNNING:
+                still.append(s)
+            if deadline is not None and clock is not None and clock() > deadline:
+                return "timeout", s
+            if sum(x.cache_entries for x in everyone) > max_cache_entries:
+                return "memory", s
+        live = still
+        quantum *= 2
+    return None
+
+
+def _unknown(desc: str, cause: str, searches: list[PartitionSearch], nparts: int) -> Result:
+    running = [s for s in searches if s.status == RUNNING]
+    biggest = max(running, key=lambda s: s.n, default=None)
+    return Result(
+        UNKNOWN_VERDICT, desc, cause=cause, partitions=nparts, steps=sum(s.steps for s in searches),
+        cache_entries=sum(s.cache_entries for s in searches),
+        partition=biggest.key if biggest else None,
+        calls=tuple(biggest.all_calls) if biggest else (),
+        linearization=tuple(biggest.linearization()) if biggest else (),
+    )
+
+
+def _invalid(desc: str, s: PartitionSearch, searches: list[PartitionSearch], nparts: int) -> Result:
+    call = s.failing_call()
+    assert call is not None
+    before = [c for c in s.all_calls if c.completion is not None and c.completion.type == "ok"
+              and c.ret_time < call.ret_time]
+    prev = max(before, key=lambda c: (c.ret_time, c.completion.index if c.completion else 0), default=None)
+    res = s.model.step(s.state_at_best(), call.input, call.output)
+    reason = res.reason if isinstance(res, Inconsistent) else "no order of the concurrent ops lets it complete"
+    return Result(
+        False, desc, op=call.completion or call.invoke, call=call,
+        previous_ok=prev.completion if prev is not None else None, reason=reason, partition=s.key,
+        linearization=tuple(s.linearization()), calls=tuple(s.all_calls), partitions=nparts,
+        steps=sum(x.steps for x in searches), cache_entries=sum(x.cache_entries for x in searches),
+    )

@@ -1,0 +1,90 @@
+"""The verdict of a linearizability check, as data (valid is True, False or "unknown")."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from checker.history import Op
+from checker.linearizable._calls import Call
+
+UNKNOWN_VERDICT = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """Outcome of ``check``.
+
+    Attributes:
+        valid: True, False or ``"unknown"``.
+        model: the model's describe() text.
+        cause: why the verdict is unknown (``"timeout"``, ``"memory"``, ``"error: ..."``), else None.
+        op: the first op that cannot be linearized (its completion), for an invalid history.
+        call: the same op as a Call (invoke and completion).
+        previous_ok: the last ok op of that partition to complete before ``op``.
+        reason: what the model said about ``op`` in the deepest state reached (one sentence).
+        partition: key of the partition that decided the verdict (None = unpartitioned).
+        linearization: the longest linearizable prefix of that partition: (call, state after) pairs.
+        calls: every call of that partition (for the timeline view).
+        partitions: number of partitions; steps: search nodes expanded; cache_entries: cache size.
+        seconds: wall time, when a clock was given.
+    """
+
+    valid: bool | str
+    model: str
+    cause: str | None = None
+    op: Op | None = None
+    call: Call | None = None
+    previous_ok: Op | None = None
+    reason: str | None = None
+    partition: Hashable = None
+    linearization: tuple[tuple[Call, Hashable], ...] = ()
+    calls: tuple[Call, ...] = ()
+    partitions: int = 0
+    steps: int = 0
+    cache_entries: int = 0
+    seconds: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def first_failure(self) -> dict[str, Any] | None:
+        """JSON-ready summary of the failing op, or None if the history was not found invalid."""
+        if self.valid is not False or self.call is None:
+            return None
+        c = self.call
+        return {
+            "op": (self.op or c.invoke).to_dict(),
+            "process": c.process,
+            "f": c.input.f,
+            "index": (self.op or c.invoke).index,
+            "previous_ok": self.previous_ok.to_dict() if self.previous_ok is not None else None,
+            "partition": None if self.partition is None else repr(self.partition),
+            "reason": self.reason,
+            "linearized_prefix": len(self.linearization),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "valid": self.valid, "model": self.model, "cause": self.cause, "first_failure": self.first_failure(),
+            "partitions": self.partitions, "steps": self.steps, "cache_entries": self.cache_entries,
+            "seconds": self.seconds,
+        }
+
+    def describe(self) -> str:
+        if self.valid is True:
+            return f"linearizable ({self.model}; {self.partitions} partition(s), {self.steps} steps)"
+        if self.valid is False and self.call is not None:
+            prev = f"; previous ok: {self.previous_ok.describe()}" if self.previous_ok is not None else ""
+            where = f" in partition {self.partition!r}" if self.partition is not None else ""
+            return (f"NOT linearizable{where}: cannot linearize {self.call.describe()}"
+                    f"{' (' + self.reason + ')' if self.reason else ''}{prev}")
+        return f"unknown ({self.cause})"
+
+
+def merge_valid(values: list[bool | str]) -> bool | str:
+    """Combine verdicts: False beats "unknown" beats True."""
+    if any(v is False for v in values):
+        return False
+    if any(v == UNKNOWN_VERDICT for v in values):
+        return UNKNOWN_VERDICT
+    return True

@@ -1,0 +1,429 @@
+"""Wing-Gong-Lowe search over one partition, with the (linearized set, state) cache.
+
+Theory of operation.  A search node is (B, s): B is an int bitset of the calls linearized so far, s the
+interned id of the model state they lead to.  Calls are numbered in invoke order.  Let r be the
+unlinearized determinate call with the earliest return; a call c may be linearized next iff c is not
+in B and ``c.call_time <= r.ret_time`` (closed intervals: equal times are concurrent).  The search is a
+depth-first walk from (0, init) that tries those candidates, earliest return first (indeterminate calls
+last), and never expands a node twice.  It succeeds when every determinate call is linearized:
+indeterminate calls may be left out.
+
+Rules that cut the search without changing the verdict:
+
+1. States are interned into small ints and ``model.step`` is memoised per (call, state): the model runs
+   once per distinct pair; the search itself only touches ints.
+2. A *read-only* candidate legal in s is linearized at once with no alternative: moving it to the
+   front of any completion keeps the completion legal (it changes no state and every call that must
+   precede it is already in B).  Indeterminate read-only calls are dropped up front.
+3. Dominance over indeterminate calls: (D, I, s) -- D determinate, I indeterminate calls linearized -- is
+   no better than (D, I', s) with I' a subset of I (the latter may still linearize or skip those calls,
+   and they constrain nothing since they never return).  The cache keeps, per (D, s), the I sets seen and
+   prunes any superset.
+4. Necessary-condition prefilter: the states reachable by applying calls in any order (bounded work).  A
+   determinate call legal in none of them is impossible; the history is then cut just after the earliest
+   impossible call's return (later invokes cannot affect any earlier return), which bounds the search.
+   A model's own ``impossible`` pre-check (run by the caller) cuts the history the same way.
+5. Children are generated lazily: a candidate's step is computed only when the search reaches it.
+6. Model look-ahead (``has_reach``/``could_reach``): a node is abandoned when some pending determinate
+   read-only call -- in the window or among the next ``_LOOKAHEAD`` invoked -- can no longer become legal
+   with the writers still available.  At most ``_MAX_ASKS`` reads are asked per node, nearest first.
+7. ``model.canonical`` may rewrite the calls so that states no later call can tell apart coincide.
+
+The first call that cannot be linearized is the determinate call whose return no explored node got
+past (the deepest "return frontier"), and the path to the deepest node is the longest linearizable prefix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from bisect import bisect_right
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any
+
+from checker.linearizable._calls import Call
+from checker.models import Branches, Inconsistent, Model
+
+RUNNING, VALID, INVALID = "running", "valid", "invalid"
+_CLOSURE_STATE_CAP = 64
+_LOOKAHEAD = 24
+_MAX_ASKS = 5
+_LAZY = -2  # a child whose step has not been computed yet
+
+
+def _mask(flags: list[bool]) -> int:
+    """The int whose bit i is flags[i] (built in linear time, unlike a sum of shifted ones)."""
+    if not flags:
+        return 0
+    return int("".join("1" if f else "0" for f in reversed(flags)), 2)
+
+
+class _Writers(Sequence[tuple[Any, Any]]):
+    """The (input, output) pairs of the calls in a bitmask, built only if a model looks at them."""
+
+    def __init__(self, items: list[tuple[Any, Any]], mask: int) -> None:
+        self._items = items
+        self._mask = mask
+        self._list: list[tuple[Any, Any]] | None = None
+
+    def _materialise(self) -> list[tuple[Any, Any]]:
+        if self._list is None:
+            out = []
+            m = self._mask
+            while m:
+                low = m & -m
+                m ^= low
+                out.append(self._items[low.bit_length() - 1])
+            self._list = out
+        return self._list
+
+    def __len__(self) -> int:
+        return len(self._materialise())
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._materialise()[i]
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        return iter(self._materialise())
+
+
+class PartitionSearch:
+    """A resumable WGL search of one partition: call ``run(max_steps)`` until it returns VALID/INVALID.
+
+    ``hint`` is a call the model's ``impossible`` pre-check proved illegal: the search is then cut after its
+    return (and the bounded reachability pre-check is skipped).
+    """
+
+    def __init__(self, model: Model, calls: Sequence[Call], key: Hashable = None, hint: Call | None = None) -> None:
+        self.model = model
+        self.key = key
+        self.given = calls
+        kept = [c for c in calls if c.determinate or not model.read_only(c.input, c.output)]
+        kept.sort(key=lambda c: (c.call_time, c.id))
+        self.all_calls: list[Call] = kept
+        self.original = {c.id: c for c in kept}
+        rewritten = model.canonical([(c.input, c.output) for c in kept])
+        if rewritten is not None:
+            kept = [c if (i is c.input and o is c.output) else dataclasses.replace(c, input=i, output=o)
+                    for c, (i, o) in zip(kept, rewritten, strict=True)]
+        self.states: list[Hashable] = []
+        self._ids: dict[Hashable, int] = {}
+        self.steps = 0
+        self.status = RUNNING
+        self.cut_at: Call | None = None
+        init = self._intern(model.init())
+        self._setup(kept)
+        impossible = self._impossible(init) if hint is None else next(c for c in kept if c.id == hint.id)
+        if impossible is not None:
+            limit = impossible.ret_time
+            self.cut_at = self.original[impossible.id]
+            kept = [c for c in kept if c.call_time <= limit]
+            self._setup(kept)
+        # DFS stack frames: [j, s, p, children, k, path]: j the call linearized to get here (None at the root),
+        # path a linked list (j, s, parent path) of the calls linearized so far, so remembering the deepest
+        # node costs O(1).  The linearized set B of the top frame is kept in self.B (not one per frame: a
+        # frame per call of a long history, each with a bit per call, would be quadratic memory).
+        self.B = 0
+        self.best_p = -1
+        self.best_path: Any = None
+        self.cache_plain: set[tuple[int, int, int]] = set()
+        self.cache_dom: dict[tuple[int, int, int], list[int]] = {}
+        self.stack: list[list[Any]] = []
+        self.final_cache_entries = 0
+        self._push_root(init)
+
+    # -- setup ---------------------------------------------------------------------------------------
+
+    def _setup(self, calls: list[Call]) -> None:
+        self.calls = calls
+        self.n = len(calls)
+        self.call_t = [c.call_time for c in calls]
+        self.ret_t = [c.ret_time for c in calls]
+        self.ro = [self.model.read_only(c.input, c.output) for c in calls]
+        det = [i for i, c in enumerate(calls) if c.determinate]
+        self.R = sorted(det, key=lambda i: (self.ret_t[i], self.call_t[i], i))
+        rank = [0] * self.n
+        for pos, i in enumerate(self.R):
+            rank[i] = pos
+        nr = len(self.R)
+        for i, c in enumerate(calls):
+            if not c.determinate:
+                rank[i] = nr + i
+        self.rank = rank
+        self.use_reach = bool(getattr(self.model, "has_reach", False))
+        self.reach_memo: dict[tuple[int, int, int], bool] = {}
+        self.items = [(c.input, c.output) for c in calls]
+        self.writer_mask = _mask([not r for r in self.ro])
+        # Counts, not masks (n masks of n bits each would be quadratic memory): upto[i] = number of calls
+        # invoked no later than call i returns; window[p] = the same for the p-th earliest return.  The
+        # candidate mask of a node is then (1 << window[p]) - 1 minus the linearized set.
+        self.upto = [bisect_right(self.call_t, t) for t in self.ret_t]
+        self.window = [self.upto[r] for r in self.R]
+        self.det_ro = _mask([r and c.determinate for r, c in zip(self.ro, calls, strict=True)])
+        self.info_mask = _mask([not c.determinate for c in calls])
+        self.det_mask = ((1 << self.n) - 1) ^ self.info_mask
+        # Calls with the same (f, input, output) share one step memo, so the model runs once per distinct
+        # (signature, state): a register history of 100 calls typically has a few dozen signatures.
+        memos: dict[Any, dict[int, Any]] = {}
+        self.trans = []
+        self.sig_of: list[int] = []
+        self.sig_rep: list[int] = []
+        for i, c in enumerate(calls):
+            # repr is a fast stand-in for equality on JSON/EDN-like values (unequal values never share a
+            # repr; equal values that print differently merely do not share a memo).
+            sig: Any = (c.input.f, repr(c.input.value), repr(c.output))
+            memo = memos.get(sig)
+            if memo is None:
+                memo = memos[sig] = {}
+                self.sig_rep.append(i)
+            self.trans.append(memo)
+
+    def _intern(self, state: Hashable) -> int:
+        sid = self._ids.get(state)
+        if sid is None:
+            sid = len(self.states)
+            self._ids[state] = sid
+            self.states.append(state)
+        return sid
+
+    def _next(self, i: int, s: int) -> Any:
+        """Memoised step: -1 if illegal, a state id, or a tuple of ids (Branches)."""
+        memo = self.trans[i]
+        nxt = memo.get(s)
+        if nxt is None:
+            c = self.calls[i]
+            res = self.model.step(self.states[s], c.input, c.output)
+            if isinstance(res, Inconsistent):
+                nxt = -1
+            elif isinstance(res, Branches):
+                nxt = tuple(self._intern(x) for x in res.states) or -1
+            else:
+                nxt = self._intern(res)
+            memo[s] = nxt
+        return nxt
+
+    def _impossible(self, init: int) -> Call | None:
+        """Earliest-returning determinate call legal in no state reachable in any order (bounded), or None."""
+        reps = self.sig_rep
+        if not reps:
+            return None
+        budget = 8 * self.n + 64
+        seen = {init}
+        frontier = [init]
+        legal_memo: set[int] = set()
+        while frontier:
+            s = frontier.pop()
+            for i in reps:
+                budget -= 1
+                if budget <= 0 or len(seen) > _CLOSURE_STATE_CAP:
+                    return None
+                nxt = self._next(i, s)
+                if nxt == -1:
+                    continue
+                legal_memo.add(id(self.trans[i]))
+                for t in nxt if isinstance(nxt, tuple) else (nxt,):
+                    if t not in seen:
+                        seen.add(t)
+                        frontier.append(t)
+        bad = [i for i in self.R if id(self.trans[i]) not in legal_memo]
+        return self.calls[bad[0]] if bad else None
+
+    # -- search --------------------------------------------------------------------------------------
+
+    def _advance(self, B: int, p: int) -> int:
+        R = self.R
+        nr = len(R)
+        while p < nr and (B >> R[p]) & 1:
+            p += 1
+        return p
+
+    def _children(self, B: int, s: int, p: int) -> list[tuple[int, int]]:
+        # Candidates: unlinearized calls invoked no later than the earliest pending return, as a bitmask.
+        w = self.window[p]
+        m = ((1 << w) - 1) & ~B
+        trans = self.trans
+        ro = self.ro
+        rank = self.rank
+        found: list[tuple[int, int, int]] = []
+        pending_reads: list[int] = []
+        while m:
+            low = m & -m
+            i = low.bit_length() - 1
+            m ^= low
+            nxt = trans[i].get(s)
+            if nxt is None:
+                if not ro[i]:
+                    found.append((rank[i], i, _LAZY))  # stepped only if the search gets to it
+                    continue
+                nxt = self._next(i, s)
+            if nxt != -1:
+                if ro[i]:
+                    return [(i, s)]
+                if type(nxt) is int:
+                    found.append((rank[i], i, nxt))
+                else:
+                    found.extend((rank[i], i, t) for t in nxt)
+            elif ro[i] and self.use_reach:
+                pending_reads.append(i)
+        if self.use_reach:
+            # Look-ahead: reads in the window, then reads invoked soon after it, must stay reachable.  Only the
+            # first few illegal ones are asked (each ask costs a model call; the nearest ones prune best).
+            m = (((1 << min(self.n, w + _LOOKAHEAD)) - 1) ^ ((1 << w) - 1)) & self.det_ro & ~B
+            while m and len(pending_reads) < _MAX_ASKS:
+                low = m & -m
+                i = low.bit_length() - 1
+                m ^= low
+                nxt = trans[i].get(s)
+                if nxt is None:
+                    nxt = self._next(i, s)
+                if nxt == -1:
+                    pending_reads.append(i)
+            for i in pending_reads[:_MAX_ASKS]:
+                if not self._reachable(B, s, i):
+                    return []
+        if len(found) > 1:
+            found.sort()
+        return [(i, t) for _, i, t in found]
+
+    def _reachable(self, B: int, s: int, g: int) -> bool:
+        """Model look-ahead: can read-only call g still become legal from state s (memoised)?"""
+        avail = self.writer_mask & ((1 << self.upto[g]) - 1) & ~B
+        key = (s, g, avail)
+        hit = self.reach_memo.get(key)
+        if hit is None:
+            c = self.calls[g]
+            hit = self.model.could_reach(self.states[s], c.input, c.output, _Writers(self.items, avail))
+            self.reach_memo[key] = hit
+        return hit
+
+    def _push_root(self, init: int) -> None:
+        if not self.R:
+            self.status = VALID
+            return
+        p = self._advance(0, 0)
+        self.best_p = p
+        self.stack.append([None, init, p, self._children(0, init, p), 0, None])
+
+    @property
+    def cache_entries(self) -> int:
+        return self.final_cache_entries + len(self.cache_plain) + len(self.cache_dom)
+
+    def run(
+        self, max_steps: int, deadline: float | None = None, clock: Callable[[], float] | None = None,
+        cache_limit: int | None = None,
+    ) -> str:
+        """Advance by at most ``max_steps`` node expansions; return RUNNING, VALID or INVALID.
+
+        Also returns RUNNING early once ``clock() > deadline`` or the cache holds more than ``cache_limit``
+        entries (checked every 64 steps); the caller decides whether that is the end.
+        """
+        if self.status != RUNNING:
+            return self.status
+        stack = self.stack
+        nr = len(self.R)
+        info_mask = self.info_mask
+        use_dom = info_mask != 0
+        cache_plain = self.cache_plain
+        cache_dom = self.cache_dom
+        children_of = self._children
+        advance = self._advance
+        steps = 0
+        B = self.B
+        while stack:
+            frame = stack[-1]
+            kids = frame[3]
+            k = frame[4]
+            if k >= len(kids):
+                stack.pop()
+                if frame[0] is not None:
+                    B ^= 1 << frame[0]
+                continue
+            frame[4] = k + 1
+            j, s2 = kids[k]
+            if s2 == _LAZY:
+                s2 = self._next(j, frame[1])
+                if s2 == -1:
+                    continue
+                if type(s2) is not int:
+                    kids[k + 1:k + 1] = [(j, t) for t in s2[1:]]
+                    s2 = s2[0]
+            B2 = B | (1 << j)
+            # Cache keys drop the run of low bits that are all set (calls linearized or indeterminate), so an
+            # entry costs about a window of bits, not a bit per call of the whole history.
+            if use_dom:
+                D = B2 | info_mask
+                q = (~D & (D + 1)).bit_length() - 1
+                dkey = (D >> q, q, s2)
+                infos = B2 & info_mask
+                seen = cache_dom.get(dkey)
+                if seen is None:
+                    cache_dom[dkey] = [infos]
+                else:
+                    dominated = False
+                    for x in seen:
+                        if x & infos == x:
+                            dominated = True
+                            break
+                    if dominated:
+                        continue
+                    seen.append(infos)
+            else:
+                q = (~B2 & (B2 + 1)).bit_length() - 1
+                key = (B2 >> q, q, s2)
+                if key in cache_plain:
+                    continue
+                cache_plain.add(key)
+            p2 = advance(B2, frame[2])
+            path = (j, s2, frame[5])
+            if p2 > self.best_p:
+                self.best_p = p2
+                self.best_path = path
+            if p2 == nr:
+                self.best_path = path
+                self.status = VALID
+                self.steps += steps + 1
+                self._release()
+                return VALID
+            stack.append([j, s2, p2, children_of(B2, s2, p2), 0, path])
+            B = B2
+            steps += 1
+            if steps >= max_steps or (steps & 63 == 0 and (
+                (deadline is not None and clock is not None and clock() > deadline)
+                or (cache_limit is not None and len(cache_plain) + len(cache_dom) > cache_limit)
+            )):
+                self.steps += steps
+                self.B = B
+                return RUNNING
+        self.steps += steps
+        self.status = INVALID
+        self._release()
+        return INVALID
+
+    def _release(self) -> None:
+        """Free the search structures of a finished partition (keeps the cache size for the statistics)."""
+        self.final_cache_entries = len(self.cache_plain) + len(self.cache_dom)
+        self.stack.clear()
+        self.cache_plain = set()
+        self.cache_dom = {}
+        self.reach_memo = {}
+
+    # -- reporting -----------------------------------------------------------------------------------
+
+    def failing_call(self) -> Call | None:
+        if self.status != INVALID:
+            return None
+        return self.original[self.calls[self.R[max(self.best_p, 0)]].id]
+
+    def linearization(self) -> list[tuple[Call, Hashable]]:
+        """The longest linearizable prefix found: (call, state after it) pairs."""
+        out: list[tuple[Call, Hashable]] = []
+        node = self.best_path
+        while node is not None:
+            j, s, node = node
+            out.append((self.original[self.calls[j].id], self.states[s]))
+        out.reverse()
+        return out
+
+    def state_at_best(self) -> Hashable:
+        if self.best_path is not None:
+            return self.states[self.best_path[1]]
+        return self.model.init()

@@ -1,0 +1,191 @@
+"""Pure performance statistics: latencies, rates, nemesis windows and availability per fault window.
+
+Times in the history are ns since test start; everything returned here is in seconds (``*_s``) or
+milliseconds (``*_ms``).  A *nemesis window* is the interval between a fault-starting nemesis op and the
+matching healing op (``NEMESIS_PAIRS``, plus any ``start-X``/``stop-X``); an unhealed window ends at the end of
+the history.  *Availability* of a window: how long after the fault started client ops kept failing (the
+last ``fail``/``info`` completion before the next window starts), and the RTO: the time from the heal to
+the first ``ok`` completion.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+NS_PER_S = 1_000_000_000
+
+# fault-starting nemesis f -> healing nemesis f (the one table; "start-X" -> "stop-X" is implied)
+NEMESIS_PAIRS: dict[str, str] = {
+    "kill": "start", "pause": "resume", "bump-clock": "reset-clock", "strobe-clock": "reset-clock",
+    "partition": "heal", "arm-failpoint": "disarm-failpoint",
+}
+QUANTILES = (0.5, 0.95, 0.99, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One fault window: ``f`` started at ``start_s`` and was healed by ``stop_f`` at ``end_s``."""
+
+    f: str
+    start_s: float
+    end_s: float
+    stop_f: str | None  # None: never healed (end_s is the end of the history)
+    start_index: int
+    end_index: int
+
+    def __post_init__(self) -> None:
+        if self.end_s < self.start_s:
+            raise ValueError(f"Window {self.f}: end_s {self.end_s} is before start_s {self.start_s}")
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyPoint:
+    time_s: float  # invoke time
+    latency_ms: float
+    type: str  # ok | fail | info
+    f: str
+    process: Any
+    invoke_index: int
+    complete_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Availability:
+    f: str
+    start_s: float
+    end_s: float
+    healed: bool
+    ops_ok: int
+    ops_failed: int  # fail or info completions from start to the next window (or history end)
+    first_failure_s: float | None  # after fault start
+    last_failure_s: float | None  # after fault start
+    rto_s: float | None  # from heal to the first ok completion
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _d(op: Any) -> dict[str, Any]:
+    return op if isinstance(op, dict) else op.to_dict()
+
+
+def healing_f(f: str) -> str | None:
+    """The nemesis f that heals fault ``f`` (None if ``f`` does not start a fault)."""
+    if f in NEMESIS_PAIRS:
+        return NEMESIS_PAIRS[f]
+    if f.startswith("start-"):
+        return "stop-" + f[len("start-"):]
+    return None
+
+
+def nemesis_windows(history: Iterable[Any]) -> list[Window]:
+    """Pair fault-starting and healing nemesis ops by f, in history order."""
+    open_: dict[str, tuple[float, int]] = {}
+    heals: dict[str, list[str]] = {}
+    out: list[Window] = []
+    end_s, end_i = 0.0, 0
+    for raw in history:
+        d = _d(raw)
+        end_s, end_i = max(end_s, d["time"] / NS_PER_S), d["index"]
+        if d["process"] != "nemesis":
+            continue
+        f = d["f"]
+        stop = healing_f(f)
+        if stop is not None and d["type"] == "invoke" and f not in open_:
+            open_[f] = (d["time"] / NS_PER_S, d["index"])
+            heals.setdefault(stop, []).append(f)
+        elif d["type"] != "invoke" and heals.get(f):
+            for start_f in heals.pop(f):
+                st, si = open_.pop(start_f)
+                out.append(Window(start_f, st, d["time"] / NS_PER_S, f, si, d["index"]))
+    for start_f, (st, si) in open_.items():
+        out.append(Window(start_f, st, max(st, end_s), None, si, end_i))
+    out.sort(key=lambda w: w.start_s)
+    return out
+
+
+def latency_points(history: Iterable[Any]) -> list[LatencyPoint]:
+    """One point per completed client op (an invoke never completed is not plotted)."""
+    open_: dict[Any, dict[str, Any]] = {}
+    out = []
+    for raw in history:
+        d = _d(raw)
+        if d["process"] == "nemesis":
+            continue
+        if d["type"] == "invoke":
+            open_[d["process"]] = d
+            continue
+        inv = open_.pop(d["process"], None)
+        if inv is None:
+            continue
+        out.append(LatencyPoint(inv["time"] / NS_PER_S, (d["time"] - inv["time"]) / 1e6, d["type"], d["f"],
+                                d["process"], inv["index"], d["index"]))
+    return out
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank quantile of an ascending non-empty sequence."""
+    if not sorted_values:
+        raise ValueError("quantile of an empty sequence; expected at least one value")
+    i = min(len(sorted_values) - 1, max(0, int(q * len(sorted_values) + 0.5) - 1))
+    return sorted_values[i]
+
+
+def quantile_series(points: Sequence[LatencyPoint], *, bucket_s: float,
+                    qs: Sequence[float] = QUANTILES) -> dict[str, dict[float, list[tuple[float, float]]]]:
+    """f -> quantile -> [(bucket mid time s, latency ms)] over ok ops, per time bucket."""
+    buckets: dict[str, dict[int, list[float]]] = {}
+    for p in points:
+        if p.type == "ok":
+            buckets.setdefault(p.f, {}).setdefault(int(p.time_s // bucket_s), []).append(p.latency_ms)
+    out: dict[str, dict[float, list[tuple[float, float]]]] = {}
+    for f, by_bucket in buckets.items():
+        series: dict[float, list[tuple[float, float]]] = {q: [] for q in qs}
+        for b in sorted(by_bucket):
+            vals = sorted(by_bucket[b])
+            for q in qs:
+                series[q].append(((b + 0.5) * bucket_s, quantile(vals, q)))
+        out[f] = series
+    return out
+
+
+def rate_series(points: Sequence[LatencyPoint], *, bucket_s: float) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    """(f, type) -> [(bucket mid time s, completions per second)], by completion bucket of the invoke time."""
+    counts: dict[tuple[str, str], dict[int, int]] = {}
+    last = 0
+    for p in points:
+        b = int(p.time_s // bucket_s)
+        last = max(last, b)
+        c = counts.setdefault((p.f, p.type), {})
+        c[b] = c.get(b, 0) + 1
+    return {k: [((b + 0.5) * bucket_s, c.get(b, 0) / bucket_s) for b in range(last + 1)] for k, c in counts.items()}
+
+
+def availability(points: Sequence[LatencyPoint], windows: Sequence[Window]) -> list[Availability]:
+    """Per window: failures from its start to the next window's start, and the RTO after its heal."""
+    done = sorted((p.time_s + p.latency_ms / 1000.0, p.type) for p in points)
+    times = [t for t, _ in done]
+    out = []
+    for i, w in enumerate(windows):
+        horizon = windows[i + 1].start_s if i + 1 < len(windows) else float("inf")
+        span = done[bisect_left(times, w.start_s):bisect_left(times, horizon)]
+        fails = [t for t, ty in span if ty != "ok"]
+        rto = None
+        if w.stop_f is not None:
+            rto = next((t - w.end_s for t, ty in done[bisect_left(times, w.end_s):] if ty == "ok"), None)
+        out.append(Availability(
+            w.f, w.start_s, w.end_s, w.stop_f is not None, len(span) - len(fails), len(fails),
+            (fails[0] - w.start_s) if fails else None, (fails[-1] - w.start_s) if fails else None, rto))
+    return out
+
+
+def op_counts(points: Sequence[LatencyPoint]) -> dict[str, dict[str, int]]:
+    """f -> {"ok": n, "fail": n, "info": n}."""
+    out: dict[str, dict[str, int]] = {}
+    for p in points:
+        c = out.setdefault(p.f, {"ok": 0, "fail": 0, "info": 0})
+        c[p.type] = c.get(p.type, 0) + 1
+    return out

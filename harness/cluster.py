@@ -1,0 +1,319 @@
+"""The life cycle of the real cluster under test, over any control backend.
+
+:class:`SplitbrainDB` implements the harness's DB protocol and its optional capabilities (Kill,
+Pause, Primary, LogFiles) for splitbrain controllers and brokers.  It only talks to nodes through
+the :class:`~harness.control.base.Remote` interface, so the same code drives network namespaces,
+docker containers and SSH hosts.
+
+Per node it writes the cluster token into the node's directory, spawns the daemon with its log
+file next to its data directory, and waits until it is ready: a controller until the quorum has
+a leader, a broker until it answers GET_BROKER_RUNTIME_INFO with a broker id.  ``kill`` is
+SIGKILL, ``start`` restarts with the same data directory, ``pause``/``resume`` are
+SIGSTOP/SIGCONT, ``primaries`` asks the controllers who leads and which brokers are masters.
+
+Cluster options (the spec's ``cluster:`` map) are validated by :func:`cluster_options` before
+anything starts; an unknown key or a bad value raises ``SpecError`` naming ``cluster.<key>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.spec import SpecError, TestSpec
+from system_under_test.client.controller_client import ControllerClient
+from system_under_test.protocol import RequestCode, connect
+
+log = logging.getLogger("splitbrain.cluster")
+
+CONTROLLER_PORT = 9101
+BROKER_PORT = 10911
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """Options of the cluster under test (the spec's ``cluster:`` map).
+
+    Attributes:
+        cluster_name: cluster name of controllers and brokers.
+        lease_timeout_ms: broker lease (KIP-631 session); shorter = faster failover, more fencing.
+        enable_elect_unclean_master: allow electing a broker outside the SyncStateSet (unsafe).
+        all_ack_in_sync_state_set: a send is acked only when every SyncStateSet member has it (safe).
+        flush: ``sync`` (fsync before ack) or ``async``.
+        dirty_recovery: ``raft`` lets a quorum restart after every controller was killed (the
+            harness kills whole quorums on purpose); ``manual`` is the seed's strict rule.
+        tick_interval_ms / election_ticks: controller Raft timing.
+        bugs: deliberately broken behaviours (``--bug`` switches) for proving the checkers work.
+        extra_controller_args / extra_broker_args: passed through verbatim.
+    """
+
+    cluster_name: str = "splitbrain"
+    lease_timeout_ms: int = 2000
+    enable_elect_unclean_master: bool = False
+    all_ack_in_sync_state_set: bool = True
+    flush: str = "sync"
+    dirty_recovery: str = "raft"
+    tick_interval_ms: int = 50
+    election_ticks: int = 4
+    bugs: tuple[str, ...] = ()
+    extra_controller_args: tuple[str, ...] = ()
+    extra_broker_args: tuple[str, ...] = ()
+
+
+_CHECKS: dict[str, tuple[type, str]] = {
+    "cluster_name": (str, "1-64 chars of [A-Za-z0-9_.-]"),
+    "lease_timeout_ms": (int, "100..600000"),
+    "enable_elect_unclean_master": (bool, "true or false"),
+    "all_ack_in_sync_state_set": (bool, "true or false"),
+    "flush": (str, "sync or async"),
+    "dirty_recovery": (str, "raft or manual"),
+    "tick_interval_ms": (int, "5..1000"),
+    "election_ticks": (int, "2..100"),
+    "bugs": (list, "a list of bug names"),
+    "extra_controller_args": (list, "a list of strings"),
+    "extra_broker_args": (list, "a list of strings"),
+}
+
+
+def cluster_options(raw: Mapping[str, Any], *, file: str = "<spec>") -> ClusterOptions:
+    """Validate the spec's ``cluster:`` map.
+
+    Raises:
+        SpecError: naming ``cluster.<key>``, the value and what is allowed.
+    """
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "bugs" and isinstance(value, list):
+            unknown = sorted(set(map(str, value)) - KNOWN_BUGS)
+            if unknown:
+                raise SpecError(file, "cluster.bugs", unknown, f"bug names from {sorted(KNOWN_BUGS)}")
+        if key not in _CHECKS:
+            raise SpecError(file, f"cluster.{key}", value, f"one of {sorted(_CHECKS)}")
+        typ, allowed = _CHECKS[key]
+        if typ is int and (type(value) is not int):
+            raise SpecError(file, f"cluster.{key}", value, allowed)
+        if typ is not int and not isinstance(value, typ):
+            raise SpecError(file, f"cluster.{key}", value, allowed)
+        values[key] = tuple(str(v) for v in value) if typ is list else value
+    ranges = {"lease_timeout_ms": (100, 600_000), "tick_interval_ms": (5, 1000), "election_ticks": (2, 100)}
+    for key, (lo, hi) in ranges.items():
+        if key in values and not lo <= values[key] <= hi:
+            raise SpecError(file, f"cluster.{key}", values[key], _CHECKS[key][1])
+    if values.get("flush", "sync") not in ("sync", "async"):
+        raise SpecError(file, "cluster.flush", values["flush"], "sync or async")
+    if values.get("dirty_recovery", "raft") not in ("raft", "manual"):
+        raise SpecError(file, "cluster.dirty_recovery", values["dirty_recovery"], "raft or manual")
+    return ClusterOptions(**values)
+
+
+@dataclass
+class SplitbrainDB:
+    """DB + Kill + Pause + Primary + LogFiles for controllers and brokers (see the module docstring)."""
+
+    spec: TestSpec
+    options: ClusterOptions
+    command: Sequence[str] = field(default_factory=lambda: [sys.executable, "-m", "harness.cli"])
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+    python: str = sys.executable  # the interpreter on the nodes (helpers such as nemesis.netqueue)
+    ready_timeout_s: float = 60.0
+    pids: dict[str, int] = field(default_factory=dict)
+
+    # -- topology --------------------------------------------------------------------------
+
+    @property
+    def controllers(self) -> tuple[str, ...]:
+        return self.spec.nodes.controllers
+
+    def broker_set_of(self, node: str) -> int | None:
+        for i, members in enumerate(self.spec.nodes.broker_sets):
+            if node in members:
+                return i
+        return None
+
+    def role(self, node: str) -> str:
+        if node in self.controllers:
+            return "controller"
+        if self.broker_set_of(node) is not None:
+            return "broker"
+        raise ValueError(f"node {node!r} has no role in the spec")
+
+    def controller_addrs(self, test: Mapping[str, Any]) -> list[str]:
+        remote = test["remote"]
+        return [f"{remote.address(c)}:{CONTROLLER_PORT}" for c in self.controllers]
+
+    def broker_addr(self, test: Mapping[str, Any], node: str) -> str:
+        return f"{test['remote'].address(node)}:{BROKER_PORT}"
+
+    def admin_addr(self, test: Mapping[str, Any], node: str) -> str:
+        """Where a node answers admin RPCs (failpoints, clock, status): its own service port."""
+        if self.role(node) == "controller":
+            return f"{test['remote'].address(node)}:{CONTROLLER_PORT}"
+        return self.broker_addr(test, node)
+
+    def client(self, test: Mapping[str, Any], timeout_s: float = 2.0) -> ControllerClient:
+        return ControllerClient(self.controller_addrs(test), token=self.token, timeout_s=timeout_s)
+
+    # -- argv --------------------------------------------------------------------------------
+
+    def _dir(self, test: Mapping[str, Any], node: str) -> Path:
+        return Path(test["remote"].node_dir(node))
+
+    def argv(self, test: Mapping[str, Any], node: str) -> list[str]:
+        o = self.options
+        d = self._dir(test, node)
+        if self.role(node) == "controller":
+            remote = test["remote"]
+            peers = ",".join(f"{c}={remote.address(c)}:{CONTROLLER_PORT}" for c in self.controllers)
+            return [
+                *self.command, "controller", "--node-id", node, "--peers", peers, "--data-dir", str(d / "data"),
+                "--cluster-name", o.cluster_name, "--token-file", str(d / "token"),
+                "--lease-timeout-ms", str(o.lease_timeout_ms), "--dirty-recovery", o.dirty_recovery,
+                "--tick-interval-ms", str(o.tick_interval_ms), "--election-ticks", str(o.election_ticks),
+                "--seed", str(self.spec.seed + self.controllers.index(node)),
+                *(["--enable-elect-unclean-master"] if o.enable_elect_unclean_master else []),
+                *[a for b in o.bugs if b in CONTROLLER_BUGS for a in ("--bug", b)],
+                *o.extra_controller_args,
+            ]
+        set_index = self.broker_set_of(node)
+        return [
+            *self.command, "broker", "--cluster-name", o.cluster_name, "--broker-name", f"broker-{set_index}",
+            "--listen", self.broker_addr(test, node), "--store-dir", str(d / "store"),
+            "--controllers", ",".join(self.controller_addrs(test)), "--token-file", str(d / "token"),
+            "--lease-timeout-ms", str(o.lease_timeout_ms), "--flush", o.flush,
+            *([] if o.all_ack_in_sync_state_set else ["--no-all-ack-in-sync-state-set"]),
+            *[a for b in o.bugs if b not in CONTROLLER_BUGS for a in ("--bug", b)],
+            *o.extra_broker_args,
+        ]
+
+    # -- DB protocol -------------------------------------------------------------------------
+
+    async def setup(self, test: dict[str, Any], node: str) -> None:
+        remote = test["remote"]
+        d = self._dir(test, node)
+        await remote.exec(node, ["mkdir", "-p", str(d)], check=True)
+        token_local = Path(test["run_dir"]) / f".token-{node}"  # one file per node: setups run concurrently
+        token_local.write_text(self.token + "\n")
+        await remote.upload(node, str(token_local), str(d / "token"))
+        token_local.unlink()
+        await self.start(test, node)
+        await self.wait_ready(test, node)
+
+    async def start(self, test: dict[str, Any], node: str) -> None:
+        remote = test["remote"]
+        d = self._dir(test, node)
+        self.pids[node] = await remote.spawn(node, self.argv(test, node), log_path=str(d / "node.log"))
+        log.info("started %s %s (pid %d)", self.role(node), node, self.pids[node])
+
+    async def kill(self, test: dict[str, Any], node: str) -> None:
+        """SIGKILL and wait (bounded) until the process is really gone."""
+        await self._signal(test, node, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while await self.alive(test, node):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{node} still alive 10 s after SIGKILL (pid {self.pids.get(node)})")
+            await asyncio.sleep(0.02)
+
+    async def terminate(self, test: dict[str, Any], node: str) -> None:
+        """SIGTERM: controlled shutdown (brokers move mastership away first)."""
+        await self._signal(test, node, signal.SIGTERM)
+
+    async def pause(self, test: dict[str, Any], node: str) -> None:
+        await self._signal(test, node, signal.SIGSTOP)
+
+    async def resume(self, test: dict[str, Any], node: str) -> None:
+        await self._signal(test, node, signal.SIGCONT)
+
+    async def _signal(self, test: dict[str, Any], node: str, sig: int) -> None:
+        pid = self.pids.get(node)
+        if pid is None:
+            return
+        remote = test["remote"]
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            await remote.signal(node, pid, signal.SIGCONT)  # a paused process must be able to die/exit
+        await remote.signal(node, pid, sig)
+
+    async def alive(self, test: dict[str, Any], node: str) -> bool:
+        pid = self.pids.get(node)
+        return pid is not None and bool(await test["remote"].is_alive(node, pid))
+
+    async def teardown(self, test: dict[str, Any], node: str) -> None:
+        if await self.alive(test, node):
+            await self.kill(test, node)
+
+    def log_files(self, test: dict[str, Any], node: str) -> Mapping[str, str]:
+        return {str(self._dir(test, node) / "node.log"): "node.log"}
+
+    # -- readiness and primaries ---------------------------------------------------------------
+
+    async def wait_ready(self, test: dict[str, Any], node: str, timeout_s: float | None = None) -> None:
+        """Wait until ``node`` serves (controller: the quorum has a leader; broker: it has an id).
+
+        Raises:
+            TimeoutError: naming the node, its role and its last answer (or that it exited).
+        """
+        deadline = time.monotonic() + (timeout_s or self.ready_timeout_s)
+        last = "no answer yet"
+        role = self.role(node)
+        addr = (f"{test['remote'].address(node)}:{CONTROLLER_PORT}" if role == "controller"
+                else self.broker_addr(test, node))
+        while time.monotonic() < deadline:
+            if not await self.alive(test, node):
+                tail = await test["remote"].exec(node, ["tail", "-n", "15", str(self._dir(test, node) / "node.log")])
+                raise TimeoutError(f"{role} {node} exited during start; last lines of its log:\n{tail.stdout}")
+            try:
+                conn = await connect(addr, timeout_s=1.0)
+                try:
+                    if role == "controller":
+                        md = (await conn.request(RequestCode.CONTROLLER_GET_METADATA_INFO, timeout_s=2)).header
+                        last = f"active={md.get('active')} leader={md.get('leader_id')}"
+                        if md.get("active") and md.get("leader_id"):
+                            return
+                    else:
+                        info = (await conn.request(RequestCode.GET_BROKER_RUNTIME_INFO, timeout_s=2)).header
+                        last = f"{info}"
+                        if info.get("broker_id"):
+                            return
+                finally:
+                    conn.close()
+            except Exception as exc:
+                last = f"{exc.__class__.__name__}: {exc}"
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"{role} {node} not ready after {timeout_s or self.ready_timeout_s}s: {last}")
+
+    async def primaries(self, test: dict[str, Any]) -> list[str]:
+        """The controller leader and every broker set's master, as node names (asked now)."""
+        out: list[str] = []
+        client = self.client(test, timeout_s=1.0)
+        try:
+            addr_to_node = {f"{test['remote'].address(n)}:{CONTROLLER_PORT}": n for n in self.controllers}
+            md = await client.get_metadata()
+            leader_addr = md.get("leader_addr")
+            if leader_addr in addr_to_node:
+                out.append(addr_to_node[leader_addr])
+            for i, members in enumerate(self.spec.nodes.broker_sets):
+                try:
+                    info = await client.get_replica_info(f"broker-{i}")
+                except Exception:
+                    continue
+                by_addr = {self.broker_addr(test, n): n for n in members}
+                master = by_addr.get(str(info.get("master_addr")))
+                if master:
+                    out.append(master)
+        except Exception as exc:
+            log.info("primaries: %s", exc)
+        finally:
+            await client.close()
+        return out
+
+
+CONTROLLER_BUGS = frozenset({"stale-read", "no-epoch-fencing", "reuse-broker-id"})
+BROKER_BUGS = frozenset({"ack-before-replication", "non-atomic-meta"})
+KNOWN_BUGS = CONTROLLER_BUGS | BROKER_BUGS

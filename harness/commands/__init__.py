@@ -1,0 +1,41 @@
+"""The harness's user-facing subcommands: one module per command, each with ``configure(parser)`` and
+``run(args) -> int`` (registered in :data:`harness.cli.SUBCOMMANDS`).
+
+* ``test``      -- validate a spec, bring the cluster up on its backend, run the workloads and nemeses, check.
+* ``analyze``   -- re-run the checkers of a stored run on its ``history.jsonl`` and rewrite ``results.json``.
+* ``repro``     -- rerun a stored run with its exact spec and seed (same generator and fault schedule).
+* ``test-all``  -- a matrix of specs with one summary table and one JUnit file.
+* ``cluster``   -- ``up SPEC`` / ``down`` / ``status`` / ``logs NODE`` of a cluster left running without a test.
+* ``serve``     -- the web UI over a results directory (:mod:`harness.web`).
+
+Shared machinery lives in the ``_``-prefixed modules: :mod:`._parts` (workloads -> TestParts, the composite
+client), :mod:`._runs` (run-directory resolution, summaries, JUnit for many runs), :mod:`._backend` (creating the
+control backend lazily).  Exit codes everywhere: 0 valid, 1 invalid, 2 unknown or bad input, 255 crashed.
+"""
+
+from harness.commands._parts import CompositeClient, build_workloads, namespaced_checkers, validate_spec
+from harness.commands._runs import (
+    VERDICTS,
+    RunNotFound,
+    RunSummary,
+    junit_for_runs,
+    read_summary,
+    resolve_run_dir,
+    summarize_results,
+    summary_table,
+)
+
+__all__ = [
+    "VERDICTS",
+    "CompositeClient",
+    "RunNotFound",
+    "RunSummary",
+    "build_workloads",
+    "junit_for_runs",
+    "namespaced_checkers",
+    "read_summary",
+    "resolve_run_dir",
+    "summarize_results",
+    "summary_table",
+    "validate_spec",
+]

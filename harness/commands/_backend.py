@@ -1,0 +1,77 @@
+"""Creating the control backend a spec names (local network namespaces, docker containers, SSH hosts).
+
+The docker and ssh backends are imported lazily, only when chosen, so a machine without the docker SDK or
+paramiko can still run local tests.  Any failure to *create* a backend (module missing, not root, engine
+unreachable, node unreachable) is a :class:`BackendUnavailable` -- an environment problem the user fixes, which
+the commands report with exit code 2, never a crashed test.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from harness.spec import SpecError, TestSpec
+
+__all__ = ["BackendUnavailable", "backend_module", "open_remote", "ssh_targets"]
+
+_MODULES = {"local": "harness.control.local", "docker": "harness.control.docker", "ssh": "harness.control.ssh"}
+
+
+class BackendUnavailable(RuntimeError):
+    """The chosen backend cannot be used here (names the backend, the reason and what to do)."""
+
+
+def backend_module(backend: str) -> Any:
+    """Import the backend's module.
+
+    Raises:
+        BackendUnavailable: the module (or one of its dependencies) is missing.
+    """
+    if backend not in _MODULES:
+        raise BackendUnavailable(f"unknown backend {backend!r}; expected one of {sorted(_MODULES)}")
+    try:
+        return importlib.import_module(_MODULES[backend])
+    except ImportError as exc:
+        raise BackendUnavailable(f"backend {backend!r} not available yet ({_MODULES[backend]} cannot be imported: "
+                                 f"{exc}); use `--backend local` or install its dependencies") from None
+
+
+def ssh_targets(spec: TestSpec, nodes_file: str | None) -> dict[str, Any]:
+    """The spec's nodes resolved from a nodes file (ssh backend).
+
+    Raises:
+        SpecError: no nodes file, or a node of the spec is missing from it.
+    """
+    if not nodes_file:
+        raise SpecError(spec.source, "backend", "ssh", "a --nodes-file naming a host for every node (ssh backend)")
+    mod = backend_module("ssh")
+    try:
+        targets = mod.load_nodes_file(nodes_file)
+    except (OSError, ValueError) as exc:
+        raise SpecError(nodes_file, "<file>", None, f"a readable nodes file ({exc})") from None
+    missing = [n for n in spec.nodes.all if n not in targets]
+    if missing:
+        raise SpecError(nodes_file, "nodes", missing, f"a host for every node of the spec {list(spec.nodes.all)}")
+    return {n: targets[n] for n in spec.nodes.all}
+
+
+async def open_remote(spec: TestSpec, *, nodes_file: str | None = None, state_dir: Path | None = None) -> Any:
+    """Create the remote for ``spec.backend`` over ``spec.nodes.all``.  The caller must ``await remote.close()``.
+
+    Raises:
+        BackendUnavailable: the backend cannot be created here (message says why and what to do).
+        SpecError: ssh backend without a usable nodes file.
+    """
+    mod = backend_module(spec.backend)
+    from harness.control.base import ControlError
+
+    try:
+        if spec.backend == "local":
+            return await mod.LocalRemote.create(list(spec.nodes.all), state_dir=state_dir)
+        if spec.backend == "docker":
+            return await mod.DockerRemote.create(list(spec.nodes.all))
+        return await mod.SshRemote.create(ssh_targets(spec, nodes_file))
+    except ControlError as exc:
+        raise BackendUnavailable(f"backend {spec.backend!r} could not be created: {exc}") from None

@@ -1,0 +1,229 @@
+"""From a validated spec to the runner's :class:`~harness.runner.TestParts`.
+
+Vocabulary: a *workload* (``workloads.registry``) contributes a client, a main generator, an optional final
+generator, named checkers and the op ``fs`` its client handles.  Several workloads run in one test: their
+generators are mixed (:func:`harness.generator.mix`), paced at the spec's ``rate`` and routed to the client
+threads; each op goes to the client of the workload whose ``fs`` holds its ``f`` (:class:`CompositeClient`);
+checkers are namespaced ``<workload>/<checker>`` so two workloads may both have a checker called ``queue``.
+
+:func:`validate_spec` checks everything a run needs *before* anything starts (cluster options, nemesis
+package names and targets, workload names and options, overlapping ``fs``) and raises ``SpecError`` naming
+the file, the key and the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness import generator as g
+from harness.cluster import ClusterOptions, SplitbrainDB, cluster_options
+from harness.runner import TestParts
+from harness.spec import SpecError, TestSpec, load_spec
+
+__all__ = [
+    "CompositeClient", "Prepared", "add_spec_arguments", "build_parts", "build_workloads", "namespaced_checkers",
+    "overrides_from_args", "prepare", "validate_spec",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Flags shared by `test`, `test-all` and `cluster up`
+
+
+def add_spec_arguments(p: argparse.ArgumentParser) -> None:
+    """The spec override flags (each maps to one key of :func:`harness.spec.apply_overrides`)."""
+    p.add_argument("--nodes", help="comma list of node names (controllers first, then broker replicas)")
+    p.add_argument("--time-limit", type=float, help="main phase length in seconds (spec: time_limit_s)")
+    p.add_argument("--concurrency", type=int, help="client worker threads")
+    p.add_argument("--rate", type=float, help="total client ops/s (mean)")
+    p.add_argument("--nemesis", help="comma list of nemesis packages, or 'none'")
+    p.add_argument("--workload", help="comma list of workload names")
+    p.add_argument("--seed", type=int, help="seed of the generators and the fault schedule")
+    p.add_argument("--test-count", type=int, help="run the test N times (seeds seed, seed+1, ...)")
+    p.add_argument("--leave-running", action="store_true", default=None, help="leave the cluster up after the run")
+    p.add_argument("--backend", help="local | docker | ssh")
+    p.add_argument("--nodes-file", help="ssh backend: YAML file of node -> host (see harness.control.ssh)")
+
+
+def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    keys = ("nodes", "time_limit", "concurrency", "rate", "nemesis", "workload", "seed", "test_count",
+            "leave_running", "backend")
+    return {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation and workloads
+
+
+def build_workloads(spec: TestSpec, db: Any) -> list[Any]:
+    """Build every workload the spec names (fresh instances, seeded from the spec).
+
+    Raises:
+        SpecError: an unknown workload name or a bad option (from the registry), or two workloads
+            claiming the same op ``f``.
+    """
+    from workloads import registry
+
+    built = []
+    owner: dict[str, str] = {}
+    for i, w in enumerate(spec.workloads):
+        ctx = registry.WorkloadContext(spec=spec, db=db, options=w.options, seed=spec.seed + 1000 * i, index=i)
+        try:
+            wl = registry.build(w.name, ctx)
+        except SpecError:
+            raise
+        except (ValueError, TypeError) as exc:
+            raise SpecError(spec.source, f"workloads[{i}]", w.name, f"a buildable workload ({exc})") from None
+        for f in sorted(wl.fs):
+            if f in owner:
+                raise SpecError(spec.source, f"workloads[{i}].name", w.name,
+                                f"workloads whose op fs do not overlap; f {f!r} is also handled by {owner[f]!r}")
+            owner[f] = w.name
+        built.append(wl)
+    return built
+
+
+def _nemesis_names(spec: TestSpec, workloads: Sequence[Any]) -> list[str]:
+    names = list(spec.nemesis.packages)
+    for wl in workloads:
+        names += [n for n in getattr(wl, "nemesis_packages", ()) if n not in names]
+    return names
+
+
+def validate_spec(spec: TestSpec) -> ClusterOptions:
+    """Check cluster options, nemesis packages/targets and workloads without starting anything.
+
+    Returns:
+        the validated cluster options.
+    Raises:
+        SpecError: naming the file, the key and the reason.
+    """
+    options = cluster_options(spec.cluster, file=spec.source)
+    db = SplitbrainDB(spec, options)
+    workloads = build_workloads(spec, db)
+    from nemesis import packages
+    from nemesis.targets import Topology
+
+    names = _nemesis_names(spec, workloads)
+    if names:
+        topo = Topology(spec.nodes.controllers, spec.nodes.broker_sets)
+        try:
+            packages.validate(names, spec.nemesis.targets, topo, random.Random(spec.seed))
+        except ValueError as exc:
+            key = "nemesis.targets" if "unknown nemesis package" not in str(exc) else "nemesis.packages"
+            raise SpecError(spec.source, key, names if key == "nemesis.packages" else list(spec.nemesis.targets),
+                            f"valid nemesis settings ({exc})") from None
+    return options
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A spec that passed every check, with its cluster options."""
+
+    spec: TestSpec
+    options: ClusterOptions
+
+
+def prepare(path: str, overrides: Mapping[str, Any]) -> Prepared:
+    """Load, override and validate a spec file (raises SpecError)."""
+    spec = load_spec(path, overrides)
+    return Prepared(spec, validate_spec(spec))
+
+
+# ---------------------------------------------------------------------------------------------
+# Composite client and parts
+
+
+class CompositeClient:
+    """Routes each op to the client of the workload whose ``fs`` contains its ``f``.
+
+    ``routes`` is a list of ``(fs, client)``; :meth:`open` opens every member for the worker's node.
+    An op no workload handles completes as ``fail`` with an error naming the known fs (definitely not done).
+    """
+
+    def __init__(self, routes: Sequence[tuple[frozenset[str], Any]]) -> None:
+        self.routes = list(routes)
+        self._by_f: dict[str, Any] = {}
+        for fs, client in self.routes:
+            for f in fs:
+                self._by_f.setdefault(f, client)
+
+    def client_for(self, f: str) -> Any:
+        return self._by_f.get(f)
+
+    async def open(self, test: dict[str, Any], node: str) -> CompositeClient:
+        opened = []
+        try:
+            for fs, client in self.routes:
+                opened.append((fs, await client.open(test, node)))
+        except BaseException:
+            for _, c in opened:
+                await c.close(test)
+            raise
+        return CompositeClient(opened)
+
+    async def setup(self, test: dict[str, Any]) -> None:
+        for _, client in self.routes:
+            await client.setup(test)
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        client = self._by_f.get(op.get("f", ""))
+        if client is None:
+            why = f"no workload handles f {op.get('f')!r}; known: {sorted(self._by_f)}"
+            return {**op, "type": "fail", "error": why}
+        result: dict[str, Any] = await client.invoke(test, op)
+        return result
+
+    async def teardown(self, test: dict[str, Any]) -> None:
+        for _, client in self.routes:
+            await client.teardown(test)
+
+    async def close(self, test: dict[str, Any]) -> None:
+        for _, client in self.routes:
+            await client.close(test)
+
+
+def namespaced_checkers(workloads: Sequence[Any]) -> dict[str, Any]:
+    """``{"<workload>/<checker>": checker}`` over all workloads."""
+    return {f"{wl.name}/{name}": c for wl in workloads for name, c in wl.checkers.items()}
+
+
+def client_generator(spec: TestSpec, workloads: Sequence[Any]) -> Any:
+    """The workloads' main generators mixed and paced at ``spec.rate`` ops/s in total."""
+    gens = [wl.generator for wl in workloads if wl.generator is not None]
+    if not gens:
+        return None
+    mixed = gens[0] if len(gens) == 1 else g.mix(gens)
+    return g.stagger(1.0 / spec.rate, mixed)
+
+
+def final_generator(workloads: Sequence[Any]) -> Any:
+    finals = [wl.final_generator for wl in workloads if wl.final_generator is not None]
+    if not finals:
+        return None
+    return finals[0] if len(finals) == 1 else g.phases(*finals)
+
+
+def build_parts(spec: TestSpec, options: ClusterOptions) -> tuple[TestParts, SplitbrainDB]:
+    """Fresh DB, workloads and nemesis packages for one run of ``spec`` (the seed drives every schedule)."""
+    from nemesis import packages
+
+    db = SplitbrainDB(spec, options)
+    workloads = build_workloads(spec, db)
+    composed = packages.build(db, _nemesis_names(spec, workloads), interval_s=spec.nemesis.interval_s,
+                              targets=spec.nemesis.targets, seed=spec.seed)
+    client = CompositeClient([(frozenset(wl.fs), wl.client) for wl in workloads])
+    parts = TestParts(
+        client=client,
+        checkers=namespaced_checkers(workloads),
+        generator=g.clients(client_generator(spec, workloads), nemesis_gen=composed.generator),
+        db=db,
+        nemesis=composed.nemesis,
+        heal_generator=composed.heal,
+        final_generator=final_generator(workloads),
+    )
+    return parts, db

@@ -1,0 +1,110 @@
+"""``splitbrain analyze [RUN]``: re-check a stored run without touching any cluster.
+
+Reads the run's ``test.yaml`` (the exact spec), rebuilds its workloads' checkers, runs them on
+``history.jsonl`` (a torn last line -- a crashed run -- is tolerated; an invoke without completion counts as
+``info``), rewrites ``results.json`` and ``junit.xml`` (keeping the run facts: seed, counts, interrupted,
+crashed, duration) and, unless ``--no-plots``, the plots and timeline.  RUN defaults to ``<results>/latest``;
+it may be a run directory, a test directory (its latest run) or a path relative to ``--results``.
+
+Exit code: the verdict's (0 valid, 1 invalid, 2 unknown); a run that was interrupted or crashed is never
+reported valid.  A missing run, spec or history exits 2 with a message saying what was looked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import sys
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from checker.history import read_jsonl
+from harness.cluster import SplitbrainDB, cluster_options
+from harness.commands._artifacts import write_artifacts
+from harness.commands._parts import build_workloads, namespaced_checkers
+from harness.commands._runs import RunNotFound, resolve_run_dir
+from harness.spec import SpecError, load_spec
+from harness.store import EXIT_UNKNOWN, RunDir, exit_code, merge_results, write_junit, write_results
+
+__all__ = ["analyze_run", "configure", "run"]
+
+_FACTS = ("name", "seed", "interrupted", "crashed", "counts", "duration_s")
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", nargs="?", default=None, help="run dir, test dir or path under --results (default: latest)")
+    p.add_argument("--results", default="results", help="results root directory (default: results)")
+    p.add_argument("--no-plots", action="store_true", help="do not rewrite latency.png, rate.png, timeline.html")
+
+
+def _check_safe(checker: Any, test: dict[str, Any], history: list[Any]) -> Any:
+    try:
+        return checker.check(test, history, {})
+    except Exception as exc:
+        return {"valid": "unknown", "error": f"checker crashed: {exc!r}", "traceback": traceback.format_exc()}
+
+
+def analyze_run(run_dir: str | Path, *, plots: bool = True) -> tuple[int, dict[str, Any]]:
+    """Re-run the checkers of one stored run and rewrite its results (see the module docstring).
+
+    Returns:
+        (exit code, the new results.json document).
+    Raises:
+        SpecError: the run's test.yaml is missing or invalid, or names an unknown workload.
+        FileNotFoundError: the run has no history.jsonl.
+    """
+    path = Path(run_dir)
+    spec = load_spec(path / "test.yaml")
+    options = cluster_options(spec.cluster, file=spec.source)
+    workloads = build_workloads(spec, SplitbrainDB(spec, options))
+    if not (path / "history.jsonl").exists():
+        raise FileNotFoundError(f"{path}: no history.jsonl (the run never started its workers)")
+    history = read_jsonl(path / "history.jsonl")
+    try:
+        old = json.loads((path / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        old = {}
+    old = old if isinstance(old, Mapping) else {}
+    facts = {k: old[k] for k in _FACTS if k in old}
+    facts.setdefault("name", spec.name)
+    facts.setdefault("seed", spec.seed)
+    if not (path / "results.json").exists():
+        facts["crashed"] = facts.get("crashed") or "no results.json: the run ended before checking"
+    test = {"name": spec.name, "spec": spec, "nodes": list(spec.nodes.all), "run_dir": str(path), "remote": None,
+            "seed": spec.seed, "concurrency": spec.concurrency}
+    results = {name: _check_safe(c, test, history) for name, c in namespaced_checkers(workloads).items()}
+    merged = merge_results(results)
+    valid = merged.get("valid", "unknown")
+    if (facts.get("interrupted") or facts.get("crashed")) and valid is True:
+        valid = "unknown"
+    merged["valid"] = valid
+    run = RunDir(path.parent.parent, path.parent.name, path)
+    doc = write_results(run, merged, **facts, analyzed_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+                        history_ops=len(history))
+    write_junit(run, spec.name, merged, time_s=float(facts.get("duration_s") or 0.0),
+                error=str(facts.get("crashed") or ""))
+    if plots:
+        write_artifacts(path, title=f"{spec.name} seed={spec.seed}")
+    return exit_code(valid), doc
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        run_dir = resolve_run_dir(args.run, args.results)
+        code, doc = analyze_run(run_dir, plots=not args.no_plots)
+    except RunNotFound as exc:
+        print(f"splitbrain analyze: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    except SpecError as exc:
+        print(f"splitbrain analyze: cannot rebuild the run's checkers: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    except FileNotFoundError as exc:
+        print(f"splitbrain analyze: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    counts = doc.get("anomaly_counts") or {}
+    an = ", ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no anomalies"
+    print(f"{run_dir}: valid={doc.get('valid')} ({an}); {doc.get('history_ops')} ops re-checked; exit {code}")
+    return code

@@ -1,0 +1,174 @@
+"""``splitbrain test SPEC``: run a test spec against the real cluster.
+
+Order of work (nothing starts before everything is validated):
+
+1. load the YAML spec with the command-line overrides, validate cluster options, nemesis packages and
+   targets, workload names and options (an error exits 2 naming the file, the key and the reason);
+2. for each of ``test_count`` runs (seeds ``seed``, ``seed+1``, ...): create the backend (fresh namespaces /
+   containers per run, so no run sees another's data), build fresh DB, workloads and nemesis packages, run
+   :func:`harness.runner.run_test`, write ``latency.png``/``rate.png``/``timeline.html``, close the backend
+   (always: after a crash and on Ctrl-C too; ``--leave-running`` keeps the last run's cluster and records it
+   for ``splitbrain cluster down``);
+3. ``--junit FILE`` writes one JUnit document for all runs; the exit code is the worst run's
+   (255 crashed > 1 invalid > 2 unknown > 0 valid).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import logging
+import shlex
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.commands._artifacts import write_artifacts
+from harness.commands._backend import BackendUnavailable, open_remote, ssh_targets
+from harness.commands._clusters import cluster_record, write_record
+from harness.commands._parts import Prepared, add_spec_arguments, build_parts, overrides_from_args, prepare
+from harness.commands._runs import junit_for_runs, read_summary, summary_table
+from harness.runner import RunOutcome, run_test, worst_exit_code
+from harness.spec import SpecError
+from harness.store import EXIT_CRASHED, EXIT_UNKNOWN
+
+__all__ = ["configure", "execute", "repro_command", "run", "write_junit_file"]
+
+log = logging.getLogger("splitbrain.commands.test")
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", help="the YAML test spec")
+    add_spec_arguments(p)
+    add_output_arguments(p)
+
+
+def add_output_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results", default="results", help="results root directory (default: results)")
+    p.add_argument("--junit", help="write one JUnit XML file for all runs")
+    p.add_argument("--quiet", action="store_true", help="no live progress line")
+
+
+def repro_command(run_dir: str | Path, seed: int) -> str:
+    """The shell command that reruns a stored run exactly (its test.yaml carries spec and seed)."""
+    return shlex.join(["splitbrain", "test", str(Path(run_dir) / "test.yaml"), "--seed", str(seed),
+                       "--test-count", "1"])
+
+
+def _cancel_on_sigterm(task: asyncio.Task[Any] | None) -> Callable[[], None]:
+    """SIGTERM cancels the main task (so ``finally`` blocks close the backend); returns the undo."""
+    loop = asyncio.get_running_loop()
+    if task is None:
+        return lambda: None
+    try:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    except (NotImplementedError, RuntimeError):
+        return lambda: None
+
+    def undo() -> None:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+    return undo
+
+
+async def execute(
+    prepared: Prepared, *, results_root: str = "results", quiet: bool = True, nodes_file: str | None = None,
+    state_dir: Path | None = None,
+) -> tuple[int, list[RunOutcome]]:
+    """Run every repetition of a validated spec (see the module docstring).
+
+    Raises:
+        BackendUnavailable: the backend cannot be created (no run directory is made for that run).
+    """
+    spec, outcomes = prepared.spec, []
+    for i in range(spec.test_count):
+        one = dataclasses.replace(spec, seed=spec.seed + i)
+        parts, db = build_parts(one, prepared.options)
+        undo = _cancel_on_sigterm(asyncio.current_task())
+        remote = None
+        keep = False
+        try:
+            remote = await open_remote(one, nodes_file=nodes_file, state_dir=state_dir)
+            undo()  # run_test installs its own SIGINT/SIGTERM handling (graceful stop)
+            outcome = await run_test(one, parts, results_root=results_root, remote=remote, quiet=quiet)
+            undo = _cancel_on_sigterm(asyncio.current_task())
+            if one.leave_running and not outcome.interrupted and i == spec.test_count - 1:  # only the last run
+                keep = True
+                path = write_record(results_root, cluster_record(one, remote, db))
+                print(f"[splitbrain] cluster left running ({path}); stop it with: splitbrain cluster down "
+                      f"{one.name} --results {results_root}", flush=True)
+        finally:
+            undo()
+            if remote is not None and not keep:
+                await remote.close()
+        written = write_artifacts(outcome.run_dir.path, title=f"{one.name} seed={one.seed}")
+        if written:
+            log.info("wrote %s", ", ".join(written))
+        if outcome.exit_code != 0:
+            print(f"[splitbrain] reproduce with: {repro_command(outcome.run_dir.path, one.seed)}", flush=True)
+        outcomes.append(outcome)
+        if outcome.interrupted:
+            break
+    return worst_exit_code([o.exit_code for o in outcomes]), outcomes
+
+
+def _print_table(spec_path: str, run_dirs: list[Path]) -> None:
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=220)
+    console.print(summary_table([(spec_path, read_summary(d)) for d in run_dirs]))
+
+
+def write_junit_file(path: str, run_dirs: list[Path]) -> None:
+    """One JUnit XML file for the given run directories (see :func:`harness.commands._runs.junit_for_runs`)."""
+    runs = []
+    for d in run_dirs:
+        try:
+            doc = json.loads((d / "results.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            doc = None
+        runs.append((read_summary(d), doc))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(junit_for_runs(runs), encoding="utf-8")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        prepared = prepare(args.spec, overrides_from_args(args))
+        if prepared.spec.backend == "ssh":
+            ssh_targets(prepared.spec, getattr(args, "nodes_file", None))
+    except SpecError as exc:
+        print(f"splitbrain test: invalid spec: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    print(f"[splitbrain] {prepared.spec.name}: seed={prepared.spec.seed} backend={prepared.spec.backend} "
+          f"runs={prepared.spec.test_count}", flush=True)
+    try:
+        code, outcomes = asyncio.run(execute(prepared, results_root=args.results, quiet=args.quiet,
+                                             nodes_file=getattr(args, "nodes_file", None)))
+    except BackendUnavailable as exc:
+        print(f"splitbrain test: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    except SpecError as exc:
+        print(f"splitbrain test: invalid spec: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print("splitbrain test: interrupted outside a run; the backend was closed", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the harness itself failed (not the system under test): report, exit 255
+        log.error("splitbrain test crashed", exc_info=True)
+        print(f"splitbrain test: crashed: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+        return EXIT_CRASHED
+    if len(outcomes) > 1:
+        _print_table(args.spec, [o.run_dir.path for o in outcomes])
+    if args.junit:
+        try:
+            write_junit_file(args.junit, [o.run_dir.path for o in outcomes])
+        except OSError as exc:
+            print(f"splitbrain test: cannot write JUnit file {args.junit}: {exc}", file=sys.stderr)
+    return code

@@ -1,0 +1,336 @@
+"""The DOCKER control backend: every node is a container of ``splitbrain/node`` (docker SDK).
+
+Topology of one run (prefix ``sbXXXXXX``, unique per run so parallel runs never collide)::
+
+    harness (host) ── docker bridge network sbXXXXXX-net ─┬─ container sbXXXXXX-c1 (hostname/alias c1)
+                                                         ├─ container sbXXXXXX-c2
+                                                         └─ ...
+
+* Each container runs ``sleep infinity`` under docker's init (which reaps orphans), with
+  ``NET_ADMIN`` so the nemeses can use iptables/tc inside it.  No ``SYS_TIME``: clock faults are
+  per process (libfaketime), never the shared kernel clock.
+* The repository is bind-mounted read-only at the same path (``mount_repo``) so the harness's
+  ``cwd=REPO_ROOT, PYTHONPATH=REPO_ROOT`` commands run the working tree, with the image's venv
+  (``/opt/splitbrain``) providing the dependencies; the harness's own interpreter path in an argv
+  becomes the node's ``python3`` (:func:`harness.control.ssh.node_argv`).
+* ``exec`` runs under ``timeout -s KILL``; ``spawn`` starts ``setsid nohup`` in the background,
+  appending to a log file inside the container, and records the pid's start time so a signal
+  never reaches a reused pid.  Files move with ``put_archive``/``get_archive``.
+* Everything carries the labels ``splitbrain.backend=docker``, ``splitbrain.run=<prefix>`` and the
+  owner's pid/start time: :func:`cleanup_all` (``only_orphans``: owner gone) removes containers
+  then networks by label, after a crash too.  The labels are the state; there is no state file.
+
+Needs a reachable docker engine and the node image (``splitbrain images build``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import io
+import os
+import re
+import secrets
+import tarfile
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from harness.control.base import CommandFailed, ControlError, ExecResult, NotPermitted
+from harness.control.ssh import SIGNAL_SCRIPT, SPAWN_SCRIPT, TIMEOUT_EXITS, node_argv, parse_proc_stat
+
+__all__ = ["LABEL_BACKEND", "LABEL_RUN", "NODE_ROOT", "DockerRemote", "cleanup_all", "cleanup_run", "default_image"]
+
+LABEL_BACKEND = "splitbrain.backend"
+LABEL_RUN = "splitbrain.run"
+LABEL_OWNER = "splitbrain.owner"  # "<pid>:<start time>" of the harness process
+LABEL_NODE = "splitbrain.node"
+NODE_ROOT = "/srv/splitbrain"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+_PARALLEL = 8
+_NODE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+
+
+def default_image() -> str:
+    from harness.images import REPO_ROOT as root
+    from harness.images import node_image_tag, project_version
+
+    return node_image_tag(project_version((root / "pyproject.toml").read_text(encoding="utf-8")))
+
+
+def _client() -> Any:
+    try:
+        docker = importlib.import_module("docker")  # the SDK (mypy would see the repo's docker/ dir)
+        client = docker.from_env(timeout=120, max_pool_size=32)
+        client.ping()
+        return client
+    except Exception as exc:
+        raise NotPermitted(f"the docker backend cannot reach the docker engine ({exc}); start dockerd, check "
+                           "DOCKER_HOST and permissions on /var/run/docker.sock, or use `backend: local`") from None
+
+
+def _own_start() -> str:
+    try:
+        stat = Path(f"/proc/{os.getpid()}/stat").read_text()
+    except OSError:
+        return "?"
+    parsed = parse_proc_stat(stat)
+    return str(parsed[1]) if parsed else "?"
+
+
+def _pmap(fn: Any, items: Sequence[Any]) -> list[Any]:
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=min(_PARALLEL, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+class DockerRemote:
+    """A :class:`harness.control.base.Remote` over docker containers.  Create with :meth:`create`."""
+
+    def __init__(self, client: Any, prefix: str, network: str, containers: Mapping[str, Any],
+                 addresses: Mapping[str, str], *, python: str) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.network = network
+        self.containers = dict(containers)
+        self.addresses = dict(addresses)
+        self.python = python
+        self.pids: dict[tuple[str, int], int] = {}  # (node, pid) -> start time
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    @classmethod
+    async def create(
+        cls, nodes: Sequence[str], *, image: str | None = None, prefix: str | None = None, mount_repo: bool = True,
+        python: str = "python3", env: Mapping[str, str] | None = None, ssh_authorized_key: str | None = None,
+    ) -> DockerRemote:
+        """Create a private bridge network and one container per node (started in parallel).
+
+        Raises:
+            NotPermitted: the engine is unreachable.
+            ControlError: the image is missing (says how to build it) or a container failed to start
+                (everything created so far is removed).
+        """
+        if not nodes or len(set(nodes)) != len(nodes) or not all(_NODE_RE.match(n) for n in nodes):
+            raise ControlError(f"docker backend: need distinct node names made of a-z, 0-9, '.', '_', '-' "
+                               f"(usable as host names), got {list(nodes)}")
+        return await asyncio.to_thread(cls._create_sync, list(nodes), image or default_image(), prefix, mount_repo,
+                                       python, dict(env or {}), ssh_authorized_key)
+
+    @classmethod
+    def _create_sync(cls, nodes: list[str], image: str, prefix: str | None, mount_repo: bool, python: str,
+                     env: dict[str, str], ssh_key: str | None) -> DockerRemote:
+        client = _client()
+        try:
+            client.images.get(image)
+        except Exception:
+            raise ControlError(f"docker backend: image {image} is not in the engine; build it with "
+                               "`splitbrain images build` (no registry is assumed)") from None
+        prefix = prefix or f"sb{secrets.token_hex(3)}"
+        labels = {LABEL_BACKEND: "docker", LABEL_RUN: prefix, LABEL_OWNER: f"{os.getpid()}:{_own_start()}"}
+        net_name = f"{prefix}-net"
+        if ssh_key:
+            env = {**env, "SPLITBRAIN_SSH_AUTHORIZED_KEY": ssh_key}
+        volumes = {str(REPO_ROOT): {"bind": str(REPO_ROOT), "mode": "ro"}} if mount_repo else {}
+        try:
+            client.networks.create(net_name, driver="bridge", labels=labels, check_duplicate=True)
+
+            def start(node: str) -> Any:
+                from docker.types import EndpointConfig
+
+                return client.containers.run(
+                    image, ["sh", "-c", f"mkdir -p {NODE_ROOT}/{node} && exec sleep infinity"],
+                    name=f"{prefix}-{node}", hostname=node, detach=True, init=True, cap_add=["NET_ADMIN"],
+                    labels={**labels, LABEL_NODE: node}, environment=env, volumes=volumes, network=net_name,
+                    networking_config={net_name: EndpointConfig(version=client.api._version, aliases=[node])},
+                )
+
+            containers = dict(zip(nodes, _pmap(start, nodes)))
+            addresses = {}
+            for node, c in containers.items():
+                c.reload()
+                addresses[node] = c.attrs["NetworkSettings"]["Networks"][net_name]["IPAddress"]
+                if not addresses[node]:
+                    raise ControlError(f"docker backend: container for {node} got no address on {net_name}")
+        except BaseException as exc:
+            cleanup_run(prefix, client=client)
+            if isinstance(exc, ControlError) or not isinstance(exc, Exception):
+                raise
+            raise ControlError(f"docker backend: creating {len(nodes)} containers from {image} failed: {exc}") from exc
+        return cls(client, prefix, net_name, containers, addresses, python=python)
+
+    async def close(self) -> None:
+        """Remove our containers (their processes die with them) and the network."""
+        await asyncio.to_thread(cleanup_run, self.prefix, client=self.client)
+        self.containers.clear()
+
+    # -- plumbing -----------------------------------------------------------------------------------
+
+    def _container(self, node: str) -> Any:
+        try:
+            return self.containers[node]
+        except KeyError:
+            raise ControlError(f"docker backend: unknown node {node!r}; nodes: {sorted(self.containers)}") from None
+
+    def _exec_sync(self, node: str, argv: Sequence[str], env: Mapping[str, str] | None, cwd: str | None) -> ExecResult:
+        c = self._container(node)
+        api = self.client.api
+        try:
+            ex = api.exec_create(c.id, list(argv), environment=dict(env or {}) or None, workdir=cwd, stdout=True,
+                                 stderr=True)
+            out, err = api.exec_start(ex["Id"], demux=True)
+            code = api.exec_inspect(ex["Id"]).get("ExitCode")
+        except Exception as exc:  # docker.errors.* (container gone, bad workdir, engine down)
+            raise ControlError(f"on {node}: docker exec of {' '.join(argv)!r} failed: {exc}") from None
+        return ExecResult(-1 if code is None else int(code), (out or b"").decode(errors="replace"),
+                          (err or b"").decode(errors="replace"))
+
+    async def _sh(self, node: str, script: str, args: Sequence[str], timeout_s: float = 30.0) -> ExecResult:
+        return await asyncio.wait_for(
+            asyncio.to_thread(self._exec_sync, node, ["sh", "-c", script, "sh", *args], None, None), timeout_s)
+
+    def _start_of(self, node: str, pid: int) -> int:
+        try:
+            return self.pids[(node, pid)]
+        except KeyError:
+            raise ControlError(f"docker backend: pid {pid} was not started on {node} by this run") from None
+
+    # -- Remote -------------------------------------------------------------------------------------
+
+    def address(self, node: str) -> str:
+        self._container(node)
+        return self.addresses[node]
+
+    def node_dir(self, node: str) -> Path:
+        self._container(node)
+        return Path(NODE_ROOT) / node
+
+    async def exec(
+        self, node: str, argv: Sequence[str], *, timeout_s: float = 30.0, env: Mapping[str, str] | None = None,
+        cwd: str | None = None, check: bool = False,
+    ) -> ExecResult:
+        full = ["timeout", "-s", "KILL", f"{max(timeout_s, 0.1):g}", *node_argv(argv, self.python)]
+        t0 = time.monotonic()
+        try:
+            result = await asyncio.wait_for(asyncio.to_thread(self._exec_sync, node, full, env, cwd), timeout_s + 15)
+        except TimeoutError:
+            raise ControlError(f"on {node}: {' '.join(argv)!r}: docker exec gave no result within "
+                               f"{timeout_s + 15:.0f}s") from None
+        if result.exit_code in TIMEOUT_EXITS and time.monotonic() - t0 >= timeout_s * 0.95:
+            raise ControlError(f"on {node}: {' '.join(argv)!r} did not finish within {timeout_s}s (killed)")
+        if check and result.exit_code != 0:
+            raise CommandFailed(node, argv, result)
+        return result
+
+    async def spawn(
+        self, node: str, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> int:
+        full = node_argv(argv, self.python)
+        if env:
+            full = ["env", *(f"{k}={v}" for k, v in env.items()), *full]
+        res = await self._sh(node, SPAWN_SCRIPT, [log_path, cwd or str(self.node_dir(node)), "", *full])
+        lines = res.stdout.splitlines()
+        if res.exit_code != 0 or not lines or not lines[0].strip().isdigit():
+            raise ControlError(f"on {node}: could not start {' '.join(argv)!r}: {res.describe()}")
+        pid = int(lines[0])
+        stat = parse_proc_stat(lines[1]) if len(lines) > 1 else None
+        self.pids[(node, pid)] = stat[1] if stat else -1
+        return pid
+
+    async def signal(self, node: str, pid: int, sig: int) -> None:
+        await self._sh(node, SIGNAL_SCRIPT, [str(pid), str(self._start_of(node, pid)), str(int(sig))])
+
+    async def is_alive(self, node: str, pid: int) -> bool:
+        res = await self._sh(node, SIGNAL_SCRIPT, [str(pid), str(self._start_of(node, pid)), "0"])
+        return res.stdout.strip() == "alive"
+
+    async def upload(self, node: str, local_path: str, remote_path: str) -> None:
+        c = self._container(node)
+        dest = PurePosixPath(remote_path)
+        await self.exec(node, ["mkdir", "-p", str(dest.parent)], check=True)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.add(local_path, arcname=dest.name, recursive=False)
+        ok = await asyncio.to_thread(c.put_archive, str(dest.parent), buf.getvalue())
+        if not ok:
+            raise ControlError(f"on {node}: uploading {local_path} to {remote_path} failed")
+
+    async def download(self, node: str, remote_path: str, local_path: str) -> None:
+        c = self._container(node)
+
+        def get() -> None:
+            import docker.errors
+
+            try:
+                stream, _ = c.get_archive(remote_path)
+            except docker.errors.NotFound:
+                raise ControlError(f"on {node}: no such file {remote_path}") from None
+            buf = io.BytesIO(b"".join(stream))
+            with tarfile.open(fileobj=buf) as tar:
+                member = next((m for m in tar.getmembers() if m.isfile()), None)
+                src = tar.extractfile(member) if member else None
+                if src is None:
+                    raise ControlError(f"on {node}: {remote_path} is not a regular file")
+                Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+                Path(local_path).write_bytes(src.read())
+
+        await asyncio.to_thread(get)
+
+    # -- extras (nemeses, tests) -------------------------------------------------------------------
+
+    async def sh(self, node: str, script: str, *, timeout_s: float = 30.0, check: bool = True) -> ExecResult:
+        """Run a shell snippet on ``node`` (``sh -c``)."""
+        return await self.exec(node, ["sh", "-c", script], timeout_s=timeout_s, check=check)
+
+
+def cleanup_run(prefix: str, *, client: Any = None) -> list[str]:
+    """Remove the containers and network of one run (by label); returns what was removed."""
+    client = client or _client()
+    flt = {"label": [f"{LABEL_BACKEND}=docker", f"{LABEL_RUN}={prefix}"]}
+    removed: list[str] = []
+
+    def rm(c: Any) -> str:
+        with contextlib.suppress(Exception):
+            c.remove(force=True, v=True)
+        return f"container {c.name}"
+
+    removed += _pmap(rm, client.containers.list(all=True, filters=flt))
+    for n in client.networks.list(filters=flt):
+        with contextlib.suppress(Exception):
+            n.remove()
+            removed.append(f"network {n.name}")
+    return removed
+
+
+def _owner_alive(owner: str) -> bool:
+    pid_s, _, start = owner.partition(":")
+    try:
+        stat = Path(f"/proc/{int(pid_s)}/stat").read_text()
+    except (OSError, ValueError):
+        return False
+    parsed = parse_proc_stat(stat)
+    return parsed is not None and parsed[0] != "Z" and str(parsed[1]) == start
+
+
+def cleanup_all(*, only_orphans: bool = False) -> list[str]:
+    """Remove every splitbrain docker run (``only_orphans``: only runs whose owning process is gone;
+    this assumes the engine runs on this machine, so owner pids are comparable)."""
+    client = _client()
+    flt = {"label": f"{LABEL_BACKEND}=docker"}
+    runs: dict[str, str] = {}
+    for obj in [*client.containers.list(all=True, filters=flt), *client.networks.list(filters=flt)]:
+        labels = obj.attrs.get("Config", {}).get("Labels") or obj.attrs.get("Labels") or {}
+        if labels.get(LABEL_RUN):
+            runs[labels[LABEL_RUN]] = labels.get(LABEL_OWNER, "")
+    removed: list[str] = []
+    for prefix, owner in sorted(runs.items()):
+        if only_orphans and _owner_alive(owner):
+            continue
+        removed += cleanup_run(prefix, client=client)
+    return removed
+

@@ -1,0 +1,317 @@
+"""The LOCAL control backend: every node is a Linux network namespace on this machine.
+
+Topology of one run (prefix ``sbXXXX``, unique per run so parallel runs never collide)::
+
+    host ── bridge sbXXXXbr (10.77.S.254/24) ─┬─ veth sbXXXXv0 ── ns sbXXXX-c1: eth0 10.77.S.1
+                                              ├─ veth sbXXXXv1 ── ns sbXXXX-c2: eth0 10.77.S.2
+                                              └─ ...
+
+* Addresses exist only on interfaces we create (the bridge and the namespaces' eth0); the
+  harness reaches nodes through the bridge address.  Each namespace has its own iptables/tc for
+  the nemeses.
+* The one host-level change: when ``br_netfilter`` is loaded, frames crossing a bridge traverse
+  the host's iptables FORWARD chain (policy DROP on docker hosts), which would cut every
+  node-to-node link.  We insert ``FORWARD -i <bridge> -o <bridge> -j ACCEPT`` -- scoped to our
+  bridge, recorded in the state file, removed by cleanup (docker does the same for docker0).
+* Processes start inside their namespace (``ip netns exec``) in their own session, with
+  stdout+stderr appended to a log file; each node has a directory ``<root>/<node>/``.
+* Everything created (namespaces, bridge, processes with their start times) is recorded in a
+  JSON state file under :data:`STATE_DIR` *before* it is created, so :func:`cleanup_all` (and
+  ``splitbrain cluster down``) can remove it all after a crash.  Only pids whose start time
+  still matches are ever signalled.
+
+Needs root (CAP_NET_ADMIN); otherwise :class:`NotPermitted` suggests the docker backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.control.base import CommandFailed, ControlError, ExecResult, NotPermitted
+
+__all__ = ["STATE_DIR", "LocalRemote", "cleanup_all", "cleanup_state"]
+
+STATE_DIR = Path(os.environ.get("SPLITBRAIN_LOCAL_STATE_DIR", "/tmp/splitbrain-local"))
+_SUBNET_BASE = "10.77"
+_MAX_NODES = 250
+
+
+def _run(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run(list(argv), capture_output=True, text=True, timeout=30)
+    if check and res.returncode != 0:
+        raise ControlError(f"local backend: {' '.join(argv)!r} failed with exit {res.returncode}: {res.stderr.strip()}")
+    return res
+
+
+def _fw_rule(bridge: str) -> list[str]:
+    return ["-i", bridge, "-o", bridge, "-m", "comment", "--comment", "splitbrain-local", "-j", "ACCEPT"]
+
+
+def _proc_starttime(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if fields and fields[0] == "Z":
+        return None  # a zombie is dead
+    return int(fields[19]) if len(fields) > 19 else None
+
+
+def _write_state(path: Path, state: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _used_subnets(state_dir: Path) -> set[int]:
+    used = set()
+    for f in state_dir.glob("*.json"):
+        with contextlib.suppress(Exception):
+            used.add(int(json.loads(f.read_text())["subnet"]))
+    out = _run(["ip", "-4", "-o", "addr", "show"], check=False).stdout
+    for m in re.finditer(rf"inet {re.escape(_SUBNET_BASE)}\.(\d+)\.", out):
+        used.add(int(m.group(1)))
+    return used
+
+
+class LocalRemote:
+    """A :class:`harness.control.base.Remote` over network namespaces.  Create with :meth:`create`."""
+
+    def __init__(self, state: dict[str, Any], state_path: Path) -> None:
+        self.state = state
+        self.state_path = state_path
+        self.root = Path(state["root"])
+        self._popen: dict[int, subprocess.Popen[bytes]] = {}
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    @classmethod
+    async def create(
+        cls, nodes: Sequence[str], *, state_dir: Path | None = None, root: str | None = None, prefix: str | None = None,
+    ) -> LocalRemote:
+        """Create a bridge and one namespace per node.
+
+        Raises:
+            NotPermitted: not root, or ``ip`` is missing.
+            ControlError: a namespace/link command failed (everything created so far is removed).
+        """
+        if os.geteuid() != 0:
+            raise NotPermitted(
+                "the local backend creates network namespaces and needs root (CAP_NET_ADMIN); "
+                "run as root, or use `backend: docker` in the spec (or --backend docker)"
+            )
+        if shutil.which("ip") is None:
+            raise NotPermitted("the local backend needs iproute2's `ip` command; install iproute2 or use docker")
+        if not 1 <= len(nodes) <= _MAX_NODES or len(set(nodes)) != len(nodes):
+            raise ControlError(f"local backend: need 1..{_MAX_NODES} distinct node names, got {list(nodes)}")
+        return await asyncio.to_thread(cls._create_sync, list(nodes), state_dir or STATE_DIR, root, prefix)
+
+    @classmethod
+    def _create_sync(cls, nodes: list[str], state_dir: Path, root: str | None, prefix: str | None) -> LocalRemote:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        prefix = prefix or f"sb{secrets.token_hex(2)}"
+        state_path = state_dir / f"{prefix}.json"
+        if state_path.exists():
+            raise ControlError(f"local backend: prefix {prefix} is in use ({state_path})")
+        free = sorted(set(range(1, 255)) - _used_subnets(state_dir))
+        if not free:
+            raise ControlError(f"local backend: no free {_SUBNET_BASE}.X.0/24 subnet; run `splitbrain cluster down`")
+        subnet = free[0]
+        root_dir = root or tempfile.mkdtemp(prefix=f"{prefix}-", dir=str(state_dir))
+        state: dict[str, Any] = {
+            "prefix": prefix, "owner_pid": os.getpid(), "owner_start": _proc_starttime(os.getpid()), "subnet": subnet,
+            "bridge": f"{prefix}br", "root": root_dir, "nodes": {}, "pids": {},
+        }
+        for i, node in enumerate(nodes):
+            ip = f"{_SUBNET_BASE}.{subnet}.{i + 1}"
+            state["nodes"][node] = {"netns": f"{prefix}-{node}", "veth": f"{prefix}v{i}", "ip": ip}
+        _write_state(state_path, state)  # recorded before anything exists, so a crash here is cleanable
+        remote = cls(state, state_path)
+        try:
+            br = state["bridge"]
+            _run(["ip", "link", "add", br, "type", "bridge"])
+            if shutil.which("iptables"):
+                state["fw_rule"] = True
+                _write_state(state_path, state)
+                _run(["iptables", "-w", "-I", "FORWARD", "1", *_fw_rule(br)])
+            _run(["ip", "addr", "add", f"{_SUBNET_BASE}.{subnet}.254/24", "dev", br])
+            _run(["ip", "link", "set", br, "up"])
+            for node, n in state["nodes"].items():
+                ns, veth = n["netns"], n["veth"]
+                _run(["ip", "netns", "add", ns])
+                _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
+                _run(["ip", "link", "set", veth, "master", br, "up"])
+                _run(["ip", "-n", ns, "addr", "add", f"{n['ip']}/24", "dev", "eth0"])
+                _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
+                _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+                (Path(root_dir) / node).mkdir(parents=True, exist_ok=True)
+        except BaseException:
+            cleanup_state(state_path)
+            raise
+        return remote
+
+    async def close(self) -> None:
+        """Kill every process we started and remove namespaces, bridge and state file."""
+        for p in self._popen.values():
+            with contextlib.suppress(Exception):
+                p.kill()
+        await asyncio.to_thread(cleanup_state, self.state_path)
+        for p in self._popen.values():
+            with contextlib.suppress(Exception):
+                p.wait(timeout=5)
+        self._popen.clear()
+
+    # -- Remote -------------------------------------------------------------------------------------
+
+    def _ns(self, node: str) -> str:
+        try:
+            return str(self.state["nodes"][node]["netns"])
+        except KeyError:
+            raise ControlError(f"local backend: unknown node {node!r}; nodes: {sorted(self.state['nodes'])}") from None
+
+    def address(self, node: str) -> str:
+        self._ns(node)
+        return str(self.state["nodes"][node]["ip"])
+
+    def node_dir(self, node: str) -> Path:
+        self._ns(node)
+        return self.root / node
+
+    def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        return {**os.environ, **(env or {})}
+
+    async def exec(
+        self, node: str, argv: Sequence[str], *, timeout_s: float = 30.0, env: Mapping[str, str] | None = None,
+        cwd: str | None = None, check: bool = False,
+    ) -> ExecResult:
+        full = ["ip", "netns", "exec", self._ns(node), *argv]
+        proc = await asyncio.create_subprocess_exec(
+            *full, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=self._env(env), cwd=cwd,
+            start_new_session=True,
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            raise ControlError(f"on {node}: {' '.join(argv)!r} did not finish within {timeout_s}s (killed)") from None
+        result = ExecResult(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
+        if check and result.exit_code != 0:
+            raise CommandFailed(node, argv, result)
+        return result
+
+    async def spawn(
+        self, node: str, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> int:
+        ns = self._ns(node)
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            p = subprocess.Popen(
+                ["ip", "netns", "exec", ns, *argv], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=self._env(env), cwd=cwd, start_new_session=True,
+            )
+        self._popen[p.pid] = p
+        self.state["pids"][str(p.pid)] = {"node": node, "start": _proc_starttime(p.pid), "argv": list(argv)}
+        _write_state(self.state_path, self.state)
+        return p.pid
+
+    def _tracked(self, node: str, pid: int) -> dict[str, Any]:
+        info = self.state["pids"].get(str(pid))
+        if info is None or info["node"] != node:
+            raise ControlError(f"local backend: pid {pid} was not started on {node} by this run")
+        return dict(info)
+
+    async def signal(self, node: str, pid: int, sig: int) -> None:
+        info = self._tracked(node, pid)
+        if _proc_starttime(pid) != info["start"]:
+            return  # exited (and maybe reused): never signal a stranger
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+    async def is_alive(self, node: str, pid: int) -> bool:
+        info = self._tracked(node, pid)
+        p = self._popen.get(pid)
+        if p is not None and p.poll() is not None:
+            return False
+        return _proc_starttime(pid) == info["start"] and info["start"] is not None
+
+    async def upload(self, node: str, local_path: str, remote_path: str) -> None:
+        self._ns(node)
+        Path(remote_path).parent.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(shutil.copy2, local_path, remote_path)
+
+    async def download(self, node: str, remote_path: str, local_path: str) -> None:
+        self._ns(node)
+        Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(shutil.copy2, remote_path, local_path)
+
+
+def cleanup_state(state_path: Path) -> list[str]:
+    """Remove everything one state file records; returns what was removed (for logs)."""
+    try:
+        state = json.loads(Path(state_path).read_text())
+    except (OSError, ValueError):
+        return []
+    removed = []
+    for pid_s, info in state.get("pids", {}).items():
+        pid = int(pid_s)
+        if info.get("start") is not None and _proc_starttime(pid) == info["start"]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            removed.append(f"pid {pid}")
+    for n in state.get("nodes", {}).values():
+        ns = n["netns"]
+        pids = _run(["ip", "netns", "pids", ns], check=False).stdout.split()
+        for p in pids:  # anything else still inside our namespace
+            with contextlib.suppress(ProcessLookupError, ValueError, PermissionError):
+                os.kill(int(p), signal.SIGKILL)
+        if _run(["ip", "netns", "del", ns], check=False).returncode == 0:
+            removed.append(f"netns {ns}")
+        _run(["ip", "link", "del", n["veth"]], check=False)
+    if _run(["ip", "link", "del", state.get("bridge", "")], check=False).returncode == 0:
+        removed.append(f"bridge {state['bridge']}")
+    if state.get("fw_rule"):
+        for _ in range(10):  # delete every copy (idempotent, bounded)
+            if _run(["iptables", "-w", "-D", "FORWARD", *_fw_rule(state["bridge"])], check=False).returncode != 0:
+                break
+            removed.append(f"iptables FORWARD rule for {state['bridge']}")
+    root = state.get("root", "")
+    if root and Path(root).is_dir() and Path(root).parent == Path(state_path).parent:
+        shutil.rmtree(root, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        Path(state_path).unlink()
+    return removed
+
+
+def _owner_alive(state: Mapping[str, Any]) -> bool:
+    pid, start = state.get("owner_pid"), state.get("owner_start")
+    return isinstance(pid, int) and start is not None and _proc_starttime(pid) == start
+
+
+def cleanup_all(*, state_dir: Path | None = None, only_orphans: bool = False) -> list[str]:
+    """Clean every recorded run (``only_orphans``: only those whose owning process is gone)."""
+    removed: list[str] = []
+    for f in sorted((state_dir or STATE_DIR).glob("*.json")):
+        with contextlib.suppress(OSError, ValueError):
+            if only_orphans and _owner_alive(json.loads(f.read_text())):
+                continue
+        removed += cleanup_state(f)
+    return removed

@@ -1,0 +1,385 @@
+"""The SSH control backend: every node is a host reached over SSH (paramiko).
+
+Nodes come from the spec or a nodes file (:func:`load_nodes_file`)::
+
+    defaults: {user: root, port: 22, key_file: ~/.ssh/id_ed25519, sudo: false}
+    nodes:
+      c1: {host: 10.0.0.11}
+      c2: db-2                 # a host name or a ~/.ssh/config alias
+      c3: {host: db-3, user: admin, sudo: true, password: secret}
+
+* Authentication: the key file if given, else the SSH agent and the usual ``~/.ssh/id_*`` keys;
+  a password if given.  ``~/.ssh/config`` aliases are resolved (HostName, User, Port,
+  IdentityFile) when no explicit value overrides them.
+* ``sudo: true`` wraps every command in ``sudo -n`` (or ``sudo -S`` with ``sudo_password``).
+* Commands run under ``timeout -s KILL``; daemons start with ``setsid nohup`` and a pid file
+  (``<log_path>.pid``); their start time (``/proc/<pid>/stat`` field 22) is recorded and checked
+  before every signal, so a reused pid is never signalled.  :meth:`SshRemote.close` kills them.
+* Files go over SFTP.  An argv whose first element is the harness's own interpreter
+  (``sys.executable``) runs with the node's ``python`` instead (default ``python3``).
+
+The helpers at the top (:func:`node_argv`, :func:`spawn_script`, :func:`parse_proc_stat`, ...) are
+pure and shared with the docker backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import socket
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from harness.control.base import CommandFailed, ControlError, ExecResult
+
+__all__ = [
+    "SIGNAL_SCRIPT", "SPAWN_SCRIPT", "TIMEOUT_EXITS", "NodesFileError", "SshRemote", "SshTarget", "load_nodes_file",
+    "node_argv", "parse_proc_stat", "resolve_target", "shell_command",
+]
+
+# $1 log, $2 cwd, $3 pid file ("" for none), rest argv.  Prints the pid, then its /proc stat line.
+SPAWN_SCRIPT = (
+    'log=$1; dir=$2; pidfile=$3; shift 3; mkdir -p "$(dirname "$log")" && cd "$dir" || exit 97; '
+    'setsid nohup "$@" >>"$log" 2>&1 </dev/null & pid=$!; '
+    '[ -z "$pidfile" ] || echo "$pid" >"$pidfile"; echo "$pid"; cat "/proc/$pid/stat" 2>/dev/null; exit 0'
+)
+# $1 pid, $2 expected start time, $3 signal number ("0" = only report).  Prints alive|dead.
+SIGNAL_SCRIPT = (
+    'pid=$1; want=$2; sig=$3; s=$(cat "/proc/$pid/stat" 2>/dev/null) || { echo dead; exit 0; }; '
+    'set -- ${s##*) }; [ "$1" != Z ] || { echo dead; exit 0; }; shift 19; '
+    '[ "$1" = "$want" ] || { echo dead; exit 0; }; '
+    '[ "$sig" = 0 ] || kill -"$sig" "$pid" 2>/dev/null || true; echo alive'
+)
+# `timeout -s KILL` signals its whole process group, itself included: docker reports 128+9, while
+# sshd sends exit-signal instead of a status, which paramiko reports as -1.
+TIMEOUT_EXITS = (137, -1)
+
+
+def node_argv(argv: Sequence[str], python: str) -> list[str]:
+    """``argv`` for a node: the harness's own interpreter path means "the node's Python"."""
+    if not argv:
+        raise ControlError("empty argv: expected a program and its arguments")
+    out = list(argv)
+    if out[0] == sys.executable:
+        out[0] = python
+    return out
+
+
+def parse_proc_stat(text: str) -> tuple[str, int] | None:
+    """(state, start time in clock ticks) from a ``/proc/<pid>/stat`` line, or None if unreadable."""
+    rest = text[text.rfind(")") + 2 :].split() if ")" in text else []
+    if len(rest) < 20:
+        return None
+    return rest[0], int(rest[19])
+
+
+def shell_command(
+    argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+    timeout_s: float | None = None,
+) -> str:
+    """One POSIX shell command line running ``argv`` in ``cwd`` with ``env`` added, under ``timeout``."""
+    parts = list(argv)
+    if timeout_s is not None:
+        parts = ["timeout", "-s", "KILL", f"{max(timeout_s, 0.1):g}", *parts]
+    if env:
+        for k in env:
+            if not k.replace("_", "a").isalnum() or k[0].isdigit():
+                raise ControlError(f"environment variable name {k!r} is not a valid shell identifier")
+        parts = ["env", *(f"{k}={v}" for k, v in env.items()), *parts]
+    cmd = shlex.join(parts)
+    return f"cd {shlex.quote(cwd)} && {cmd}" if cwd else cmd
+
+
+class NodesFileError(ControlError, ValueError):
+    """A nodes file or node entry is malformed (names the file or node, the value and what was expected)."""
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """How to reach one node."""
+
+    host: str
+    port: int = 22
+    user: str = "root"
+    key_file: str | None = None
+    password: str | None = None
+    sudo: bool = False
+    sudo_password: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.host or any(c.isspace() for c in self.host):
+            raise ValueError(f"SshTarget: host must be a non-empty name or address, got {self.host!r}")
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"SshTarget {self.host}: port must be 1..65535, got {self.port}")
+
+    def describe(self) -> str:
+        auth = "key " + self.key_file if self.key_file else ("password" if self.password else "agent/default keys")
+        return f"{self.user}@{self.host}:{self.port} ({auth}{', sudo' if self.sudo else ''})"
+
+
+_TARGET_KEYS = ("host", "port", "user", "key_file", "password", "sudo", "sudo_password")
+
+
+def resolve_target(node: str, raw: Any, *, defaults: Mapping[str, Any] | None = None,
+                   ssh_config_text: str = "") -> SshTarget:
+    """Build a node's target from a host string or a mapping, filling gaps from ``~/.ssh/config``
+    (given as text) and then ``defaults``.  Explicit values beat the ssh config, which beats defaults."""
+    import paramiko
+
+    fields: dict[str, Any] = {"host": raw} if isinstance(raw, str) else dict(raw or {})
+    unknown = set(fields) - set(_TARGET_KEYS)
+    if unknown or not fields.get("host"):
+        raise NodesFileError(f"ssh node {node}: expected a host string or a mapping with 'host' and optional "
+                           f"{list(_TARGET_KEYS[1:])}; got {raw!r}")
+    cfg = paramiko.SSHConfig.from_text(ssh_config_text).lookup(str(fields["host"])) if ssh_config_text else {}
+    merged: dict[str, Any] = {k: v for k, v in (defaults or {}).items() if v is not None}
+    if cfg.get("user"):
+        merged["user"] = cfg["user"]
+    if cfg.get("port"):
+        merged["port"] = int(cfg["port"])
+    if cfg.get("identityfile"):
+        merged["key_file"] = cfg["identityfile"][0]
+    merged.update({k: v for k, v in fields.items() if v is not None})
+    merged["host"] = cfg.get("hostname", fields["host"]) if "hostname" in cfg else fields["host"]
+    if merged.get("key_file"):
+        merged["key_file"] = os.path.expanduser(str(merged["key_file"]))
+    try:
+        return SshTarget(**{**merged, "port": int(merged.get("port", 22)), "sudo": bool(merged.get("sudo", False))})
+    except (TypeError, ValueError) as exc:
+        raise NodesFileError(f"ssh node {node}: {exc}") from None
+
+
+def load_nodes_file(path: str | Path, *, ssh_config: str | Path = "~/.ssh/config") -> dict[str, SshTarget]:
+    """Read a nodes file (see the module docstring) into node -> target."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise NodesFileError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("nodes"), Mapping) or not raw["nodes"]:
+        raise NodesFileError(f"{path}: expected a mapping with a non-empty 'nodes' mapping (node -> host or map)")
+    cfg_path = Path(os.path.expanduser(str(ssh_config)))
+    cfg_text = cfg_path.read_text(encoding="utf-8") if cfg_path.is_file() else ""
+    return {str(n): resolve_target(str(n), v, defaults=raw.get("defaults") or {}, ssh_config_text=cfg_text)
+            for n, v in raw["nodes"].items()}
+
+
+class SshRemote:
+    """A :class:`harness.control.base.Remote` over SSH.  Create with :meth:`create`; close with :meth:`close`."""
+
+    def __init__(self, targets: Mapping[str, SshTarget], clients: Mapping[str, Any], addresses: Mapping[str, str],
+                 *, root: str, python: str) -> None:
+        self.targets = dict(targets)
+        self.clients = dict(clients)
+        self.addresses = dict(addresses)
+        self.root = PurePosixPath(root)
+        self.python = python
+        self.pids: dict[tuple[str, int], int] = {}  # (node, pid) -> start time
+
+    @classmethod
+    async def create(
+        cls, targets: Mapping[str, SshTarget], *, root: str = "/tmp/splitbrain-ssh", python: str = "python3",
+        strict_host_keys: bool = False, connect_timeout_s: float = 10.0,
+    ) -> SshRemote:
+        """Connect to every node (in parallel) and create ``<root>/<node>`` on each.
+
+        Raises:
+            ControlError: a node is unreachable or refuses authentication (names the node and target).
+        """
+        if not targets:
+            raise ControlError("ssh backend: no nodes given (expected node -> SshTarget)")
+
+        def connect(node: str, t: SshTarget) -> tuple[Any, str]:
+            import paramiko
+
+            client = paramiko.SSHClient()
+            if strict_host_keys:
+                client.load_system_host_keys()
+                client.set_missing_host_key_policy(paramiko.RejectPolicy())
+            else:
+                client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+            try:
+                client.connect(t.host, port=t.port, username=t.user, key_filename=t.key_file, password=t.password,
+                               allow_agent=True, look_for_keys=t.key_file is None, timeout=connect_timeout_s,
+                               banner_timeout=connect_timeout_s, auth_timeout=connect_timeout_s)
+                addr = socket.getaddrinfo(t.host, t.port, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+            except Exception as exc:
+                client.close()
+                raise ControlError(f"ssh backend: cannot connect to node {node} ({t.describe()}): {exc!r}") from None
+            return client, str(addr)
+
+        results: dict[str, tuple[Any, str]] = {}
+        errors: list[BaseException] = []
+        tasks = {n: asyncio.to_thread(connect, n, t) for n, t in targets.items()}
+        for n, res in zip(tasks, await asyncio.gather(*tasks.values(), return_exceptions=True)):
+            if isinstance(res, BaseException):
+                errors.append(res)
+            else:
+                results[n] = res
+        remote = cls(targets, {n: c for n, (c, _) in results.items()}, {n: a for n, (_, a) in results.items()},
+                     root=root, python=python)
+        if errors:
+            await remote.close()
+            raise errors[0]
+        for n in targets:
+            await remote.exec(n, ["mkdir", "-p", str(remote.root / n)], check=True)
+        return remote
+
+    async def close(self) -> None:
+        """Kill the daemons this run started (start time checked) and close the connections."""
+        for (node, pid), start in list(self.pids.items()):
+            with contextlib.suppress(Exception):
+                await self._signal_checked(node, pid, start, 9)
+        self.pids.clear()
+        for c in self.clients.values():
+            with contextlib.suppress(Exception):
+                c.close()
+        self.clients.clear()
+
+    # -- plumbing -----------------------------------------------------------------------------------
+
+    def _target(self, node: str) -> SshTarget:
+        try:
+            return self.targets[node]
+        except KeyError:
+            raise ControlError(f"ssh backend: unknown node {node!r}; nodes: {sorted(self.targets)}") from None
+
+    def _wrap(self, node: str, cmd: str) -> tuple[str, bytes]:
+        t = self._target(node)
+        if not t.sudo:
+            return cmd, b""
+        if t.sudo_password is not None:
+            return f"sudo -S -p '' -- sh -c {shlex.quote(cmd)}", (t.sudo_password + "\n").encode()
+        return f"sudo -n -- sh -c {shlex.quote(cmd)}", b""
+
+    def _run_sync(self, node: str, cmd: str, limit_s: float) -> ExecResult:
+        cmd, stdin = self._wrap(node, cmd)
+        client = self.clients.get(node)
+        if client is None:
+            raise ControlError(f"ssh backend: node {node} is not connected (closed?)")
+        transport = client.get_transport()
+        try:
+            if transport is None or not transport.is_active():
+                raise ConnectionError("transport closed")
+            chan = transport.open_session(timeout=10)
+        except Exception as exc:  # paramiko.SSHException, EOFError, socket errors
+            raise ControlError(f"on {node}: ssh session failed ({self._target(node).describe()}): {exc!r}") from None
+        try:
+            chan.exec_command(cmd)
+            if stdin:
+                chan.sendall(stdin)
+            out, err = bytearray(), bytearray()
+            deadline = time.monotonic() + limit_s
+            while True:
+                busy = False
+                while chan.recv_ready():
+                    out += chan.recv(65536)
+                    busy = True
+                while chan.recv_stderr_ready():
+                    err += chan.recv_stderr(65536)
+                    busy = True
+                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                    break
+                if time.monotonic() > deadline:
+                    raise ControlError(f"on {node}: {cmd!r} gave no exit status within {limit_s:.0f}s")
+                if not busy:
+                    time.sleep(0.005)
+            return ExecResult(chan.recv_exit_status(), out.decode(errors="replace"), err.decode(errors="replace"))
+        finally:
+            chan.close()
+
+    async def _sh(self, node: str, script: str, args: Sequence[str], limit_s: float = 30.0) -> ExecResult:
+        cmd = shlex.join(["sh", "-c", script, "sh", *args])
+        return await asyncio.to_thread(self._run_sync, node, cmd, limit_s)
+
+    async def _signal_checked(self, node: str, pid: int, start: int, sig: int) -> bool:
+        res = await self._sh(node, SIGNAL_SCRIPT, [str(pid), str(start), str(sig)])
+        return res.stdout.strip() == "alive"
+
+    def _start_of(self, node: str, pid: int) -> int:
+        try:
+            return self.pids[(node, pid)]
+        except KeyError:
+            raise ControlError(f"ssh backend: pid {pid} was not started on {node} by this run") from None
+
+    # -- Remote -------------------------------------------------------------------------------------
+
+    def address(self, node: str) -> str:
+        self._target(node)
+        return self.addresses[node]
+
+    def node_dir(self, node: str) -> Path:
+        self._target(node)
+        return Path(str(self.root / node))
+
+    async def exec(
+        self, node: str, argv: Sequence[str], *, timeout_s: float = 30.0, env: Mapping[str, str] | None = None,
+        cwd: str | None = None, check: bool = False,
+    ) -> ExecResult:
+        cmd = shell_command(node_argv(argv, self.python), env=env, cwd=cwd, timeout_s=timeout_s)
+        t0 = time.monotonic()
+        result = await asyncio.to_thread(self._run_sync, node, cmd, timeout_s + 15.0)
+        if result.exit_code in TIMEOUT_EXITS and time.monotonic() - t0 >= timeout_s * 0.95:
+            raise ControlError(f"on {node}: {' '.join(argv)!r} did not finish within {timeout_s}s (killed)")
+        if check and result.exit_code != 0:
+            raise CommandFailed(node, argv, result)
+        return result
+
+    async def spawn(
+        self, node: str, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> int:
+        full = node_argv(argv, self.python)
+        if env:
+            full = ["env", *(f"{k}={v}" for k, v in env.items()), *full]
+        res = await self._sh(node, SPAWN_SCRIPT, [log_path, cwd or str(self.root / node), f"{log_path}.pid", *full])
+        lines = res.stdout.splitlines()
+        if res.exit_code != 0 or not lines or not lines[0].strip().isdigit():
+            raise ControlError(f"on {node}: could not start {' '.join(argv)!r}: {res.describe()}")
+        pid = int(lines[0])
+        stat = parse_proc_stat(lines[1]) if len(lines) > 1 else None
+        self.pids[(node, pid)] = stat[1] if stat else -1
+        return pid
+
+    async def signal(self, node: str, pid: int, sig: int) -> None:
+        await self._signal_checked(node, pid, self._start_of(node, pid), int(sig))
+
+    async def is_alive(self, node: str, pid: int) -> bool:
+        return await self._signal_checked(node, pid, self._start_of(node, pid), 0)
+
+    def _sftp(self, node: str) -> Any:
+        client = self.clients.get(node)
+        if client is None:
+            raise ControlError(f"ssh backend: node {node} is not connected (closed?)")
+        return client.open_sftp()
+
+    async def upload(self, node: str, local_path: str, remote_path: str) -> None:
+        self._target(node)
+        await self.exec(node, ["mkdir", "-p", str(PurePosixPath(remote_path).parent)], check=True)
+
+        def put() -> None:
+            with contextlib.closing(self._sftp(node)) as sftp:
+                sftp.put(local_path, remote_path)
+                sftp.chmod(remote_path, os.stat(local_path).st_mode & 0o7777)
+
+        await asyncio.to_thread(put)
+
+    async def download(self, node: str, remote_path: str, local_path: str) -> None:
+        self._target(node)
+        Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+
+        def get() -> None:
+            with contextlib.closing(self._sftp(node)) as sftp:
+                try:
+                    sftp.get(remote_path, local_path)
+                except OSError as exc:
+                    raise ControlError(f"on {node}: cannot download {remote_path}: {exc}") from None
+
+        await asyncio.to_thread(get)

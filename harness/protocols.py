@@ -1,0 +1,264 @@
+"""The harness's small protocols, their validating wrappers, and nemesis composition.
+
+Vocabulary (after Jepsen's ``core.clj``):
+
+* **test** -- a plain dict describing the run (spec, nodes, run dir, remote ...), passed to every hook.
+* **DB** -- installs/starts the system on one node (``setup``) and removes it (``teardown``).  Optional
+  capabilities are separate protocols: :class:`Kill` (``kill``/``start``), :class:`Pause`
+  (``pause``/``resume``), :class:`Primary` (``primaries``) and :class:`LogFiles` (``log_files``).
+* **client** -- one per worker; ``open`` binds it to a node, ``invoke(test, op)`` performs one
+  invocation dict and returns its *completion* dict (type ``ok``/``fail``/``info``).
+* **nemesis** -- injects faults; ``fs`` lists the ``f`` values it handles.
+* **checker** -- ``check(test, history, opts)`` returns a result whose ``valid`` is ``True``,
+  ``False`` or ``"unknown"``.
+
+Ops travelling between the runner, clients and nemeses are plain dicts with at least ``type``,
+``process``, ``f`` and ``value`` (the history module turns them into :class:`checker.history.Op`).
+
+Errors::
+
+    HarnessError                   base of harness-level errors
+    └── InvalidCompletion          a client/nemesis returned a malformed completion (lists problems)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from checker.history import OP_TYPES
+
+__all__ = [
+    "DB",
+    "Checker",
+    "Client",
+    "HarnessError",
+    "InvalidCompletion",
+    "Kill",
+    "LogFiles",
+    "Nemesis",
+    "NoopNemesis",
+    "Pause",
+    "Primary",
+    "ValidatingClient",
+    "ValidatingNemesis",
+    "compose_nemeses",
+    "validate_completion",
+    "verdict_of",
+]
+
+COMPLETION_TYPES = tuple(t for t in OP_TYPES if t != "invoke")
+
+
+class HarnessError(Exception):
+    """Base class of harness errors."""
+
+
+class InvalidCompletion(HarnessError):
+    """A client or nemesis returned a completion that breaks the op lifecycle.
+
+    Attributes:
+        invocation: the op that was invoked.
+        completion: what came back.
+        problems: one sentence per violated rule.
+    """
+
+    def __init__(self, invocation: Mapping[str, Any], completion: Any, problems: Sequence[str]) -> None:
+        self.invocation = dict(invocation)
+        self.completion = completion
+        self.problems = list(problems)
+        lines = "\n  - ".join(self.problems)
+        super().__init__(
+            f"invalid completion for invocation {self.invocation!r}\n  got {completion!r}\n  problems:\n  - {lines}\n"
+            "  (a completion must be a dict with type ok|fail|info and the invocation's process and f; "
+            "see docs/history-format.md)"
+        )
+
+
+@runtime_checkable
+class DB(Protocol):
+    async def setup(self, test: dict[str, Any], node: str) -> None: ...
+    async def teardown(self, test: dict[str, Any], node: str) -> None: ...
+
+
+@runtime_checkable
+class Kill(Protocol):
+    async def kill(self, test: dict[str, Any], node: str) -> None: ...
+    async def start(self, test: dict[str, Any], node: str) -> None: ...
+
+
+@runtime_checkable
+class Pause(Protocol):
+    async def pause(self, test: dict[str, Any], node: str) -> None: ...
+    async def resume(self, test: dict[str, Any], node: str) -> None: ...
+
+
+@runtime_checkable
+class Primary(Protocol):
+    async def primaries(self, test: dict[str, Any]) -> list[str]: ...
+
+
+@runtime_checkable
+class LogFiles(Protocol):
+    def log_files(self, test: dict[str, Any], node: str) -> Mapping[str, str]:
+        """Map of remote path -> file name under ``nodes/<node>/`` in the run directory."""
+        ...
+
+
+@runtime_checkable
+class Client(Protocol):
+    async def open(self, test: dict[str, Any], node: str) -> Client: ...
+    async def setup(self, test: dict[str, Any]) -> None: ...
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]: ...
+    async def teardown(self, test: dict[str, Any]) -> None: ...
+    async def close(self, test: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class Nemesis(Protocol):
+    async def setup(self, test: dict[str, Any]) -> Nemesis: ...
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]: ...
+    async def teardown(self, test: dict[str, Any]) -> None: ...
+    def fs(self) -> frozenset[str]: ...
+
+
+@runtime_checkable
+class Checker(Protocol):
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> Any:
+        """Return a result with ``valid`` in {True, False, "unknown"} (attribute or dict key)."""
+        ...
+
+
+def verdict_of(result: Any) -> bool | str:
+    """The ``valid`` of a checker result (an object with ``.valid`` or a mapping with ``"valid"``)."""
+    valid = result.get("valid") if isinstance(result, Mapping) else getattr(result, "valid", "unknown")
+    if valid is True or valid is False:
+        return valid
+    return "unknown"
+
+
+def validate_completion(invocation: Mapping[str, Any], completion: Any) -> list[str]:
+    """Problems with ``completion`` as the answer to ``invocation`` (empty if it is fine)."""
+    if not isinstance(completion, Mapping):
+        return [f"completion must be a dict, got {type(completion).__name__}"]
+    problems = []
+    if completion.get("type") not in COMPLETION_TYPES:
+        problems.append(f"type must be one of {COMPLETION_TYPES}, got {completion.get('type')!r}")
+    if completion.get("process") != invocation.get("process"):
+        problems.append(
+            f"process must be the invocation's {invocation.get('process')!r}, got {completion.get('process')!r}"
+        )
+    if completion.get("f") != invocation.get("f"):
+        problems.append(f"f must be the invocation's {invocation.get('f')!r}, got {completion.get('f')!r}")
+    return problems
+
+
+class ValidatingClient:
+    """Wraps a :class:`Client`; raises :class:`InvalidCompletion` on a malformed completion."""
+
+    def __init__(self, inner: Client) -> None:
+        self.inner = inner
+
+    async def open(self, test: dict[str, Any], node: str) -> ValidatingClient:
+        return ValidatingClient(await self.inner.open(test, node))
+
+    async def setup(self, test: dict[str, Any]) -> None:
+        await self.inner.setup(test)
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        completion = await self.inner.invoke(test, op)
+        problems = validate_completion(op, completion)
+        if problems:
+            raise InvalidCompletion(op, completion, problems)
+        return completion
+
+    async def teardown(self, test: dict[str, Any]) -> None:
+        await self.inner.teardown(test)
+
+    async def close(self, test: dict[str, Any]) -> None:
+        await self.inner.close(test)
+
+
+class ValidatingNemesis:
+    """Wraps a :class:`Nemesis`; checks completions and that ``f`` is one the nemesis declares."""
+
+    def __init__(self, inner: Nemesis) -> None:
+        self.inner = inner
+
+    async def setup(self, test: dict[str, Any]) -> ValidatingNemesis:
+        return ValidatingNemesis(await self.inner.setup(test))
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        if op.get("f") not in self.inner.fs():
+            raise InvalidCompletion(op, None, [f"f {op.get('f')!r} is not handled; known: {sorted(self.inner.fs())}"])
+        completion = await self.inner.invoke(test, op)
+        problems = validate_completion(op, completion)
+        if problems:
+            raise InvalidCompletion(op, completion, problems)
+        return completion
+
+    async def teardown(self, test: dict[str, Any]) -> None:
+        await self.inner.teardown(test)
+
+    def fs(self) -> frozenset[str]:
+        return self.inner.fs()
+
+
+class NoopNemesis:
+    """Handles nothing; the nemesis of a fault-free run."""
+
+    async def setup(self, test: dict[str, Any]) -> NoopNemesis:
+        return self
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        return {**op, "type": "info", "value": "noop"}
+
+    async def teardown(self, test: dict[str, Any]) -> None:
+        return None
+
+    def fs(self) -> frozenset[str]:
+        return frozenset()
+
+
+@dataclass
+class _ComposedNemesis:
+    routes: dict[str, Nemesis]
+    members: list[Nemesis]
+
+    async def setup(self, test: dict[str, Any]) -> _ComposedNemesis:
+        members = [await m.setup(test) for m in self.members]
+        index = {id(old): new for old, new in zip(self.members, members)}
+        return _ComposedNemesis({f: index[id(n)] for f, n in self.routes.items()}, members)
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        target = self.routes.get(op.get("f", ""))
+        if target is None:
+            known = sorted(self.routes)
+            raise InvalidCompletion(op, None, [f"no composed nemesis handles f {op.get('f')!r}; known: {known}"])
+        return await target.invoke(test, op)
+
+    async def teardown(self, test: dict[str, Any]) -> None:
+        for m in self.members:
+            await m.teardown(test)
+
+    def fs(self) -> frozenset[str]:
+        return frozenset(self.routes)
+
+
+def compose_nemeses(nemeses: Iterable[Nemesis]) -> Nemesis:
+    """One nemesis that routes each op to the member whose ``fs()`` contains its ``f``.
+
+    Raises:
+        HarnessError: two members claim the same ``f``.
+    """
+    members = list(nemeses)
+    routes: dict[str, Nemesis] = {}
+    for m in members:
+        for f in sorted(m.fs()):
+            if f in routes:
+                raise HarnessError(
+                    f"compose_nemeses: f {f!r} is handled by both {type(routes[f]).__name__} and {type(m).__name__}"
+                )
+            routes[f] = m
+    return _ComposedNemesis(routes, members)

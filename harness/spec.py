@@ -1,0 +1,403 @@
+"""The test spec: what a YAML test file may say, validated before anything starts.
+
+A spec names the test, the control backend, the node roles (controllers; broker sets of
+replicas), free cluster options (validated later by the cluster module), the workloads, the
+nemesis packages and schedule, the load (concurrency, rate), the phases and the seed.  Example::
+
+    name: queue-partition
+    backend: local                 # local | docker | ssh
+    nodes:
+      controllers: 3               # a count (named c1..c3) or a list of node names
+      broker_sets: {count: 1, replicas: 3}   # or a list of lists of node names
+    cluster: {}                    # free map, checked by the cluster module
+    workloads: [queue]             # names, or {name: queue, options: {...}}
+    nemesis: {packages: [partition, kill], interval_s: 10, targets: [one, minority]}
+    concurrency: 6                 # client worker threads
+    rate: 50                       # total client ops/s (mean)
+    time_limit_s: 60               # main phase length
+    phases: {recovery_s: 10, final_drain_s: 30}
+    seed: null                     # null -> chosen at load time and written to test.yaml
+    test_count: 1
+    leave_running: false
+
+:func:`load_spec` raises :class:`SpecError` (a ``ValueError``) naming the file, the key path
+(``nemesis.interval_s``), the value and the allowed range.  Unknown keys are errors with a
+"did you mean" suggestion.  :func:`resolved_yaml` dumps the exact spec that ran.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "BACKENDS",
+    "NEMESIS_TARGETS",
+    "NemesisSpec",
+    "NodesSpec",
+    "OVERRIDE_KEYS",
+    "PhasesSpec",
+    "SpecError",
+    "TestSpec",
+    "WorkloadSpec",
+    "apply_overrides",
+    "load_spec",
+    "resolved_yaml",
+    "spec_from_dict",
+]
+
+BACKENDS = ("local", "docker", "ssh")
+NEMESIS_TARGETS = ("one", "minority", "majority", "minority-third", "primaries", "all", "controllers", "brokers")
+OVERRIDE_KEYS = (
+    "nodes", "time_limit", "concurrency", "rate", "nemesis", "workload", "seed", "test_count", "leave_running",
+    "backend",
+)
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_NODE_RE = re.compile(r"^[a-z][a-z0-9-]{0,9}$")
+_MAX_SEED = 2**63 - 1
+
+
+class SpecError(ValueError):
+    """An invalid test spec.  Attributes: ``file``, ``key`` (dotted path), ``value``, ``allowed``."""
+
+    def __init__(self, file: str, key: str, value: Any, allowed: str) -> None:
+        self.file, self.key, self.value, self.allowed = file, key, value, allowed
+        super().__init__(f"{file}: {key}: got {value!r:.200}; expected {allowed}")
+
+
+@dataclass(frozen=True)
+class NodesSpec:
+    """Node names per role.  ``broker_sets[i]`` are the replicas of broker set i."""
+
+    controllers: tuple[str, ...]
+    broker_sets: tuple[tuple[str, ...], ...]
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return self.controllers + tuple(n for s in self.broker_sets for n in s)
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NemesisSpec:
+    """``packages``: fault kinds (empty = none); ``interval_s``: mean time between faults;
+    ``targets``: node selectors the packages draw from."""
+
+    packages: tuple[str, ...] = ()
+    interval_s: float = 10.0
+    targets: tuple[str, ...] = ("one", "minority", "majority")
+
+
+@dataclass(frozen=True)
+class PhasesSpec:
+    """``recovery_s``: wait after healing before final reads; ``final_drain_s``: limit on final reads."""
+
+    recovery_s: float = 10.0
+    final_drain_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    __test__ = False  # not a pytest class
+    name: str
+    backend: str
+    nodes: NodesSpec
+    cluster: Mapping[str, Any]
+    workloads: tuple[WorkloadSpec, ...]
+    nemesis: NemesisSpec
+    concurrency: int
+    rate: float
+    time_limit_s: float
+    phases: PhasesSpec
+    seed: int
+    test_count: int
+    leave_running: bool
+    source: str = "<dict>"
+
+
+# ---------------------------------------------------------------------------------------------
+# Field checks: each takes (where, key, value) and returns the clean value or raises SpecError.
+
+
+class _Ctx:
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+    def err(self, key: str, value: Any, allowed: str) -> SpecError:
+        return SpecError(self.file, key, value, allowed)
+
+    def mapping(self, key: str, value: Any, allowed_keys: tuple[str, ...]) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.err(key, value, f"a mapping with keys {list(allowed_keys)}")
+        for k in value:
+            if k not in allowed_keys:
+                hint = difflib.get_close_matches(str(k), allowed_keys, n=1)
+                did = f" (did you mean {hint[0]!r}?)" if hint else ""
+                where = f"{key}.{k}" if key else str(k)
+                raise self.err(where, value[k], f"a known key{did}; known: {list(allowed_keys)}")
+        return value
+
+    def int_range(self, key: str, value: Any, lo: int, hi: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise self.err(key, value, f"an integer in [{lo}, {hi}]")
+        return value
+
+    def num_range(self, key: str, value: Any, lo: float, hi: float, *, lo_open: bool = False) -> float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and value == value
+        if not ok or not ((lo < value) if lo_open else (lo <= value)) or value > hi:
+            raise self.err(key, value, f"a number in {'(' if lo_open else '['}{lo}, {hi}]")
+        return float(value)
+
+    def boolean(self, key: str, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.err(key, value, "true or false")
+        return value
+
+    def choice(self, key: str, value: Any, choices: tuple[str, ...]) -> str:
+        if value not in choices:
+            raise self.err(key, value, f"one of {list(choices)}")
+        return str(value)
+
+    def name(self, key: str, value: Any, pattern: re.Pattern[str], what: str) -> str:
+        if not isinstance(value, str) or not pattern.match(value):
+            raise self.err(key, value, what)
+        return value
+
+    def str_list(self, key: str, value: Any) -> list[Any]:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list | tuple):
+            raise self.err(key, value, "a list (or comma-separated string)")
+        return list(value)
+
+
+_TOP_KEYS = (
+    "name", "backend", "nodes", "cluster", "workloads", "nemesis", "concurrency", "rate", "time_limit_s", "phases",
+    "seed", "test_count", "leave_running",
+)
+_NODE_WHAT = "a node name: lowercase letter then up to 9 of [a-z0-9-]"
+
+
+def _nodes(c: _Ctx, raw: Any) -> NodesSpec:
+    m = c.mapping("nodes", raw, ("controllers", "broker_sets"))
+    ctl = m.get("controllers", 3)
+    if isinstance(ctl, list):
+        if not 1 <= len(ctl) <= 9:
+            raise c.err("nodes.controllers", ctl, "1 to 9 node names")
+        controllers = tuple(c.name(f"nodes.controllers[{i}]", n, _NODE_RE, _NODE_WHAT) for i, n in enumerate(ctl))
+    else:
+        controllers = tuple(f"c{i + 1}" for i in range(c.int_range("nodes.controllers", ctl, 1, 9)))
+    bs = m.get("broker_sets", {"count": 1, "replicas": 3})
+    if isinstance(bs, list):
+        if len(bs) > 16:
+            raise c.err("nodes.broker_sets", bs, "at most 16 broker sets")
+        sets = []
+        for i, s in enumerate(bs):
+            if not isinstance(s, list) or not 1 <= len(s) <= 5:
+                raise c.err(f"nodes.broker_sets[{i}]", s, "a list of 1 to 5 node names")
+            sets.append(tuple(c.name(f"nodes.broker_sets[{i}][{j}]", n, _NODE_RE, _NODE_WHAT) for j, n in enumerate(s)))
+        broker_sets = tuple(sets)
+    else:
+        bm = c.mapping("nodes.broker_sets", bs, ("count", "replicas"))
+        count = c.int_range("nodes.broker_sets.count", bm.get("count", 1), 0, 16)
+        replicas = c.int_range("nodes.broker_sets.replicas", bm.get("replicas", 3), 1, 5)
+        broker_sets = tuple(tuple(f"b{i + 1}-{j + 1}" for j in range(replicas)) for i in range(count))
+    spec = NodesSpec(controllers, broker_sets)
+    seen: set[str] = set()
+    for n in spec.all:
+        if n in seen:
+            raise c.err("nodes", n, "each node name used once")
+        seen.add(n)
+    return spec
+
+
+def _workloads(c: _Ctx, raw: Any) -> tuple[WorkloadSpec, ...]:
+    items = c.str_list("workloads", raw)
+    if not 1 <= len(items) <= 8:
+        raise c.err("workloads", raw, "1 to 8 workloads")
+    out = []
+    for i, w in enumerate(items):
+        key = f"workloads[{i}]"
+        if isinstance(w, str):
+            w = {"name": w}
+        wm = c.mapping(key, w, ("name", "options"))
+        name = c.name(f"{key}.name", wm.get("name"), _NAME_RE, "a workload name ([A-Za-z0-9_.-], up to 64)")
+        options = wm.get("options") or {}
+        if not isinstance(options, Mapping):
+            raise c.err(f"{key}.options", options, "a mapping of workload options")
+        out.append(WorkloadSpec(name, dict(options)))
+    return tuple(out)
+
+
+def _nemesis(c: _Ctx, raw: Any, nodes: NodesSpec) -> NemesisSpec:
+    if raw is None or raw == "none":
+        return NemesisSpec()
+    m = c.mapping("nemesis", raw, ("packages", "interval_s", "targets"))
+    packages = c.str_list("nemesis.packages", m.get("packages", []))
+    if packages == ["none"]:
+        packages = []
+    pk = tuple(c.name(f"nemesis.packages[{i}]", p, _NAME_RE, "a nemesis package name") for i, p in enumerate(packages))
+    interval = c.num_range("nemesis.interval_s", m.get("interval_s", 10.0), 0.1, 3600.0)
+    targets = c.str_list("nemesis.targets", m.get("targets", list(NemesisSpec.targets)))
+    if not targets:
+        raise c.err("nemesis.targets", targets, "at least one target")
+    tg = tuple(_target(c, f"nemesis.targets[{i}]", t, nodes) for i, t in enumerate(targets))
+    return NemesisSpec(pk, interval, tg)
+
+
+def _target(c: _Ctx, key: str, raw: Any, nodes: NodesSpec) -> str:
+    """A target selector; nemesis.targets owns the syntax (one, controllers:minority, masters, node names...)."""
+    import random
+
+    from nemesis.targets import Topology
+    from nemesis.targets import validate as validate_target
+
+    if not isinstance(raw, str):
+        raise c.err(key, raw, f"a target selector string such as {NEMESIS_TARGETS}")
+    try:
+        validate_target(raw, Topology(nodes.controllers, nodes.broker_sets), random.Random(0))
+    except ValueError as exc:
+        raise c.err(key, raw, str(exc)) from None
+    return raw
+
+
+def _phases(c: _Ctx, raw: Any) -> PhasesSpec:
+    m = c.mapping("phases", raw, ("recovery_s", "final_drain_s"))
+    return PhasesSpec(
+        c.num_range("phases.recovery_s", m.get("recovery_s", 10.0), 0.0, 3600.0),
+        c.num_range("phases.final_drain_s", m.get("final_drain_s", 30.0), 0.0, 3600.0),
+    )
+
+
+def spec_from_dict(raw: Any, *, file: str = "<dict>", seed_source: Any = None) -> TestSpec:
+    """Validate a parsed YAML document.  ``seed: null`` becomes a fresh random seed.
+
+    Raises:
+        SpecError: the first invalid field.
+    """
+    c = _Ctx(file)
+    m = c.mapping("", raw if raw is not None else {}, _TOP_KEYS)
+    if "name" not in m:
+        raise c.err("name", None, "a test name ([A-Za-z0-9_.-], up to 64 chars)")
+    nodes = _nodes(c, m.get("nodes", {}))
+    cluster = m.get("cluster") or {}
+    if not isinstance(cluster, Mapping):
+        raise c.err("cluster", cluster, "a mapping of cluster options")
+    seed = m.get("seed")
+    if seed is None:
+        seed = (seed_source or secrets.randbelow)(2**31)
+    return TestSpec(
+        name=c.name("name", m["name"], _NAME_RE, "a test name ([A-Za-z0-9_.-], up to 64 chars)"),
+        backend=c.choice("backend", m.get("backend", "local"), BACKENDS),
+        nodes=nodes,
+        cluster=dict(cluster),
+        workloads=_workloads(c, m.get("workloads", ["queue"])),
+        nemesis=_nemesis(c, m.get("nemesis"), nodes),
+        concurrency=c.int_range("concurrency", m.get("concurrency", 5), 1, 1024),
+        rate=c.num_range("rate", m.get("rate", 100.0), 0.0, 1_000_000.0, lo_open=True),
+        time_limit_s=c.num_range("time_limit_s", m.get("time_limit_s", 60.0), 0.0, 86_400.0, lo_open=True),
+        phases=_phases(c, m.get("phases", {})),
+        seed=c.int_range("seed", seed, 0, _MAX_SEED),
+        test_count=c.int_range("test_count", m.get("test_count", 1), 1, 10_000),
+        leave_running=c.boolean("leave_running", m.get("leave_running", False)),
+        source=file,
+    )
+
+
+def apply_overrides(
+    raw: Mapping[str, Any], overrides: Mapping[str, Any], *, file: str = "<overrides>"
+) -> dict[str, Any]:
+    """CLI-style overrides on top of the parsed YAML (before validation).
+
+    Keys: ``nodes`` (comma list of names, assigned to controllers then broker replicas in order),
+    ``time_limit``, ``concurrency``, ``rate``, ``nemesis`` (comma list of packages or "none"),
+    ``workload`` (comma list of names), ``seed``, ``test_count``, ``leave_running``, ``backend``.
+    ``None`` values are ignored.
+    """
+    c = _Ctx(file)
+    out = dict(raw)
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key not in OVERRIDE_KEYS:
+            hint = difflib.get_close_matches(key, OVERRIDE_KEYS, n=1)
+            did = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise c.err(f"--{key}", value, f"a known override{did}; known: {list(OVERRIDE_KEYS)}")
+        if key == "nodes":
+            names = c.str_list("--nodes", value)
+            current = spec_from_dict({**out, "seed": 0}, file=file).nodes
+            if len(names) != len(current.all):
+                raise c.err("--nodes", value, f"exactly {len(current.all)} node names (as many as the spec's roles)")
+            it = iter(names)
+            out["nodes"] = {
+                "controllers": [next(it) for _ in current.controllers],
+                "broker_sets": [[next(it) for _ in s] for s in current.broker_sets],
+            }
+        elif key == "time_limit":
+            out["time_limit_s"] = value
+        elif key == "nemesis":
+            nem = dict(out.get("nemesis") or {})
+            nem["packages"] = c.str_list("--nemesis", value)
+            out["nemesis"] = nem
+        elif key == "workload":
+            current_w = c.str_list("workloads", out.get("workloads", []))
+            existing = {(w if isinstance(w, str) else w.get("name")): w for w in current_w}
+            out["workloads"] = [existing.get(n, n) for n in c.str_list("--workload", value)]
+        else:
+            out[key] = value
+    return out
+
+
+def load_spec(path: str | Path, overrides: Mapping[str, Any] | None = None) -> TestSpec:
+    """Read, override and validate a YAML spec.
+
+    Raises:
+        SpecError: unreadable file, bad YAML, or an invalid field (naming file, key, value, range).
+    """
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(file, "<file>", None, f"a readable YAML file ({exc.strerror})") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(file, "<yaml>", None, f"valid YAML ({exc})") from None
+    if raw is not None and not isinstance(raw, Mapping):
+        raise SpecError(file, "<top>", raw, "a mapping at the top level")
+    raw = apply_overrides(raw or {}, overrides or {}, file=file)
+    return spec_from_dict(raw, file=file)
+
+
+def spec_to_dict(spec: TestSpec) -> dict[str, Any]:
+    d = asdict(spec)
+    d.pop("source", None)
+    d["nodes"] = {"controllers": list(spec.nodes.controllers), "broker_sets": [list(s) for s in spec.nodes.broker_sets]}
+    d["workloads"] = [{"name": w.name, "options": dict(w.options)} for w in spec.workloads]
+    d["nemesis"] = {
+        "packages": list(spec.nemesis.packages), "interval_s": spec.nemesis.interval_s,
+        "targets": list(spec.nemesis.targets),
+    }
+    d["cluster"] = dict(spec.cluster)
+    return d
+
+
+def resolved_yaml(spec: TestSpec) -> str:
+    """The exact spec (resolved seed, defaults, explicit node names) as YAML; loading it gives ``spec`` back."""
+    return yaml.safe_dump(spec_to_dict(spec), sort_keys=False)
+
+
+def with_seed(spec: TestSpec, seed: int) -> TestSpec:
+    return replace(spec, seed=seed)

@@ -1,0 +1,172 @@
+"""Harness-test workload for the counter service: DB, client, generators and a counter checker.
+
+The checker is Jepsen's counter rule: an ``ok`` read must lie between the sum of ``ok`` adds
+that completed before the read was invoked and the sum of all adds (``ok`` or ``info``) invoked
+before the read completed.  ``fail`` adds never count; ``info`` adds may or may not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from checker.history import Op
+from harness import generator as g
+from harness.testing.counter_service import CounterCode
+from system_under_test.protocol import ConnectionLost, RequestTimeout, RpcError, connect
+
+__all__ = ["CounterChecker", "CounterClient", "CounterDB", "counter_generator", "final_reads"]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class CounterDB:
+    """Starts one counter service per node through the test's Remote (``test["remote"]``)."""
+
+    def __init__(self, port: int = 7400, *, start_timeout_s: float = 15.0) -> None:
+        self.port = port
+        self.start_timeout_s = start_timeout_s
+        self.pids: dict[str, int] = {}
+
+    def _log(self, test: dict[str, Any], node: str) -> Path:
+        return Path(test["remote"].node_dir(node)) / "counter.log"
+
+    async def setup(self, test: dict[str, Any], node: str) -> None:
+        await self.start(test, node)
+
+    async def start(self, test: dict[str, Any], node: str) -> None:
+        remote = test["remote"]
+        argv = [sys.executable, "-m", "harness.testing.counter_service", "--host", "0.0.0.0", "--port", str(self.port)]
+        self.pids[node] = await remote.spawn(node, argv, log_path=str(self._log(test, node)), cwd=str(REPO_ROOT),
+                                             env={"PYTHONPATH": str(REPO_ROOT)})
+        addr = f"{remote.address(node)}:{self.port}"
+        deadline = time.monotonic() + self.start_timeout_s
+        while True:
+            try:
+                conn = await connect(addr, timeout_s=1.0)
+                conn.close("probe")
+                return
+            except ConnectionLost as exc:
+                if time.monotonic() > deadline or not await remote.is_alive(node, self.pids[node]):
+                    raise RuntimeError(
+                        f"counter service on {node} ({addr}) not accepting connections after "
+                        f"{self.start_timeout_s}s (last error: {exc}); see {self._log(test, node)}"
+                    ) from None
+                await asyncio.sleep(0.05)
+
+    async def kill(self, test: dict[str, Any], node: str) -> None:
+        pid = self.pids.pop(node, None)
+        if pid is not None:
+            await test["remote"].signal(node, pid, signal.SIGKILL)
+
+    async def teardown(self, test: dict[str, Any], node: str) -> None:
+        pid = self.pids.pop(node, None)
+        if pid is None:
+            return
+        remote = test["remote"]
+        await remote.signal(node, pid, signal.SIGTERM)
+        for _ in range(60):
+            if not await remote.is_alive(node, pid):
+                return
+            await asyncio.sleep(0.05)
+        await remote.signal(node, pid, signal.SIGKILL)
+
+    def log_files(self, test: dict[str, Any], node: str) -> Mapping[str, str]:
+        return {str(self._log(test, node)): "counter.log"}
+
+
+class CounterClient:
+    """One connection to one node's counter service."""
+
+    def __init__(self, port: int = 7400, *, conn: Any = None, timeout_s: float = 2.0) -> None:
+        self.port = port
+        self.conn = conn
+        self.timeout_s = timeout_s
+
+    async def open(self, test: dict[str, Any], node: str) -> CounterClient:
+        conn = await connect(f"{test['remote'].address(node)}:{self.port}", timeout_s=self.timeout_s)
+        return CounterClient(self.port, conn=conn, timeout_s=self.timeout_s)
+
+    async def setup(self, test: dict[str, Any]) -> None:
+        return None
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        f = op["f"]
+        try:
+            if f == "add":
+                await self.conn.request(CounterCode.COUNTER_ADD, {"delta": op["value"]}, timeout_s=self.timeout_s)
+                return {**op, "type": "ok"}
+            if f == "read":
+                resp = await self.conn.request(CounterCode.COUNTER_READ, {}, timeout_s=self.timeout_s)
+                return {**op, "type": "ok", "value": resp.header["value"]}
+        except RpcError as exc:
+            return {**op, "type": "fail" if exc.definite else "info", "error": str(exc)}
+        except (ConnectionLost, RequestTimeout) as exc:
+            return {**op, "type": "info", "error": f"{exc.__class__.__name__}: {exc}"}
+        return {**op, "type": "fail", "error": f"unknown f {f!r}"}
+
+    async def teardown(self, test: dict[str, Any]) -> None:
+        return None
+
+    async def close(self, test: dict[str, Any]) -> None:
+        if self.conn is not None:
+            self.conn.close("client closed")
+
+
+def _add(ctx: g.Context) -> dict[str, Any]:
+    return {"f": "add", "value": ctx.rng.randint(1, 5)}
+
+
+def _read(ctx: g.Context) -> dict[str, Any]:
+    return {"f": "read"}
+
+
+def counter_generator(rate: float) -> g.Gen:
+    """Adds (delta 1..5) and reads, half each, at ``rate`` ops/s in total, on client threads."""
+    return g.clients(g.stagger(1.0 / rate, g.mix([_add, _read])))
+
+
+def final_reads() -> g.Gen:
+    """One read per client thread."""
+    return g.each_thread(g.once({"f": "read"}))
+
+
+class CounterChecker:
+    def check(self, test: dict[str, Any], history: Sequence[Op], opts: Mapping[str, Any]) -> dict[str, Any]:
+        lower = 0  # sum of ok adds completed so far
+        upper = 0  # sum of adds invoked so far (ok, info or still open)
+        invoked_at: dict[Any, Op] = {}
+        read_bounds: dict[Any, int] = {}  # process -> lower bound at the read's invocation
+        failed_adds: dict[int, int] = {}  # index of invoke -> delta to take back on fail
+        errors, reads = [], 0
+        for op in history:
+            if not op.is_client:
+                continue
+            if op.type == "invoke":
+                invoked_at[op.process] = op
+                if op.f == "add":
+                    upper += int(op.value)
+                    failed_adds[op.index] = int(op.value)
+                elif op.f == "read":
+                    read_bounds[op.process] = lower
+                continue
+            inv = invoked_at.pop(op.process, None)
+            if inv is None:
+                continue
+            if op.f == "add":
+                if op.type == "ok":
+                    lower += int(inv.value)
+                elif op.type == "fail":
+                    upper -= failed_adds.get(inv.index, 0)
+            elif op.f == "read" and op.type == "ok":
+                reads += 1
+                lo = read_bounds.pop(op.process, 0)
+                if not lo <= int(op.value) <= upper:
+                    errors.append({"read": op.index, "value": op.value, "expected": [lo, upper],
+                                   "why": "read outside [ok adds before invoke, all adds before completion]"})
+        return {"valid": not errors, "reads": reads, "errors": errors[:20], "final_lower": lower, "final_upper": upper}

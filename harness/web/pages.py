@@ -1,0 +1,118 @@
+"""HTML of the web UI: the run index and one run's page.  Pure functions from summaries and texts to strings;
+every value that reaches HTML goes through :func:`html.escape` (run names and file names come from disk)."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from harness.commands import VERDICTS, RunSummary
+
+__all__ = ["COLOURS", "PAGE_SIZE", "render_index", "render_listing", "render_run"]
+
+COLOURS = {"valid": "#c8f0c8", "invalid": "#f6c3c3", "unknown": "#f9e2b0", "crashed": "#e2c8f0",
+           "incomplete": "#e4e4e4"}
+PAGE_SIZE = 200
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.2em;color:#222}
+table{border-collapse:collapse;font-size:14px}td,th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left}
+a{color:#1a4f9c;text-decoration:none}a:hover{text-decoration:underline}
+pre{background:#f6f6f6;padding:8px;overflow:auto;max-height:40em;font-size:12px}
+.v{padding:1px 6px;border-radius:3px}form *{margin-right:6px}img{max-width:100%;border:1px solid #ddd}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _u(rel: str) -> str:
+    return quote(rel, safe="/")
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_CSS}</style>"
+            f"</head><body>{body}</body></html>")
+
+
+def _verdict(v: str) -> str:
+    return f"<span class='v' style='background:{COLOURS.get(v, '#fff')}'>{_e(v)}</span>"
+
+
+def _anoms(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{_e(k)}={v}" for k, v in sorted(counts.items())) or "&ndash;"
+
+
+def render_index(runs: Sequence[RunSummary], *, total: int, counts: Mapping[str, int], query: Mapping[str, str],
+                 page: int, pages: int) -> str:
+    """The index: filter form, verdict counts, one coloured row per run of this page, page links."""
+    opts = "".join(f"<option value='{v}'{' selected' if query.get('verdict') == v else ''}>{v}</option>"
+                   for v in ("", *VERDICTS))
+    form = (f"<form method='get' action='/'>name <input name='name' value='{_e(query.get('name', ''))}'> "
+            f"verdict <select name='verdict'>{opts}</select> "
+            f"since <input name='since' placeholder='YYYY-MM-DD' size='10' value='{_e(query.get('since', ''))}'> "
+            f"until <input name='until' placeholder='YYYY-MM-DD' size='10' value='{_e(query.get('until', ''))}'> "
+            "<button>filter</button> <a href='/'>clear</a></form>")
+    summary = " &middot; ".join(f"{_verdict(v)} {n}" for v, n in counts.items() if n)
+    rows = []
+    for s in runs:
+        rel = _u(s.rel_path)
+        rows.append(
+            f"<tr style='background:{COLOURS[s.verdict]}'><td><a href='/run/{rel}/'>{_e(s.ts)}</a></td>"
+            f"<td><a href='/?{_e(urlencode({'name': s.name}))}'>{_e(s.name)}</a></td>"
+            f"<td>{_e(s.verdict)}</td><td>{_anoms(s.anomaly_counts)}</td>"
+            f"<td>{'' if s.seed is None else s.seed}</td>"
+            f"<td>{'' if s.duration_s is None else f'{s.duration_s:.1f}s'}</td>"
+            f"<td><a href='/zip/{rel}.zip'>zip</a></td></tr>")
+    nav = []
+    for p in range(1, pages + 1) if pages <= 30 else sorted({1, max(1, page - 1), page, min(pages, page + 1), pages}):
+        q = urlencode({**{k: v for k, v in query.items() if v}, "page": p})
+        nav.append(f"<b>{p}</b>" if p == page else f"<a href='/?{_e(q)}'>{p}</a>")
+    table = ("<table><tr><th>run</th><th>test</th><th>verdict</th><th>anomalies</th><th>seed</th><th>time</th>"
+             "<th></th></tr>" + "".join(rows) + "</table>")
+    body = (f"<h2>splitbrain results</h2>{form}<p>{total} runs match: {summary or 'none'}</p>{table}"
+            f"<p>page {' '.join(nav)}</p>")
+    return _page("splitbrain results", body)
+
+
+def render_run(s: RunSummary, *, results_text: str, test_yaml: str, history_tail: Sequence[str], history_ops: str,
+               files: Sequence[str], images: Sequence[str], has_timeline: bool) -> str:
+    """One run: verdict header, links, plots inline, results.json pretty, test.yaml, history tail, file list."""
+    rel = _u(s.rel_path)
+    links = [f"<a href='/zip/{rel}.zip'>download zip</a>", f"<a href='/files/{rel}/'>browse files</a>"]
+    if has_timeline:
+        links.append(f"<a href='/files/{rel}/timeline.html'>timeline</a>")
+    imgs = "".join(f"<h3>{_e(i)}</h3><img src='/files/{rel}/{_u(i)}' alt='{_e(i)}'>" for i in images)
+    flist = "".join(f"<li><a href='/files/{rel}/{_u(f)}'>{_e(f)}</a></li>" for f in files)
+    body = (
+        f"<p><a href='/'>&larr; all runs</a></p><h2>{_e(s.name)} {_e(s.ts)} {_verdict(s.verdict)}</h2>"
+        f"<p>seed {_e(s.seed)} &middot; anomalies: {_anoms(s.anomaly_counts)} &middot; {' &middot; '.join(links)}</p>"
+        f"{imgs}<h3>results.json</h3><pre>{_e(results_text)}</pre><h3>test.yaml</h3><pre>{_e(test_yaml)}</pre>"
+        f"<h3>history.jsonl (last {len(history_tail)} lines{history_ops})</h3>"
+        f"<pre>{_e(chr(10).join(history_tail))}</pre>"
+        f"<h3>files</h3><ul>{flist}</ul>"
+    )
+    return _page(f"{s.name} {s.ts}", body)
+
+
+def render_listing(rel: str, entries: Sequence[tuple[str, bool, int]]) -> str:
+    """A directory listing: (name, is_dir, size)."""
+    up = rel.rstrip("/").rsplit("/", 1)[0] if "/" in rel.rstrip("/") else ""
+    rows = "".join(
+        f"<tr><td><a href='/files/{_u(rel.rstrip('/') + '/' + n) if rel else _u(n)}{'/' if d else ''}'>{_e(n)}"
+        f"{'/' if d else ''}</a></td><td>{'' if d else size}</td></tr>" for n, d, size in entries)
+    return _page(rel or "/", f"<p><a href='/'>all runs</a> &middot; <a href='/files/{_u(up)}/'>up</a></p>"
+                             f"<h2>{_e(rel or '/')}</h2><table>{rows}</table>")
+
+
+def pretty_json(text: str, limit: int = 300_000) -> str:
+    """``results.json`` re-indented (or as is, if it does not parse), cut at ``limit`` characters."""
+    try:
+        text = json.dumps(json.loads(text), indent=2, sort_keys=False)
+    except ValueError:
+        pass
+    return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"

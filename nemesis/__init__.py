@@ -1,0 +1,1 @@
+"""nemesis package."""

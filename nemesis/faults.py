@@ -1,0 +1,516 @@
+"""The nemeses: real faults injected through the control backend, one class per fault kind.
+
+Every nemesis follows the harness's Nemesis protocol (setup / invoke / teardown / fs) and acts
+only through the test's ``remote`` (exec, signal) and the cluster's DB (kill, start, pause,
+primaries, admin addresses), so it works the same on network namespaces, docker and SSH hosts.
+
+Each completion records what was actually done: resolved target nodes, the grudge, the netem
+arguments, the clock offsets.  A fault that cannot be applied completes as ``info`` with the
+reason in ``error`` and the test goes on (``_guard``).
+
+* PartitionNemesis -- start-partition, stop-partition: iptables DROP rules in a ``splitbrain`` chain.
+* ProcessNemesis -- kill, start, pause, resume, terminate, restart: SIGKILL, respawn, SIGSTOP,
+  SIGCONT, SIGTERM (controlled shutdown), rolling restart.
+* ClockNemesis -- bump/strobe/skew/reset-clock, check-clock-offsets: the node process's injectable
+  clock (ADMIN_CLOCK_SET); the host clock never changes.
+* PacketNemesis -- start-packet, stop-packet: tc netem on the node's eth0 (or the NFQUEUE shaper
+  :mod:`nemesis.netqueue` on kernels without sch_netem).
+* FailpointNemesis -- arm-failpoint, disarm-failpoint: ADMIN_FAILPOINT_ARM/DISARM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import signal
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from nemesis import grudge as gr
+from nemesis.targets import Topology, resolve
+from system_under_test.protocol import RequestCode, connect
+
+log = logging.getLogger("splitbrain.nemesis")
+
+CHAIN = "splitbrain"
+
+
+def _done(op: Mapping[str, Any], value: Any, *, error: str | None = None) -> dict[str, Any]:
+    out = {**op, "type": "info", "value": value}
+    if error:
+        out["error"] = error
+    return out
+
+
+async def _guard(op: Mapping[str, Any], action: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
+    """Run ``action``; a failure becomes an ``info`` completion carrying the reason."""
+    try:
+        return _done(op, await action())
+    except Exception as exc:
+        log.warning("nemesis %s failed: %s", op.get("f"), exc)
+        return _done(op, op.get("value"), error=f"{exc.__class__.__name__}: {exc}")
+
+
+class _Base:
+    """Shared plumbing: topology, RNG, target resolution, exec on many nodes."""
+
+    FS: frozenset[str] = frozenset()
+
+    def __init__(self, db: Any, rng: random.Random) -> None:
+        self.db = db
+        self.rng = rng
+        spec = db.spec
+        self.topo = Topology(tuple(spec.nodes.controllers), tuple(tuple(s) for s in spec.nodes.broker_sets))
+
+    def fs(self) -> frozenset[str]:
+        return self.FS
+
+    async def setup(self, test: dict[str, Any]) -> Any:
+        return self
+
+    async def teardown(self, test: dict[str, Any]) -> None:
+        return None
+
+    async def targets(self, test: dict[str, Any], selector: str) -> list[str]:
+        primaries: list[str] = []
+        if any(k in selector for k in ("primaries", "leader", "masters")):
+            primaries = await self.db.primaries(test)
+        return resolve(selector, self.topo, primaries, self.rng)
+
+    async def exec_all(self, test: dict[str, Any], nodes: Sequence[str], argv: Sequence[str],
+                       *, check: bool = True) -> None:
+        remote = test["remote"]
+        await asyncio.gather(*(remote.exec(n, list(argv), timeout_s=20, check=check) for n in nodes))
+
+
+class PartitionNemesis(_Base):
+    """Network partitions with iptables.
+
+    ``start-partition`` value: ``{"kind": K, ...}`` with K one of ``random-halves``, ``isolate``
+    (``targets`` selector), ``isolate-controller-leader``, ``isolate-master`` (from everyone),
+    ``isolate-master-from-slaves``, ``isolate-master-from-controllers``, ``majorities-ring``,
+    ``bridge``, ``one-way`` (``from`` and ``to`` selectors), or ``grudge`` (an explicit map).
+    Packets are dropped in the receiving node's INPUT path, from the sender's address.
+    """
+
+    FS = frozenset({"start-partition", "stop-partition"})
+    KINDS = ("random-halves", "isolate", "isolate-controller-leader", "isolate-master", "isolate-master-from-slaves",
+             "isolate-master-from-controllers", "majorities-ring", "bridge", "one-way", "grudge")
+
+    async def setup(self, test: dict[str, Any]) -> PartitionNemesis:
+        for node in self.topo.all:
+            await test["remote"].exec(node, ["iptables", "-w", "-N", CHAIN])  # may already exist
+            rc = await test["remote"].exec(node, ["iptables", "-w", "-C", "INPUT", "-j", CHAIN])
+            if rc.exit_code != 0:
+                await test["remote"].exec(node, ["iptables", "-w", "-I", "INPUT", "1", "-j", CHAIN], check=True)
+        return self
+
+    async def grudge_for(self, test: dict[str, Any], value: Mapping[str, Any]) -> gr.Grudge:
+        kind = value.get("kind", "random-halves")
+        nodes = list(self.topo.all)
+        if kind == "random-halves":
+            return gr.random_halves(nodes, self.rng)
+        if kind == "isolate":
+            return gr.isolate(await self.targets(test, str(value.get("targets", "one"))), nodes)
+        if kind == "isolate-controller-leader":
+            return gr.isolate(await self.targets(test, "controller-leader"), nodes)
+        if kind.startswith("isolate-master"):
+            masters = await self.targets(test, "masters")
+            master = self.rng.choice(masters)
+            slaves = next(s for s in self.topo.broker_sets if master in s)
+            if kind == "isolate-master":
+                return gr.isolate([master], nodes)
+            others = slaves if kind == "isolate-master-from-slaves" else self.topo.controllers
+            return gr.isolate_from(master, others)
+        if kind == "majorities-ring":
+            return gr.majorities_ring(nodes, self.rng)
+        if kind == "bridge":
+            return gr.bridge(nodes, self.rng)
+        if kind == "one-way":
+            src = await self.targets(test, str(value.get("from", "one")))
+            dst = await self.targets(test, str(value.get("to", "all")))
+            return gr.one_way(src, dst)
+        if kind == "grudge":
+            raw = value.get("grudge") or {}
+            return {str(k): frozenset(map(str, v)) for k, v in raw.items()}
+        raise ValueError(f"start-partition: unknown kind {kind!r}; kinds: {self.KINDS}")
+
+    async def apply(self, test: dict[str, Any], grudge: Mapping[str, frozenset[str]]) -> None:
+        remote = test["remote"]
+        await self.heal(test)
+
+        async def one(node: str, drops: frozenset[str]) -> None:
+            for src in sorted(drops):
+                await remote.exec(node, ["iptables", "-w", "-A", CHAIN, "-s", remote.address(src), "-j", "DROP"],
+                                  check=True)
+
+        await asyncio.gather(*(one(n, d) for n, d in grudge.items()))
+
+    async def heal(self, test: dict[str, Any]) -> None:
+        await self.exec_all(test, self.topo.all, ["iptables", "-w", "-F", CHAIN])
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        if op["f"] == "stop-partition":
+            return await _guard(op, lambda: self._stop(test))
+        return await _guard(op, lambda: self._start(test, op.get("value") or {}))
+
+    async def _start(self, test: dict[str, Any], value: Mapping[str, Any]) -> dict[str, Any]:
+        grudge = await self.grudge_for(test, value)
+        await self.apply(test, grudge)
+        return {"kind": value.get("kind", "random-halves"), "grudge": gr.describe(grudge)}
+
+    async def _stop(self, test: dict[str, Any]) -> str:
+        await self.heal(test)
+        return "healed"
+
+    async def teardown(self, test: dict[str, Any]) -> None:
+        for node in self.topo.all:
+            remote = test["remote"]
+            await remote.exec(node, ["iptables", "-w", "-F", CHAIN])
+            await remote.exec(node, ["iptables", "-w", "-D", "INPUT", "-j", CHAIN])
+            await remote.exec(node, ["iptables", "-w", "-X", CHAIN])
+
+
+class ProcessNemesis(_Base):
+    """Process faults through the DB: ``kill`` (SIGKILL), ``terminate`` (SIGTERM: controlled
+    shutdown), ``pause``/``resume`` (SIGSTOP/SIGCONT), ``start`` (respawn what is down),
+    ``restart`` (rolling: one node at a time, waiting until each is ready).  Value: a selector."""
+
+    FS = frozenset({"kill", "start", "pause", "resume", "terminate", "restart"})
+
+    def __init__(self, db: Any, rng: random.Random) -> None:
+        super().__init__(db, rng)
+        self.down: set[str] = set()
+        self.paused: set[str] = set()
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        f = op["f"]
+        handlers = {"kill": self._kill, "terminate": self._terminate, "pause": self._pause, "resume": self._resume,
+                    "start": self._start, "restart": self._restart}
+        return await _guard(op, lambda: handlers[f](test, op.get("value")))
+
+    async def _kill(self, test: dict[str, Any], selector: Any) -> list[str]:
+        nodes = await self.targets(test, str(selector or "one"))
+        for n in nodes:
+            await self.db.kill(test, n)
+            self.down.add(n)
+            self.paused.discard(n)
+        return nodes
+
+    async def _terminate(self, test: dict[str, Any], selector: Any) -> list[str]:
+        nodes = await self.targets(test, str(selector or "one"))
+        for n in nodes:
+            await self.db.terminate(test, n)
+            self.down.add(n)
+        return nodes
+
+    async def _pause(self, test: dict[str, Any], selector: Any) -> list[str]:
+        nodes = [n for n in await self.targets(test, str(selector or "one")) if n not in self.down]
+        for n in nodes:
+            await self.db.pause(test, n)
+            self.paused.add(n)
+        return nodes
+
+    async def _resume(self, test: dict[str, Any], selector: Any) -> list[str]:
+        nodes = sorted(self.paused) if selector in (None, "paused") else await self.targets(test, str(selector))
+        for n in nodes:
+            await self.db.resume(test, n)
+            self.paused.discard(n)
+        return nodes
+
+    async def _start(self, test: dict[str, Any], selector: Any) -> list[str]:
+        candidates = sorted(self.down) if selector in (None, "dead") else await self.targets(test, str(selector))
+        started = []
+        for n in candidates:
+            if await self.db.alive(test, n):
+                if n in self.down:  # SIGTERM'd node still shutting down: wait for it (bounded)
+                    for _ in range(100):
+                        await asyncio.sleep(0.1)
+                        if not await self.db.alive(test, n):
+                            break
+                    else:
+                        await self.db.kill(test, n)
+                else:
+                    continue
+            await self.db.start(test, n)
+            self.down.discard(n)
+            started.append(n)
+        return started
+
+    async def _restart(self, test: dict[str, Any], selector: Any) -> list[str]:
+        nodes = await self.targets(test, str(selector or "controllers:all"))
+        for n in nodes:
+            await self.db.kill(test, n)
+            await self.db.start(test, n)
+            await self.db.wait_ready(test, n)
+        return nodes
+
+
+class ClockNemesis(_Base):
+    """Per-process clock faults through each node's injectable clock (the host clock is untouched).
+
+    ``bump-clock`` {"targets", "delta_ms"}: jump by delta (forward or back).
+    ``strobe-clock`` {"targets", "delta_ms", "period_ms", "duration_s"}: oscillate between +delta and 0.
+    ``skew-clock`` {"targets", "rate"}: run the clock at ``rate`` times real speed.
+    ``reset-clock``: offset 0 and rate 1 everywhere.  ``check-clock-offsets``: read every node's offset.
+    """
+
+    FS = frozenset({"bump-clock", "strobe-clock", "skew-clock", "reset-clock", "check-clock-offsets"})
+
+    def __init__(self, db: Any, rng: random.Random) -> None:
+        super().__init__(db, rng)
+        self._strobes: list[asyncio.Task[None]] = []
+
+    async def _rpc(self, test: dict[str, Any], node: str, code: int, header: dict[str, Any]) -> dict[str, Any]:
+        conn = await connect(self.db.admin_addr(test, node), timeout_s=2.0)
+        try:
+            token = {"token": self.db.token} if code == RequestCode.ADMIN_CLOCK_SET else {}
+            return (await conn.request(code, {**header, **token}, timeout_s=5.0)).header
+        finally:
+            conn.close()
+
+    async def set_clock(self, test: dict[str, Any], node: str, **change: float) -> dict[str, Any]:
+        return await self._rpc(test, node, RequestCode.ADMIN_CLOCK_SET, change)
+
+    async def read_clock(self, test: dict[str, Any], node: str) -> dict[str, Any]:
+        return await self._rpc(test, node, RequestCode.ADMIN_CLOCK_GET, {})
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        value = op.get("value") or {}
+        f = op["f"]
+        if f == "reset-clock":
+            return await _guard(op, lambda: self._reset(test))
+        if f == "check-clock-offsets":
+            return await _guard(op, lambda: self._offsets(test, self.topo.all))
+        return await _guard(op, lambda: self._fault(test, f, value))
+
+    async def _fault(self, test: dict[str, Any], f: str, value: Mapping[str, Any]) -> dict[str, Any]:
+        nodes = await self.targets(test, str(value.get("targets", "one")))
+        if f == "bump-clock":
+            delta = float(value.get("delta_ms", 60_000))
+            for n in nodes:
+                current = float((await self.read_clock(test, n)).get("offset_ms", 0.0))
+                await self.set_clock(test, n, offset_ms=current + delta)
+        elif f == "skew-clock":
+            rate = float(value.get("rate", 2.0))
+            for n in nodes:
+                await self.set_clock(test, n, rate=rate)
+        else:  # strobe
+            delta = float(value.get("delta_ms", 200))
+            period = float(value.get("period_ms", 100)) / 1000
+            duration = float(value.get("duration_s", 5))
+            self._strobes.append(asyncio.get_running_loop().create_task(
+                self._strobe(test, nodes, delta, period, duration)))
+        return {**dict(value), "nodes": nodes, "offsets": await self._offsets(test, nodes)}
+
+    async def _strobe(self, test: dict[str, Any], nodes: list[str], delta: float, period: float,
+                      duration: float) -> None:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + duration
+        high = False
+        while loop.time() < end:
+            high = not high
+            for n in nodes:
+                try:
+                    await self.set_clock(test, n, offset_ms=delta if high else 0.0)
+                except Exception as exc:
+                    log.info("strobe on %s: %s", n, exc)
+            await asyncio.sleep(period)
+        for n in nodes:
+            try:
+                await self.set_clock(test, n, offset_ms=0.0)
+            except Exception as exc:
+                log.info("strobe reset on %s: %s", n, exc)
+
+    async def _offsets(self, test: dict[str, Any], nodes: Sequence[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for n in nodes:
+            try:
+                c = await self.read_clock(test, n)
+                out[n] = {"offset_ms": c.get("offset_ms"), "rate": c.get("rate"),
+                          "skew_ms": (int(c["wall_ns"]) - int(c["host_wall_ns"])) / 1e6}
+            except Exception as exc:
+                out[n] = {"error": str(exc)}
+        return out
+
+    async def _reset(self, test: dict[str, Any]) -> dict[str, Any]:
+        for t in self._strobes:
+            t.cancel()
+        self._strobes.clear()
+        failed: dict[str, str] = {}
+        for n in self.topo.all:
+            try:
+                await self.set_clock(test, n, offset_ms=0.0, rate=1.0)
+            except Exception as exc:  # a dead node has no clock to reset; its restart starts at true time
+                failed[n] = str(exc)
+        return {"reset": [n for n in self.topo.all if n not in failed], "unreachable": failed}
+
+    async def teardown(self, test: dict[str, Any]) -> None:
+        for t in self._strobes:
+            t.cancel()
+
+
+class PacketNemesis(_Base):
+    """Packet faults on a node's outgoing traffic: ``start-packet`` {"targets", "behavior": {...}};
+    ``stop-packet``.
+
+    Behaviours (combinable): ``delay`` {"time_ms", "jitter_ms"}, ``loss`` {"percent"},
+    ``duplicate`` {"percent"}, ``reorder`` {"percent", "correlation"}, ``corrupt`` {"percent"},
+    ``rate`` {"rate": "1mbit"}.
+
+    Mechanism: ``tc netem`` on eth0 when the kernel has ``sch_netem``; otherwise (detected at setup)
+    the userspace NFQUEUE shaper :mod:`nemesis.netqueue` for delay/jitter/reorder/loss/duplicate
+    and ``tc tbf`` for rate.  ``corrupt`` needs netem.  The completion records the mechanism.
+    """
+
+    FS = frozenset({"start-packet", "stop-packet"})
+    DEFAULT = {"delay": {"time_ms": 50, "jitter_ms": 10}}
+    QUEUE = 7
+    OUT_CHAIN = "splitbrain-out"
+
+    def __init__(self, db: Any, rng: random.Random) -> None:
+        super().__init__(db, rng)
+        self.mechanism = "netem"
+        self._shapers: dict[str, int] = {}
+
+    async def setup(self, test: dict[str, Any]) -> PacketNemesis:
+        remote = test["remote"]
+        probe = await remote.exec(self.topo.all[0], ["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay",
+                                                     "0ms"])
+        if probe.exit_code == 0:
+            await remote.exec(self.topo.all[0], ["tc", "qdisc", "del", "dev", "lo", "root"])
+        else:
+            self.mechanism = "nfqueue"
+            log.info("kernel lacks sch_netem (%s); packet faults use the NFQUEUE shaper", probe.stderr.strip())
+        return self
+
+    @staticmethod
+    def netem_args(behavior: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """Pure: the netem argument list for a behaviour map (raises ValueError on unknown keys)."""
+        args: list[str] = []
+        known = {"delay", "loss", "duplicate", "reorder", "corrupt", "rate"}
+        unknown = set(behavior) - known
+        if unknown:
+            raise ValueError(f"start-packet: unknown behaviour(s) {sorted(unknown)}; known: {sorted(known)}")
+        if "delay" in behavior or "reorder" in behavior:
+            d = behavior.get("delay", {"time_ms": 10})
+            args += ["delay", f"{int(d.get('time_ms', 50))}ms", f"{int(d.get('jitter_ms', 0))}ms"]
+            if d.get("jitter_ms"):
+                args += ["distribution", "normal"]
+        for name in ("loss", "duplicate", "corrupt"):
+            if name in behavior:
+                args += [name, f"{float(behavior[name].get('percent', 10)):g}%"]
+        if "reorder" in behavior:
+            r = behavior["reorder"]
+            args += ["reorder", f"{float(r.get('percent', 20)):g}%", f"{float(r.get('correlation', 75)):g}%"]
+        if "rate" in behavior:
+            args += ["rate", str(behavior["rate"].get("rate", "1mbit"))]
+        return args
+
+    @staticmethod
+    def shaper_args(behavior: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """Pure: arguments of :mod:`nemesis.netqueue` for a behaviour map (ValueError if it cannot do it)."""
+        PacketNemesis.netem_args(behavior)  # same validation of names
+        if "corrupt" in behavior:
+            raise ValueError("start-packet: corrupt needs the kernel's sch_netem, which this kernel lacks")
+        d = behavior.get("delay", {})
+        delay = float(d.get("time_ms", 10 if "reorder" in behavior else 0))
+        jitter = float(d.get("jitter_ms", 0)) or (delay / 2 if "reorder" in behavior else 0.0)
+        return ["--delay-ms", f"{delay:g}", "--jitter-ms", f"{jitter:g}",
+                "--loss", f"{float(behavior.get('loss', {}).get('percent', 0)) / 100:g}",
+                "--duplicate", f"{float(behavior.get('duplicate', {}).get('percent', 0)) / 100:g}"]
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        if op["f"] == "stop-packet":
+            return await _guard(op, lambda: self._stop(test))
+        return await _guard(op, lambda: self._start(test, op.get("value") or {}))
+
+    async def _start(self, test: dict[str, Any], value: Mapping[str, Any]) -> dict[str, Any]:
+        behavior = value.get("behavior") or self.DEFAULT
+        nodes = await self.targets(test, str(value.get("targets", "one")))
+        if self.mechanism == "netem":
+            args = self.netem_args(behavior)
+            await self.exec_all(test, nodes, ["tc", "qdisc", "replace", "dev", "eth0", "root", "netem", *args])
+            return {"nodes": nodes, "mechanism": "netem", "netem": " ".join(args)}
+        shaping = {k: v for k, v in behavior.items() if k != "rate"}
+        args = self.shaper_args(shaping) if shaping else []
+        await self._stop(test)
+        for n in nodes:
+            if shaping:
+                await self._start_shaper(test, n, args)
+            if "rate" in behavior:
+                rate = str(behavior["rate"].get("rate", "1mbit"))
+                await test["remote"].exec(n, ["tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", rate,
+                                              "burst", "32kbit", "latency", "400ms"], check=True)
+        return {"nodes": nodes, "mechanism": "nfqueue", "shaper": " ".join(args),
+                **({"rate": behavior["rate"]} if "rate" in behavior else {})}
+
+    async def _start_shaper(self, test: dict[str, Any], node: str, args: list[str]) -> None:
+        remote = test["remote"]
+        log_path = str(Path(remote.node_dir(node)) / "netqueue.log")
+        argv = [self.db.python, "-m", "nemesis.netqueue", "--queue", str(self.QUEUE),
+                "--seed", str(self.rng.randrange(2**31)), *args]
+        self._shapers[node] = await remote.spawn(node, argv, log_path=log_path)
+        for _ in range(100):
+            text = (await remote.exec(node, ["cat", log_path])).stdout
+            if "READY" in text:
+                break
+            if not await remote.is_alive(node, self._shapers[node]):
+                raise RuntimeError(f"packet shaper on {node} exited: {text[-400:]}")
+            await asyncio.sleep(0.05)
+        for cmd in (["iptables", "-w", "-N", self.OUT_CHAIN],):
+            await remote.exec(node, cmd)
+        if (await remote.exec(node, ["iptables", "-w", "-C", "OUTPUT", "-j", self.OUT_CHAIN])).exit_code != 0:
+            await remote.exec(node, ["iptables", "-w", "-I", "OUTPUT", "1", "-j", self.OUT_CHAIN], check=True)
+        await remote.exec(node, ["iptables", "-w", "-A", self.OUT_CHAIN, "-o", "eth0", "-m", "mark", "!", "--mark",
+                                 "0x5b", "-j", "NFQUEUE", "--queue-num", str(self.QUEUE), "--queue-bypass"],
+                          check=True)
+
+    async def _stop(self, test: dict[str, Any]) -> str:
+        remote = test["remote"]
+        if self.mechanism == "nfqueue":
+            await self.exec_all(test, self.topo.all, ["iptables", "-w", "-F", self.OUT_CHAIN], check=False)
+            for node, pid in list(self._shapers.items()):
+                await remote.signal(node, pid, signal.SIGTERM)
+            self._shapers.clear()
+        await self.exec_all(test, self.topo.all, ["tc", "qdisc", "del", "dev", "eth0", "root"], check=False)
+        return "healed"
+
+    async def teardown(self, test: dict[str, Any]) -> None:
+        await self._stop(test)
+
+
+class FailpointNemesis(_Base):
+    """Arm/disarm the cluster's named failpoints at run time:
+    ``arm-failpoint`` {"targets", "name", "action"}; ``disarm-failpoint`` {"targets", "name"} (name '*' = all)."""
+
+    FS = frozenset({"arm-failpoint", "disarm-failpoint"})
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        return await _guard(op, lambda: self._go(test, op["f"], op.get("value") or {}))
+
+    async def _go(self, test: dict[str, Any], f: str, value: Mapping[str, Any]) -> dict[str, Any]:
+        nodes = await self.targets(test, str(value.get("targets", "all")))
+        name = str(value.get("name", "*"))
+        results: dict[str, str] = {}
+        for n in nodes:
+            try:
+                conn = await connect(self.db.admin_addr(test, n), timeout_s=2.0)
+            except Exception as exc:
+                results[n] = f"unreachable: {exc}"
+                continue
+            try:
+                if f == "arm-failpoint":
+                    header = {"name": name, "action": str(value.get("action", "1*crash")), "token": self.db.token}
+                    await conn.request(RequestCode.ADMIN_FAILPOINT_ARM, header, timeout_s=5.0)
+                else:
+                    await conn.request(RequestCode.ADMIN_FAILPOINT_DISARM, {"name": name, "token": self.db.token},
+                                       timeout_s=5.0)
+                results[n] = "ok"
+            except Exception as exc:
+                results[n] = f"error: {exc}"
+            finally:
+                conn.close()
+        return {**dict(value), "results": results}

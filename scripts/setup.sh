@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Set up everything splitbrain needs on a fresh Debian machine (run as root): system packages
+# from the machine's configured apt sources and Python packages from its configured PyPI index.
+# Idempotent and quick when everything is already present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(iproute2 iptables procps psmisc libfaketime openjdk-17-jre-headless debootstrap libnetfilter-queue-dev gcc)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing Debian packages ${missing[*]} and not root; install them or re-run as root" >&2
+    exit 2
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+  echo "setup: Python 3.11+ is required (found: $("$PY" --version 2>&1))" >&2
+  exit 2
+fi
+stamp=.setup-stamp
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! "$PY" -c 'import system_under_test, msgpack, hypothesis' 2>/dev/null; then
+  echo "setup: installing Python packages"
+  "$PY" -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 | grep -v "Running pip as the 'root' user" || true
+  "$PY" -c 'import system_under_test, msgpack, hypothesis, yaml' || { echo "setup: pip install failed" >&2; exit 2; }
+  touch "$stamp"
+fi

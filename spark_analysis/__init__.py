@@ -1,0 +1,42 @@
+"""spark_analysis: nightly chaos results on Spark -- a Parquet warehouse, trend metrics, a dashboard, re-checks.
+
+Vocabulary: a *results root* holds run directories ``<test>/<ts>/`` (test.yaml, history.jsonl,
+results.json); the *warehouse* is a directory of Parquet tables built from them (runs, ops, faults,
+anomalies, checks, the ``ingested`` manifest, verdicts; :mod:`spark_analysis.tables`).  Pure pieces
+(:mod:`~spark_analysis.runfiles`, :mod:`~spark_analysis.faults`, :mod:`~spark_analysis.wilson`) parse and
+compute without Spark; :mod:`~spark_analysis.ingest`, :mod:`~spark_analysis.metrics`,
+:mod:`~spark_analysis.report` and :mod:`~spark_analysis.recheck` run on a SparkSession from
+:func:`~spark_analysis.session.get_session`.  The command line is ``splitbrain spark`` (docs/spark.md).
+
+Names that need pyspark are imported lazily, so ``import spark_analysis`` works without it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from spark_analysis.faults import FaultWindow, fault_windows
+from spark_analysis.runfiles import STATUSES, ParsedRun, RunTexts, op_rows, parse_run
+from spark_analysis.synth import Cell, Corpus, SynthRun, generate
+from spark_analysis.wilson import wilson_interval
+
+__all__ = [
+    "STATUSES", "Cell", "Corpus", "FaultWindow", "IngestSummary", "ParsedRun", "RunTexts", "SynthRun",
+    "check_run_local", "collect_dashboard", "counts_check", "fault_windows", "generate", "get_session", "ingest",
+    "op_rows", "parse_run", "render_html", "spark_check", "wilson_interval", "write_report",
+]
+
+_LAZY = {
+    "IngestSummary": "spark_analysis.ingest", "ingest": "spark_analysis.ingest",
+    "get_session": "spark_analysis.session", "collect_dashboard": "spark_analysis.report",
+    "render_html": "spark_analysis.report", "write_report": "spark_analysis.report",
+    "spark_check": "spark_analysis.recheck", "check_run_local": "spark_analysis.recheck",
+    "counts_check": "spark_analysis.recheck",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'spark_analysis' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""The cluster under test: a Raft-replicated controller quorum and replicated brokers."""

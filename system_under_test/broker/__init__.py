@@ -1,0 +1,1 @@
+"""Broker: store, HA replication, registration, server."""

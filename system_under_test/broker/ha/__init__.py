@@ -1,0 +1,97 @@
+"""HA replication pure cores: connection states, batch transfer, sync-state set, confirm offset, role changes.
+
+Everything here is pure (no asyncio/socket/os/time/random); the replication shell feeds in offsets,
+epoch entries ``(epoch, start_offset)`` and ``now_ms`` and carries out the returned actions.
+"""
+
+from system_under_test.broker.ha.confirm import (
+    ConfirmError,
+    ack_satisfied,
+    check_min_in_sync,
+    compute_confirm_offset,
+)
+from system_under_test.broker.ha.connection_state import (
+    CONNECTION_TRANSITIONS,
+    ConnEvent,
+    ConnState,
+    IllegalConnectionTransition,
+    next_conn_state,
+)
+from system_under_test.broker.ha.role import (
+    MASTER_ROUTING_BROKER_ID,
+    RoleDecision,
+    RoleDecisionKind,
+    RoleError,
+    change_to_master_steps,
+    change_to_slave_steps,
+    decide_role_change,
+    routing_broker_id,
+)
+from system_under_test.broker.ha.sync_state import (
+    DEFAULT_HA_MAX_TIME_SLAVE_NOT_CATCHUP_MS,
+    SlaveTracking,
+    SyncStateError,
+    SyncStateSetView,
+    abandon_proposal,
+    apply_controller_set,
+    effective_set,
+    in_sync_replicas_nums,
+    maybe_expand,
+    maybe_shrink,
+    new_tracking,
+    on_ack,
+    on_disconnect,
+    on_transfer,
+    propose,
+)
+from system_under_test.broker.ha.transfer import (
+    Batch,
+    SlaveLog,
+    TransferError,
+    TransferHeader,
+    epoch_at,
+    next_batch,
+    on_transfer_header,
+)
+
+__all__ = [
+    "ConfirmError",
+    "ack_satisfied",
+    "check_min_in_sync",
+    "compute_confirm_offset",
+    "CONNECTION_TRANSITIONS",
+    "ConnEvent",
+    "ConnState",
+    "IllegalConnectionTransition",
+    "next_conn_state",
+    "MASTER_ROUTING_BROKER_ID",
+    "RoleDecision",
+    "RoleDecisionKind",
+    "RoleError",
+    "change_to_master_steps",
+    "change_to_slave_steps",
+    "decide_role_change",
+    "routing_broker_id",
+    "DEFAULT_HA_MAX_TIME_SLAVE_NOT_CATCHUP_MS",
+    "SlaveTracking",
+    "SyncStateError",
+    "SyncStateSetView",
+    "abandon_proposal",
+    "apply_controller_set",
+    "effective_set",
+    "in_sync_replicas_nums",
+    "maybe_expand",
+    "maybe_shrink",
+    "new_tracking",
+    "on_ack",
+    "on_disconnect",
+    "on_transfer",
+    "propose",
+    "Batch",
+    "SlaveLog",
+    "TransferError",
+    "TransferHeader",
+    "epoch_at",
+    "next_batch",
+    "on_transfer_header",
+]

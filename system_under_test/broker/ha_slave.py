@@ -1,0 +1,197 @@
+"""The slave side of replication (asyncio shell around :func:`~.ha.on_transfer_header` and the store).
+
+One :class:`HaSlave` follows one master (address and master epoch from the controller).  Each
+session, in order:
+
+1. READY: connect to the master's listen address (the same RPC port clients use).
+2. HANDSHAKE: send HA_HANDSHAKE (broker id, async learner, max offset, the master epoch we expect).
+   A reply from a master of an older epoch is stale: drop and retry.  An empty store (no records)
+   forgets its epoch entries and starts at the master's min offset; otherwise the log is cut to
+   :func:`~.store.find_consistent_point` -- or, if there is none, replication stops with an
+   HA_NO_CONSISTENT_POINT error in the log (an operator must clear the store).
+3. TRANSFER: send HA_ACK with our max offset; the master streams HA_TRANSFER one-ways.  For each,
+   the core decides: append an epoch entry when the epoch changes, append the bytes
+   (:meth:`MessageStore.append_raw`), adopt ``min(header confirm, own max)`` as confirm offset,
+   ack.  A batch that does not start at our max offset closes the connection (back to 1).
+4. No transfer for ``IDLE_TIMEOUT_S`` (the master sends a heartbeat every second): reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from system_under_test.broker.config import BrokerConfig
+from system_under_test.broker.ha import SlaveLog, TransferError, TransferHeader, on_transfer_header
+from system_under_test.broker.ha.transfer import AppendBytes, AppendEpoch, DropConnection, SendAck, SetConfirmOffset
+from system_under_test.broker.store import EpochEntry, MessageStore, StoreError, explain_consistent_point
+from system_under_test.protocol import (
+    Connection,
+    ConnectionLost,
+    Frame,
+    Kind,
+    Reply,
+    RequestCode,
+    RequestTimeout,
+    ResponseCode,
+    RpcError,
+    connect,
+)
+
+log = logging.getLogger("splitbrain.broker.ha.slave")
+
+IDLE_TIMEOUT_S = 4.0
+RETRY_S = 0.3
+
+
+class NoConsistentPoint(Exception):
+    """The slave's and master's epoch entries share no (epoch, start offset): replication stops."""
+
+
+class HaSlave:
+    """Replication client of a slave.  ``start()`` runs sessions until ``stop()``."""
+
+    def __init__(self, store: MessageStore, cfg: BrokerConfig, broker_id: int, master_id: int, master_addr: str,
+                 master_epoch: int, now_ms: Callable[[], int]) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.broker_id = broker_id
+        self.master_id = master_id
+        self.master_addr = master_addr
+        self.master_epoch = master_epoch
+        self.now_ms = now_ms
+        self.state = "READY"
+        self.error: str | None = None
+        self.local = SlaveLog(store.max_phys_offset, None)
+        self._conn: Connection | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._last_transfer_ms = 0
+        self._stopped = False
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self.state = "SHUTDOWN"
+        if self._conn is not None:
+            self._conn.close("slave stopping")
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+
+    async def _run(self) -> None:
+        while not self._stopped:
+            try:
+                await self._session()
+            except asyncio.CancelledError:
+                raise
+            except NoConsistentPoint as exc:
+                self.error = f"{ResponseCode.HA_NO_CONSISTENT_POINT.name}: {exc}"
+                self.state = "SUSPEND"
+                log.error("replication from master %d stopped: %s; clear this store (or CleanBrokerData) to "
+                          "copy from scratch", self.master_id, self.error)
+                return
+            except (ConnectionLost, RequestTimeout, RpcError, TransferError, StoreError, OSError) as exc:
+                self.error = str(exc)
+                log.warning("replication session with master %d at %s ended: %s", self.master_id,
+                            self.master_addr, exc)
+            except Exception:
+                log.exception("replication session with master %d failed", self.master_id)
+            self.state = "READY"
+            await asyncio.sleep(RETRY_S)
+
+    async def _session(self) -> None:
+        self.state = "READY"
+        conn = await connect(self.master_addr, self._on_frame, timeout_s=2.0)
+        self._conn = conn
+        try:
+            self.state = "HANDSHAKE"
+            resp = await conn.request(RequestCode.HA_HANDSHAKE, {
+                "token": self.cfg.token, "broker_id": self.broker_id, "async_learner": self.cfg.async_learner,
+                "sync_from_last_file": False, "max_offset": self.store.max_phys_offset,
+                "master_epoch": self.master_epoch}, timeout_s=5.0)
+            h = resp.header
+            if int(h["master_epoch"]) < self.master_epoch:
+                raise TransferError(f"{self.master_addr} answered as master of epoch {h['master_epoch']}, older than "
+                                    f"the expected {self.master_epoch}")
+            self._truncate(resp.body or [], int(h["max_offset"]), int(h["min_offset"]))
+            last = self.store.epochs.last_entry
+            self.local = SlaveLog(self.store.max_phys_offset, last.epoch if last is not None else None,
+                                  self.store.confirm_offset)
+            self.state = "TRANSFER"
+            self._last_transfer_ms = self.now_ms()
+            conn.send_oneway(RequestCode.HA_ACK, {"max_offset": self.store.max_phys_offset,
+                                                  "broker_id": self.broker_id})
+            while not conn.closed:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(conn.wait_closed(), 1.0)
+                if self.now_ms() - self._last_transfer_ms > IDLE_TIMEOUT_S * 1000:
+                    conn.close(f"no transfer from the master for {IDLE_TIMEOUT_S}s")
+            raise ConnectionLost(f"connection to master closed: {conn.close_reason}")
+        finally:
+            conn.close("session over")
+            self._conn = None
+
+    def _truncate(self, raw_entries: list[list[int]], master_max: int, master_min: int) -> None:
+        store = self.store
+        if store.max_phys_offset == store.min_phys_offset:
+            if store.epochs.entries:
+                store.truncate(store.min_phys_offset)  # forget epochs that wrote nothing here
+            if master_min > store.max_phys_offset:
+                store.reset_start(master_min)
+                log.info("empty store starts at the master's min offset %d", master_min)
+            return
+        master_entries = [EpochEntry(int(e), int(s)) for e, s in raw_entries]
+        point = explain_consistent_point(store.epochs.entries, store.max_phys_offset, master_entries, master_max)
+        if point.offset < 0:
+            raise NoConsistentPoint(point.reason)
+        if point.offset < store.max_phys_offset:
+            log.warning("truncating the log from %d to the consistent point %d (%s)", store.max_phys_offset,
+                        point.offset, point.reason)
+            store.truncate(point.offset)
+        else:
+            log.info("consistent point %d = our max offset (%s)", point.offset, point.reason)
+
+    async def _on_frame(self, frame: Frame, conn: Connection) -> Reply | None:
+        if frame.code != RequestCode.HA_TRANSFER:
+            if frame.kind == Kind.REQUEST:
+                return Reply.error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "a replication client serves nothing")
+            return None
+        try:
+            self._apply_transfer(frame, conn)
+        except (TransferError, StoreError, OSError, ValueError) as exc:
+            log.error("cannot apply transfer at %s: %s", frame.header.get("offset"), exc)
+            conn.close(f"transfer apply failed: {exc}")
+        return None
+
+    def _apply_transfer(self, frame: Frame, conn: Connection) -> None:
+        h = frame.header
+        body = frame.body if isinstance(frame.body, bytes | bytearray) else b""
+        header = TransferHeader(int(h["offset"]), int(h["epoch"]), int(h["epoch_start_offset"]),
+                                int(h["confirm_offset"]), len(body))
+        local, actions = on_transfer_header(self.local, header)
+        store = self.store
+        for action in actions:
+            if isinstance(action, DropConnection):
+                log.warning("dropping the replication connection: %s", action.reason)
+                conn.close(action.reason)
+                return
+            if isinstance(action, AppendEpoch):
+                store.epochs.start_epoch(action.epoch, action.start_offset)
+            elif isinstance(action, AppendBytes):
+                store.append_raw(action.offset, bytes(body))
+            elif isinstance(action, SetConfirmOffset):
+                if action.confirm_offset > store.confirm_offset:  # never withdraw what consumers may have read
+                    store.set_confirm_offset(action.confirm_offset)
+            elif isinstance(action, SendAck):
+                conn.send_oneway(RequestCode.HA_ACK, {"max_offset": action.max_offset, "broker_id": self.broker_id})
+        self.local = local
+        self._last_transfer_ms = self.now_ms()
+
+    def describe(self) -> dict[str, object]:
+        return {"master_id": self.master_id, "master_addr": self.master_addr, "master_epoch": self.master_epoch,
+                "state": self.state, "error": self.error}

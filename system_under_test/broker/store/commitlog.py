@@ -1,0 +1,505 @@
+"""The commit log: segmented, append-only files of record frames (shell).
+
+Words:
+
+* **physical offset** -- a byte position in the concatenation of all segments (as in RocketMQ);
+  every record has one, and offsets of consecutive records are contiguous.
+* **segment** -- ``<dir>/commitlog/<20-digit start offset>``.  A segment rolls over when the next
+  record would push it past ``segment_bytes``; records never span segments.  Segment sizes vary,
+  so a slave's segment boundaries may differ from its master's while offsets agree.
+* **min / max offset** -- start of the first segment / end of the last byte written.
+* **synced offset** -- every byte below it has been fsynced; bytes above it may vanish in a
+  power cut (the lose-unfsynced-writes nemesis cuts there).
+
+Duties of the caller (the :class:`MessageStore`):
+
+1. call :meth:`recover` once after :meth:`open`, before any other use;
+2. pass only whole frames to :meth:`append_raw`, at exactly ``max_offset``;
+3. truncate only at record boundaries (:meth:`truncate` checks and refuses otherwise).
+
+Failpoints: ``store.write`` (before bytes are written; ``error`` -> :class:`StoreFullError`) and
+``store.before_fsync`` (before each fsync; ``delay`` slows it, ``error`` -> :class:`StoreIOError`).
+A failed write or a failed fsync in SYNC mode rolls the log back to where the call began, so the
+log never holds bytes the caller was told failed.  Thread-safe (one lock).
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from system_under_test.broker.store import _fileio
+from system_under_test.broker.store.config import FlushPolicy, StoreConfig
+from system_under_test.broker.store.errors import (
+    OffsetError,
+    StoreClosed,
+    StoreCorruption,
+    StoreFullError,
+    StoreIOError,
+)
+from system_under_test.broker.store.record import (
+    Decoded,
+    Record,
+    decode_many,
+    encode,
+    find_next_valid,
+    frame_length_at,
+)
+from system_under_test.failpoints import FailpointError, declare, hit
+
+log = logging.getLogger("splitbrain.broker.store.commitlog")
+
+FP_WRITE = declare("store.write", "before commit-log bytes are written (error -> StoreFullError, DISK_FULL)")
+FP_BEFORE_FSYNC = declare("store.before_fsync", "before the commit log is fsynced (delay = slow disk, error = EIO)")
+
+COMMITLOG_DIR = "commitlog"
+
+
+def segment_name(start_offset: int) -> str:
+    return f"{start_offset:020d}"
+
+
+@dataclass
+class _Segment:
+    start: int
+    path: str
+    fd: int
+    size: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What :meth:`CommitLog.recover` did."""
+
+    verified_from: int
+    end: int
+    records_verified: int
+    truncated_bytes: int
+    truncated_at: int | None
+
+    def describe(self) -> str:
+        cut = f", truncated {self.truncated_bytes}B torn tail at {self.truncated_at}" if self.truncated_bytes else ""
+        return f"verified {self.records_verified} records from {self.verified_from} to {self.end}{cut}"
+
+
+class CommitLog:
+    """See the module docstring.  Construct with :meth:`open`."""
+
+    def __init__(self, directory: str, config: StoreConfig, segments: list[_Segment]) -> None:
+        self.directory = directory
+        self.config = config
+        self._segs = segments
+        self._starts = [s.start for s in segments]
+        self._lock = threading.RLock()
+        self._dirty: set[int] = set()
+        self._synced = segments[-1].end
+        self._closed = False
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, store_dir: str, config: StoreConfig) -> CommitLog:
+        """Open (creating if needed) ``<store_dir>/commitlog``.  Call :meth:`recover` next."""
+        directory = os.path.join(store_dir, COMMITLOG_DIR)
+        os.makedirs(directory, exist_ok=True)
+        segs: list[_Segment] = []
+        for name in sorted(os.listdir(directory)):
+            if len(name) != 20 or not name.isdigit():
+                log.warning("ignoring stray file %s in %s", name, directory)
+                continue
+            path = os.path.join(directory, name)
+            fd = os.open(path, os.O_RDWR)
+            segs.append(_Segment(int(name), path, fd, os.fstat(fd).st_size))
+        if not segs:
+            segs.append(cls._create_segment(directory, 0))
+        return cls(directory, config, segs)
+
+    @staticmethod
+    def _create_segment(directory: str, start: int) -> _Segment:
+        path = os.path.join(directory, segment_name(start))
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        _fileio.fsync_dir(directory)
+        return _Segment(start, path, fd, os.fstat(fd).st_size)
+
+    def close(self, sync: bool = True) -> None:
+        """fsync (unless ``sync`` is False: a simulated crash) and close every segment.  Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if sync:
+                    self._fsync_locked()
+            finally:
+                self._closed = True
+                for s in self._segs:
+                    os.close(s.fd)
+
+    # -- offsets -------------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        return self._segs[0].start
+
+    @property
+    def max_offset(self) -> int:
+        return self._segs[-1].end
+
+    @property
+    def synced_offset(self) -> int:
+        """Every byte below this offset is known durable."""
+        return self._synced
+
+    def segments(self) -> list[tuple[int, str, int]]:
+        """(start offset, path, size) of every segment, oldest first."""
+        with self._lock:
+            return [(s.start, s.path, s.size) for s in self._segs]
+
+    def file_for_offset(self, phys_offset: int) -> tuple[str, int]:
+        """(segment path, position within it) holding ``phys_offset``."""
+        with self._lock:
+            seg = self._segs[self._index_of(phys_offset)]
+            return seg.path, phys_offset - seg.start
+
+    def _index_of(self, phys_offset: int) -> int:
+        return max(0, bisect.bisect_right(self._starts, phys_offset) - 1)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed(f"commit log {self.directory} is closed")
+
+    # -- appending -----------------------------------------------------------------------------
+    def append(self, records: Sequence[Record]) -> list[tuple[int, int]]:
+        """Encode and append ``records``; returns (physical offset, size) per record.
+
+        Raises:
+            StoreFullError: no space (or the ``store.write`` failpoint); nothing was appended.
+            StoreIOError: another write error, or in SYNC mode a failed fsync; nothing was appended.
+        """
+        frames = [encode(r) for r in records]
+        with self._lock:
+            return self._append_frames_locked(frames)
+
+    def append_raw(self, phys_offset: int, data: bytes) -> list[Decoded]:
+        """Append replicated bytes at ``phys_offset`` (which must equal :attr:`max_offset`).
+
+        Returns the decoded records (the store builds consume-queue entries from them).
+
+        Raises:
+            OffsetError: ``phys_offset`` is not the current max offset.
+            StoreCorruption: ``data`` is not a sequence of whole, CRC-valid frames.
+            StoreFullError, StoreIOError: as for :meth:`append`.
+        """
+        result = decode_many(data, phys_offset)
+        if result.stop is not None:
+            raise StoreCorruption(
+                f"replicated data at {phys_offset} ({len(data)}B) is not whole valid records: "
+                f"{result.stop.kind.value} at offset {result.stop.offset}: {result.stop.detail}",
+                path="<replication>",
+                offset=result.stop.offset,
+            )
+        with self._lock:
+            self._check_open()
+            if phys_offset != self.max_offset:
+                raise OffsetError(
+                    f"append_raw at {phys_offset} but the commit log ends at {self.max_offset}; "
+                    f"replication must resume from the slave's max offset"
+                )
+            mv = memoryview(data)
+            frames = [mv[d.offset - phys_offset : d.end - phys_offset] for d in result.records]
+            self._append_frames_locked(frames)
+        return result.records
+
+    def _append_frames_locked(self, frames: Sequence[bytes | memoryview]) -> list[tuple[int, int]]:
+        self._check_open()
+        if not frames:
+            return []
+        for f in frames:
+            if len(f) > self.config.max_message_bytes:
+                raise OffsetError(f"record of {len(f)}B exceeds max_message_bytes={self.config.max_message_bytes}")
+        begin = self.max_offset
+        try:
+            hit(FP_WRITE)
+        except FailpointError as exc:
+            raise StoreFullError(f"commit log {self.directory}: no space left on device (failpoint: {exc})") from exc
+        out: list[tuple[int, int]] = []
+        try:
+            chunk: list[bytes | memoryview] = []
+            chunk_bytes = 0
+            for f in frames:
+                seg = self._segs[-1]
+                if seg.size + chunk_bytes > 0 and seg.size + chunk_bytes + len(f) > self.config.segment_bytes:
+                    self._write_locked(chunk)
+                    chunk, chunk_bytes = [], 0
+                    self._roll_locked()
+                out.append((self.max_offset + chunk_bytes, len(f)))
+                chunk.append(f)
+                chunk_bytes += len(f)
+            self._write_locked(chunk)
+            if self.config.flush_policy is FlushPolicy.SYNC:
+                self._fsync_locked()
+        except OSError as exc:
+            self._rollback_locked(begin, exc)
+            if isinstance(exc, StoreIOError | StoreFullError):
+                raise
+            if exc.errno == errno.ENOSPC:
+                raise StoreFullError(f"commit log {self.directory}: no space left on device ({exc})") from exc
+            raise StoreIOError(f"commit log {self.directory}: write failed at {begin}: {exc}", exc.errno or 5) from exc
+        return out
+
+    def _write_locked(self, chunk: list[bytes | memoryview]) -> None:
+        if not chunk:
+            return
+        seg = self._segs[-1]
+        data = memoryview(b"".join(chunk))
+        pos = seg.size
+        while data:
+            n = os.pwrite(seg.fd, data, pos)
+            data = data[n:]
+            pos += n
+        seg.size = pos
+        self._dirty.add(seg.start)
+
+    def _roll_locked(self) -> None:
+        seg = self._create_segment(self.directory, self.max_offset)
+        self._segs.append(seg)
+        self._starts.append(seg.start)
+
+    def _rollback_locked(self, begin: int, cause: BaseException) -> None:
+        try:
+            if self.max_offset > begin:
+                self._truncate_locked(begin)
+        except OSError as exc:  # pragma: no cover - a second disk failure
+            log.error("commit log %s: rollback to %s after %s failed: %s", self.directory, begin, cause, exc)
+
+    # -- flushing ------------------------------------------------------------------------------
+    def flush(self) -> int:
+        """fsync all written bytes; returns the new synced offset.
+
+        Raises:
+            StoreIOError: the fsync failed (or the ``store.before_fsync`` failpoint); nothing
+                becomes more durable.
+        """
+        with self._lock:
+            self._check_open()
+            self._fsync_locked()
+            return self._synced
+
+    def _fsync_locked(self) -> None:
+        if not self._dirty and self._synced == self.max_offset:
+            return
+        target = self.max_offset
+        try:
+            hit(FP_BEFORE_FSYNC)
+        except FailpointError as exc:
+            raise StoreIOError(f"commit log {self.directory}: fsync failed (failpoint: {exc})") from exc
+        by_start = {s.start: s for s in self._segs}
+        for start in sorted(self._dirty):
+            seg = by_start.get(start)
+            if seg is not None:
+                try:
+                    os.fsync(seg.fd)
+                except OSError as exc:
+                    raise StoreIOError(f"fsync of {seg.path} failed: {exc}", exc.errno or 5) from exc
+        self._dirty.clear()
+        self._synced = target
+
+    # -- reading -------------------------------------------------------------------------------
+    def read(self, phys_offset: int, max_bytes: int) -> bytes:
+        """Whole frames starting at ``phys_offset``, at most ``max_bytes`` of them -- except that a
+        first frame larger than ``max_bytes`` is returned whole, so callers always progress.
+        Returns b"" at the max offset.
+
+        Raises:
+            OffsetError: outside ``[min_offset, max_offset]`` or not on a record boundary.
+        """
+        if max_bytes <= 0:
+            raise ValueError(f"max_bytes must be > 0, got {max_bytes}")
+        with self._lock:
+            self._check_open()
+            if phys_offset == self.max_offset:
+                return b""
+            self._check_range(phys_offset)
+            out: list[bytes] = []
+            pos, remaining = phys_offset, max_bytes
+            while pos < self.max_offset and remaining > 0:
+                seg = self._segs[self._index_of(pos)]
+                buf = os.pread(seg.fd, min(seg.end - pos, remaining), pos - seg.start)
+                cut = 0
+                while True:
+                    total = frame_length_at(buf, cut)
+                    if total is None or cut + total > len(buf):
+                        break
+                    cut += total
+                if cut == 0:
+                    total = frame_length_at(os.pread(seg.fd, 8, pos - seg.start), 0)
+                    if total is None:
+                        raise OffsetError(f"offset {pos} in {seg.path} is not the start of a record")
+                    if out:
+                        break
+                    buf, cut = os.pread(seg.fd, total, pos - seg.start), total
+                out.append(buf[:cut])
+                pos += cut
+                remaining -= cut
+                if cut < len(buf):
+                    break
+            return b"".join(out)
+
+    def read_span(self, phys_offset: int, size: int) -> bytes:
+        """Exactly ``size`` bytes from ``phys_offset`` (may cross segments); for known record spans."""
+        with self._lock:
+            self._check_open()
+            self._check_range(phys_offset)
+            if phys_offset + size > self.max_offset:
+                raise OffsetError(f"span [{phys_offset},{phys_offset + size}) passes the max offset {self.max_offset}")
+            parts: list[bytes] = []
+            pos, end = phys_offset, phys_offset + size
+            while pos < end:
+                seg = self._segs[self._index_of(pos)]
+                n = min(seg.end, end) - pos
+                parts.append(os.pread(seg.fd, n, pos - seg.start))
+                pos += n
+            return b"".join(parts)
+
+    def _check_range(self, phys_offset: int) -> None:
+        if not self.min_offset <= phys_offset <= self.max_offset:
+            raise OffsetError(f"offset {phys_offset} outside the commit log [{self.min_offset}, {self.max_offset}]")
+
+    # -- truncation and reset ------------------------------------------------------------------
+    def truncate(self, phys_offset: int) -> None:
+        """Drop every byte at or after ``phys_offset`` (a record boundary), durably.
+
+        Raises:
+            OffsetError: outside the log or not on a record boundary.
+        """
+        with self._lock:
+            self._check_open()
+            if phys_offset == self.max_offset:
+                return
+            self._check_range(phys_offset)
+            seg = self._segs[self._index_of(phys_offset)]
+            pos = 0
+            while seg.start + pos < phys_offset:
+                total = frame_length_at(os.pread(seg.fd, 8, pos), 0)
+                if total is None:
+                    raise OffsetError(f"cannot truncate at {phys_offset}: walking {seg.path} hit a bad frame at {pos}")
+                pos += total
+            if seg.start + pos != phys_offset:
+                raise OffsetError(
+                    f"cannot truncate at {phys_offset}: not a record boundary (nearest {seg.start + pos}) in {seg.path}"
+                )
+            self._truncate_locked(phys_offset)
+
+    def _truncate_locked(self, phys_offset: int) -> None:
+        removed = False
+        while len(self._segs) > 1 and self._segs[-1].start >= phys_offset and self._segs[-1].start > self.min_offset:
+            seg = self._segs.pop()
+            self._starts.pop()
+            os.close(seg.fd)
+            os.unlink(seg.path)
+            self._dirty.discard(seg.start)
+            removed = True
+        seg = self._segs[-1]
+        os.ftruncate(seg.fd, phys_offset - seg.start)
+        os.fsync(seg.fd)
+        seg.size = phys_offset - seg.start
+        if removed:
+            _fileio.fsync_dir(self.directory)
+        self._synced = min(self._synced, phys_offset)
+
+    def reset_start(self, phys_offset: int) -> None:
+        """Make an empty log begin at ``phys_offset`` (a slave that syncs from the master's min offset).
+
+        Raises:
+            OffsetError: the log is not empty.
+        """
+        with self._lock:
+            self._check_open()
+            if self.max_offset != self.min_offset:
+                raise OffsetError(
+                    f"reset_start({phys_offset}) needs an empty commit log, it holds [{self.min_offset}, "
+                    f"{self.max_offset})"
+                )
+            old = self._segs[0]
+            new = self._create_segment(self.directory, phys_offset)
+            if old.path != new.path:
+                os.close(old.fd)
+                os.unlink(old.path)
+                _fileio.fsync_dir(self.directory)
+            self._segs, self._starts = [new], [new.start]
+            self._dirty.clear()
+            self._synced = phys_offset
+
+    # -- recovery ------------------------------------------------------------------------------
+    def recover(self, verify_from: int) -> RecoveryReport:
+        """Verify CRCs from the segment holding ``verify_from`` to the end; cut a torn tail.
+
+        A frame that is incomplete or fails its checks is a *torn tail* if no valid frame follows
+        it anywhere in the log: the log is truncated there (logged with file and offset).  If
+        valid frames follow, the damage is in the middle and nothing is dropped.
+
+        Raises:
+            StoreCorruption: damage followed by valid data, or overlapping segments (file + offset).
+        """
+        with self._lock:
+            self._check_open()
+            for a, b in zip(self._segs, self._segs[1:]):
+                if a.end > b.start:
+                    raise StoreCorruption(
+                        f"segment {a.path} ends at {a.end}, past the start {b.start} of the next segment {b.path}",
+                        path=a.path,
+                        offset=b.start,
+                    )
+            verify_from = min(max(verify_from, self.min_offset), self.max_offset)
+            first = self._index_of(verify_from)
+            count = 0
+            for i in range(first, len(self._segs)):
+                seg = self._segs[i]
+                buf = os.pread(seg.fd, seg.size, 0) if seg.size else b""
+                result = decode_many(buf, seg.start)
+                count += len(result.records)
+                nxt = self._segs[i + 1] if i + 1 < len(self._segs) else None
+                if result.stop is None and (nxt is None or seg.end == nxt.start):
+                    continue
+                bad = result.stop.offset if result.stop is not None else seg.end
+                detail = result.stop.detail if result.stop is not None else f"{nxt.start - seg.end if nxt else 0}B hole"
+                dropped = self._torn_or_corrupt_locked(i, buf, bad, detail)
+                return RecoveryReport(self._segs[first].start, self.max_offset, count, dropped, bad)
+            return RecoveryReport(self._segs[first].start, self.max_offset, count, 0, None)
+
+    def _torn_or_corrupt_locked(self, i: int, buf: bytes, bad: int, detail: str) -> int:
+        seg = self._segs[i]
+        later = self._segs[i + 1 :]
+        nxt = find_next_valid(buf, bad - seg.start + 1) if bad - seg.start < len(buf) else None
+        where = None if nxt is None else seg.start + nxt
+        for other in later:
+            if where is not None:
+                break
+            p = find_next_valid(os.pread(other.fd, other.size, 0), 0) if other.size else None
+            if p is not None:
+                where = other.start + p
+        if where is not None:
+            raise StoreCorruption(
+                f"commit log corrupt in the middle: {seg.path} at offset {bad} (position {bad - seg.start}): "
+                f"{detail}; valid records follow at offset {where}. Refusing to drop data: restore the store "
+                f"from a replica or truncate it by hand with the admin tools",
+                path=seg.path,
+                offset=bad,
+            )
+        dropped = self.max_offset - bad
+        log.warning(
+            "commit log: truncating torn tail in %s at offset %d (position %d, %s): dropping %d bytes",
+            seg.path,
+            bad,
+            bad - seg.start,
+            detail,
+            dropped,
+        )
+        self._truncate_locked(bad)
+        return dropped

@@ -1,0 +1,1 @@
+"""Clients: producer, consumer and admin client."""

@@ -1,0 +1,194 @@
+"""Producer: sends records to the current master of a broker set.
+
+Routing comes from the controller (GetReplicaInfo ``master_addr``: the address the master
+registered).  A send is retried only when its outcome is *definite* -- the broker proved it did
+nothing (NOT_MASTER, BROKER_FENCED, SYSTEM_BUSY, NOT_READY) or the connection could not even be
+opened; routing is refreshed before the retry.  Any other failure raises :class:`SendError`, whose
+``definite`` flag (from ``protocol.codes.is_definite``) tells the caller whether to record the
+operation as ``fail`` (definite) or ``info`` (unknown: it may have been stored).  A send whose
+outcome is unknown is never retried silently.
+
+:class:`SyncProducer` wraps the asyncio producer for scripts (its own event loop; not thread-safe).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from system_under_test.client.controller_client import ControllerClient, NoControllerAvailable
+from system_under_test.protocol import (
+    Connection,
+    ConnectionLost,
+    RequestCode,
+    RequestTimeout,
+    ResponseCode,
+    RpcError,
+    connect,
+    is_definite,
+)
+
+RETRY_CODES = frozenset({ResponseCode.NOT_MASTER, ResponseCode.BROKER_FENCED, ResponseCode.SYSTEM_BUSY,
+                         ResponseCode.NOT_READY})
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """Where an acknowledged send landed: first record's queue and physical offsets."""
+
+    queue_offset: int
+    phys_offset: int
+    count: int
+    master_epoch: int
+    broker_id: int
+    broker_addr: str
+
+
+class SendError(Exception):
+    """A send that was not acknowledged.
+
+    Attributes:
+        code: the response code (None for a lost connection or timeout).
+        definite: True if the send certainly did not happen (record ``fail``), False if unknown (``info``).
+    """
+
+    def __init__(self, message: str, *, code: int | None, definite: bool) -> None:
+        super().__init__(message)
+        self.code = code
+        self.definite = definite
+
+
+class BrokerConnections:
+    """One connection per broker address, reopened on demand (shared by producer and consumer)."""
+
+    def __init__(self) -> None:
+        self._conns: dict[str, Connection] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def get(self, addr: str, timeout_s: float = 2.0) -> Connection:
+        conn = self._conns.get(addr)
+        if conn is not None and not conn.closed:
+            return conn
+        async with self._locks.setdefault(addr, asyncio.Lock()):
+            conn = self._conns.get(addr)
+            if conn is None or conn.closed:
+                conn = await connect(addr, timeout_s=timeout_s)
+                self._conns[addr] = conn
+            return conn
+
+    async def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close("client closed")
+        self._conns.clear()
+
+
+class Producer:
+    """Leader-following producer.  Use one per event loop; ``await close()`` at the end."""
+
+    def __init__(self, controllers: Sequence[str], token: str | None = None, *, timeout_s: float = 5.0,
+                 producer_id: str = "") -> None:
+        self.controller = ControllerClient(list(controllers), token=token, timeout_s=1.0)
+        self.timeout_s = timeout_s
+        self.producer_id = producer_id
+        self.routes: dict[str, tuple[str, int]] = {}  # broker set -> (master addr, master epoch)
+        self.brokers = BrokerConnections()
+
+    async def master_of(self, broker_name: str, *, refresh: bool = False) -> tuple[str, int] | None:
+        """(master address, master epoch) of a broker set, from the cache or the controller."""
+        if not refresh and broker_name in self.routes:
+            return self.routes[broker_name]
+        try:
+            info = await self.controller.get_replica_info(broker_name)
+        except (RpcError, NoControllerAvailable, ConnectionLost, RequestTimeout):
+            return None
+        addr, epoch = info.get("master_addr"), info.get("master_epoch")
+        if isinstance(addr, str) and addr and type(epoch) is int:
+            self.routes[broker_name] = (addr, epoch)
+            return addr, epoch
+        self.routes.pop(broker_name, None)
+        return None
+
+    async def send(self, broker_name: str, topic: str, queue_id: int, body: bytes | Sequence[bytes], *,
+                   key: str = "", properties: Mapping[str, str] | None = None,
+                   timeout_s: float | None = None) -> SendResult:
+        """Send one record (or a batch of bodies, stored contiguously) and wait for the master's ack.
+
+        Raises:
+            SendError: not acknowledged; ``definite`` says whether it certainly had no effect.
+        """
+        bodies = [body] if isinstance(body, bytes | bytearray) else list(body)
+        records = [[bytes(b), key, dict(properties or {})] for b in bodies]
+        header: dict[str, Any] = {"topic": topic, "queue_id": queue_id}
+        if self.producer_id:
+            header["producer_id"] = self.producer_id
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.timeout_s)
+        refresh = False
+        last = "no master known"
+        backoff = 0.02
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SendError(f"send to {broker_name} not attempted in time: {last}", code=None, definite=True)
+            route = await self.master_of(broker_name, refresh=refresh)
+            refresh = True
+            if route is None:
+                last = f"broker set {broker_name} has no master"
+                await asyncio.sleep(min(backoff, remaining))
+                backoff = min(backoff * 2, 0.25)
+                continue
+            addr, epoch = route
+            try:
+                conn = await self.brokers.get(addr, timeout_s=min(1.0, remaining))
+            except ConnectionLost as exc:  # never sent: definite
+                last = str(exc)
+                await asyncio.sleep(min(backoff, remaining))
+                backoff = min(backoff * 2, 0.25)
+                continue
+            try:
+                resp = await conn.request(RequestCode.SEND_MESSAGE, {**header, "master_epoch": epoch}, records,
+                                          timeout_s=max(0.05, remaining))
+            except RpcError as exc:
+                if exc.code in RETRY_CODES:
+                    last = str(exc)
+                    await asyncio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+                    backoff = min(backoff * 2, 0.25)
+                    continue
+                raise SendError(f"send to {broker_name} via {addr}: {exc}", code=int(exc.code),
+                                definite=is_definite(exc.code)) from exc
+            except (ConnectionLost, RequestTimeout) as exc:
+                self.routes.pop(broker_name, None)
+                raise SendError(f"send to {broker_name} via {addr}: outcome unknown: {exc}", code=None,
+                                definite=False) from exc
+            h = resp.header
+            return SendResult(int(h["queue_offset"]), int(h["phys_offset"]), int(h["count"]),
+                              int(h["master_epoch"]), int(h["broker_id"]), addr)
+
+    async def close(self) -> None:
+        await self.brokers.close()
+        await self.controller.close()
+
+    async def __aenter__(self) -> Producer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with contextlib.suppress(Exception):
+            await self.close()
+
+
+class SyncProducer:
+    """Blocking wrapper: ``SyncProducer(controllers, token).send(...)``; call ``close()`` at the end."""
+
+    def __init__(self, controllers: Sequence[str], token: str | None = None, *, timeout_s: float = 5.0) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._producer = Producer(controllers, token, timeout_s=timeout_s)
+
+    def send(self, broker_name: str, topic: str, queue_id: int, body: bytes, **kw: Any) -> SendResult:
+        return self._loop.run_until_complete(self._producer.send(broker_name, topic, queue_id, body, **kw))
+
+    def close(self) -> None:
+        self._loop.run_until_complete(self._producer.close())
+        self._loop.close()

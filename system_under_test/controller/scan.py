@@ -1,0 +1,74 @@
+"""The leader's periodic work, as a pure function: fence expired leases, re-elect dead masters.
+
+``scan(state, heartbeats, config, now_ms)`` returns the events the leader should propose (one Raft
+entry); the server calls it every ``scan_interval_ms`` while it leads (after a one-lease grace
+following a leadership change, so live brokers can reach the new leader first).
+
+1. **Fencing (KIP-631).**  Every registered, unfenced broker whose lease expired gets a
+   FenceBroker record for its current broker epoch.  Fencing is replicated, so a new leader knows
+   who is fenced.
+2. **Re-election (RIP-44 ``scanNeedReelectBrokerSets``).**  For every set whose master is not
+   electable any more (lease expired, fenced, or in controlled shutdown) while at least one member
+   of the set is alive: a controller-triggered ElectMaster -- the policy's pick, or
+   ``new_master_elected=False`` (clearing the master) if nobody is electable.  A set whose master was
+   cleared gets a new master as soon as a SyncStateSet member is electable again.
+
+Events computed in one scan are consistent with each other: the elections treat brokers fenced
+in the same scan as not electable.  Duplicate proposals from overlapping scans are harmless: the
+state machine rejects an ElectMaster computed on an old master epoch and a Fence for an old epoch
+is rejected or a no-op.
+"""
+
+from __future__ import annotations
+
+from system_under_test.controller.config import ControllerConfig
+from system_under_test.controller.elect_policy import elect
+from system_under_test.controller.events import ElectMaster, Event, FenceBroker
+from system_under_test.controller.heartbeat import BrokerHeartbeatManager
+from system_under_test.controller.queries import electable
+from system_under_test.controller.state_machine import BrokerSet, ControllerState
+
+
+def _fence_events(bs: BrokerSet, heartbeats: BrokerHeartbeatManager, now_ms: int) -> list[Event]:
+    out: list[Event] = []
+    for b in bs.brokers:
+        reg = b.registration
+        if reg is not None and not reg.fenced and not heartbeats.is_alive((bs.broker_name, b.broker_id), now_ms):
+            out.append(FenceBroker(bs.cluster_name, bs.broker_name, b.broker_id, reg.broker_epoch))
+    return out
+
+
+def _elect_event(bs: BrokerSet, heartbeats: BrokerHeartbeatManager, config: ControllerConfig,
+                 now_ms: int) -> Event | None:
+    def can_lead(i: int) -> bool:
+        return electable(bs, i, heartbeats, now_ms)
+
+    if bs.master_id is not None and can_lead(bs.master_id):
+        return None
+    if bs.master_id is None and bs.is_first_election():
+        return None  # never had a master: the first broker to ask gets it (requests._elect_master)
+    if not any(heartbeats.is_alive((bs.broker_name, i), now_ms) for i in bs.broker_ids()):
+        return None  # everyone is gone: keep the record of the last master until someone returns
+    everyone = bs.broker_ids() if config.enable_elect_unclean_master else None
+    new = elect(bs.sync_state_set, everyone, None, None, can_lead,
+                lambda i: heartbeats.live_info((bs.broker_name, i)))
+    if new is None and bs.master_id is None:
+        return None  # already cleared; wait for an electable member
+    return ElectMaster(bs.cluster_name, bs.broker_name, new is not None, new, bs.master_epoch,
+                       bs.sync_state_set_epoch)
+
+
+def scan(state: ControllerState, heartbeats: BrokerHeartbeatManager, config: ControllerConfig,
+         now_ms: int) -> list[Event]:
+    """Events the leader should propose now: fences first, then elections (set name order)."""
+    events: list[Event] = []
+    for bs in state.broker_sets():
+        events.extend(_fence_events(bs, heartbeats, now_ms))
+        elect_event = _elect_event(bs, heartbeats, config, now_ms)
+        if elect_event is not None:
+            events.append(elect_event)
+    return events
+
+
+def describe_scan(events: list[Event]) -> str:
+    return "scan: " + ("; ".join(e.describe() for e in events) if events else "nothing to do")

@@ -1,0 +1,312 @@
+"""asyncio shell around the framing: symmetric connections, a server and a client.
+
+A :class:`Connection` wraps one TCP stream.  Either side may send requests, responses and
+one-way messages on it: the reader loop hands incoming requests and one-ways to a handler and
+completes the futures of outgoing requests when their responses arrive.  This symmetry lets the
+controller push NOTIFY_BROKER_ROLE_CHANGED on a broker's own connection and lets the HA master
+stream batches on the connection the slave opened.
+
+Duties and guarantees:
+
+1. A malformed or oversized frame closes *that* connection with a logged reason; the server keeps
+   serving every other connection.
+2. A request whose header fails its schema gets MALFORMED_REQUEST naming the field.
+3. A handler exception becomes SYSTEM_ERROR with the exception text; it never kills the server.
+4. When a connection closes, every request still waiting on it fails with ConnectionLost
+   (outcome unknown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from system_under_test.protocol.codes import RequestCode, ResponseCode
+from system_under_test.protocol.errors import ConnectionLost, RemoteProtocolError, RequestTimeout, RpcError
+from system_under_test.protocol.frame import DEFAULT_MAX_FRAME_BYTES, Frame, FrameDecoder, Kind, encode_frame
+from system_under_test.protocol.schemas import SchemaError, validate_header
+
+log = logging.getLogger("splitbrain.rpc")
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a handler returns for a request."""
+
+    code: int = ResponseCode.SUCCESS
+    header: dict[str, Any] = field(default_factory=dict)
+    body: Any = None
+
+    @staticmethod
+    def error(code: ResponseCode, message: str, **header: Any) -> Reply:
+        return Reply(code, {"message": message, **header})
+
+
+Handler = Callable[[Frame, "Connection"], Awaitable["Reply | None"]]
+
+
+async def _no_handler(frame: Frame, conn: Connection) -> Reply | None:
+    if frame.kind == Kind.REQUEST:
+        return Reply.error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"no handler for code {frame.code}")
+    return None
+
+
+class Connection:
+    """One framed, bidirectional stream."""
+
+    _ids = itertools.count(1)
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        handler: Handler = _no_handler,
+        *,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        name: str = "",
+        ordered_oneways: bool = True,
+    ) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.handler = handler
+        self.max_frame_bytes = max_frame_bytes
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.name = name or self.peer
+        self.ordered_oneways = ordered_oneways
+        self._pending: dict[int, asyncio.Future[Frame]] = {}
+        self._next_id = itertools.count(1)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = asyncio.Event()
+        self.close_reason = ""
+        self.attrs: dict[str, Any] = {}  # per-connection state for handlers (e.g. broker identity)
+        self._reader_task: asyncio.Task[None] | None = None
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+
+    def start(self) -> None:
+        self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    def _write(self, frame: Frame) -> None:
+        """Queue one encoded frame; frames queued in the same event-loop iteration go out in one
+        ``write`` (one syscall instead of one per reply under pipelined load)."""
+        if self.closed:
+            raise ConnectionLost(f"connection to {self.name} is closed ({self.close_reason})")
+        self._out.append(encode_frame(frame))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._out:
+            return
+        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+        self._out.clear()
+        if self.closed:
+            return
+        try:
+            self.writer.write(data)
+        except Exception as exc:  # transport already closing
+            self.close(f"write failed: {exc}")
+
+    async def request(
+        self, code: int, header: dict[str, Any] | None = None, body: Any = None, *, timeout_s: float = 5.0,
+        check: bool = True,
+    ) -> Frame:
+        """Send a request and wait for its response.
+
+        Raises:
+            RpcError: the reply code is not SUCCESS (only if ``check``).
+            RequestTimeout: no reply in ``timeout_s`` (outcome unknown).
+            ConnectionLost: the connection closed first (outcome unknown).
+        """
+        rid = next(self._next_id)
+        fut: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        try:
+            self._write(Frame(Kind.REQUEST, rid, int(code), header or {}, body))
+            if self.writer.transport.get_write_buffer_size() > 1 << 20:
+                await self.writer.drain()
+            try:
+                resp = await asyncio.wait_for(fut, timeout_s)
+            except TimeoutError as exc:
+                raise RequestTimeout(
+                    f"no reply from {self.name} to {_code_name(code)} within {timeout_s}s"
+                ) from exc
+        finally:
+            self._pending.pop(rid, None)
+        if check and resp.code != ResponseCode.SUCCESS:
+            raise RpcError(resp.code, str(resp.header.get("message", "")), resp.header)
+        return resp
+
+    def send_oneway(self, code: int, header: dict[str, Any] | None = None, body: Any = None) -> None:
+        """Queue a one-way message (no reply).  Raises ConnectionLost if closed."""
+        self._write(Frame(Kind.ONEWAY, 0, int(code), header or {}, body))
+
+    async def drain(self) -> None:
+        self._flush()
+        with contextlib.suppress(ConnectionError):
+            await self.writer.drain()
+
+    def close(self, reason: str = "closed") -> None:
+        if self.closed:
+            return
+        with contextlib.suppress(Exception):
+            self._flush()  # replies already queued still go out before the close
+        self.close_reason = reason
+        self._closed.set()
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionLost(f"connection to {self.name} lost: {reason}"))
+        self._pending.clear()
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        if self._reader_task is not None and self._reader_task is not asyncio.current_task():
+            self._reader_task.cancel()
+
+    async def _read_loop(self) -> None:
+        decoder = FrameDecoder(self.max_frame_bytes)
+        try:
+            while True:
+                data = await self.reader.read(256 * 1024)
+                if not data:
+                    self.close("peer closed the connection")
+                    return
+                decoder.feed(data)
+                for frame in decoder.frames():
+                    await self._dispatch(frame)
+        except RemoteProtocolError as exc:
+            log.warning("closing connection %s: malformed frame: %s", self.name, exc)
+            self.close(f"malformed frame: {exc}")
+        except (ConnectionError, OSError) as exc:
+            self.close(f"I/O error: {exc}")
+        except asyncio.CancelledError:
+            self.close("cancelled")
+            raise
+        except Exception as exc:  # a bug in dispatch must not kill the process
+            log.exception("closing connection %s after internal error", self.name)
+            self.close(f"internal error: {exc}")
+
+    async def _dispatch(self, frame: Frame) -> None:
+        if frame.kind == Kind.RESPONSE:
+            fut = self._pending.get(frame.request_id)
+            if fut is not None and not fut.done():
+                fut.set_result(frame)
+            return
+        if frame.kind == Kind.ONEWAY and self.ordered_oneways:
+            await self._run_handler(frame)
+            return
+        task = asyncio.get_running_loop().create_task(self._run_handler(frame))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_handler(self, frame: Frame) -> None:
+        try:
+            validate_header(frame.code, frame.header)
+            reply = await self.handler(frame, self)
+        except SchemaError as exc:
+            log.info("malformed request from %s: %s", self.name, exc)
+            reply = Reply.error(ResponseCode.MALFORMED_REQUEST, str(exc))
+        except RpcError as exc:
+            reply = Reply(exc.code, {"message": exc.message, **exc.header})
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("handler for %s from %s failed", _code_name(frame.code), self.name)
+            reply = Reply.error(ResponseCode.SYSTEM_ERROR, f"{exc.__class__.__name__}: {exc}")
+        if frame.kind != Kind.REQUEST or reply is None or self.closed:
+            return
+        try:
+            self._write(Frame(Kind.RESPONSE, frame.request_id, int(reply.code), reply.header, reply.body))
+        except ConnectionLost:
+            return
+        except Exception as exc:
+            log.exception("cannot encode reply to %s", _code_name(frame.code))
+            self._write(
+                Frame(Kind.RESPONSE, frame.request_id, int(ResponseCode.SYSTEM_ERROR), {"message": str(exc)}, None)
+            )
+
+
+def _code_name(code: int) -> str:
+    try:
+        return RequestCode(code).name
+    except ValueError:
+        return str(code)
+
+
+class RpcServer:
+    """Accepts connections and serves them with one handler."""
+
+    def __init__(self, handler: Handler, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, name: str = "") -> None:
+        self.handler = handler
+        self.max_frame_bytes = max_frame_bytes
+        self.name = name
+        self.connections: set[Connection] = set()
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen on host:port (port 0 picks a free port).  Returns the bound address."""
+        self._server = await asyncio.start_server(self._accept, host, port, limit=1 << 20)
+        sock = self._server.sockets[0].getsockname()
+        return sock[0], sock[1]
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = Connection(reader, writer, self.handler, max_frame_bytes=self.max_frame_bytes)
+        self.connections.add(conn)
+        conn.start()
+        try:
+            await conn.wait_closed()
+        finally:
+            self.connections.discard(conn)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close("server stopping")
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    """Parse ``host:port``.  Raises ValueError naming the bad address."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"address must be host:port, got {addr!r}")
+    return host, int(port)
+
+
+async def connect(
+    addr: str,
+    handler: Handler = _no_handler,
+    *,
+    timeout_s: float = 3.0,
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+) -> Connection:
+    """Open a connection to ``host:port``.
+
+    Raises:
+        ConnectionLost: could not connect within ``timeout_s``.
+    """
+    host, port = split_addr(addr)
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=1 << 20), timeout_s)
+    except (TimeoutError, OSError) as exc:
+        raise ConnectionLost(f"cannot connect to {addr}: {exc or exc.__class__.__name__}") from exc
+    conn = Connection(reader, writer, handler, max_frame_bytes=max_frame_bytes, name=addr)
+    conn.start()
+    return conn

@@ -1,0 +1,232 @@
+"""Raft transport: RAFT_MESSAGE one-way frames between controller nodes over protocol.rpc.
+
+Words:
+
+* **batch** -- the messages of one Ready for one peer, sent as one RAFT_MESSAGE one-way frame:
+  header ``{"from_id": <sender>}``, body a list of :func:`message_to_wire` dicts.
+* **outbox** -- a bounded per-peer queue of batches drained by that peer's sender task.
+
+Guarantees:
+
+1. :meth:`RaftTransport.send` never blocks and never raises for a dead or slow peer: when a
+   peer's outbox is full the batch is dropped and counted.  Raft tolerates message loss (it
+   retries through heartbeats and append responses), so loss is preferable to stalling the node
+   loop.
+2. Each peer has one outbound connection, reopened with exponential backoff (``min_backoff_s`` up
+   to ``max_backoff_s``) after it fails; batches queued meanwhile wait in the outbox.
+3. Frames to one peer leave in the order they were queued (one connection, one sender task).
+
+Incoming frames are decoded by :func:`messages_from_frame`; :func:`serve_raft` is a standalone
+server for tests and the bench (the controller server routes RAFT_MESSAGE itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from system_under_test.protocol.codes import RequestCode, ResponseCode
+from system_under_test.protocol.errors import ConnectionLost, ProtocolError
+from system_under_test.protocol.frame import Frame
+from system_under_test.protocol.rpc import Connection, Reply, RpcServer, connect
+from system_under_test.raft.types import Message, message_from_wire, message_to_wire
+
+if TYPE_CHECKING:
+    from system_under_test.raft.node import RaftNode
+
+log = logging.getLogger("splitbrain.raft.transport")
+
+
+class RaftTransport:
+    """Outbound Raft messages of node ``node_id`` to ``peers`` (node id -> "host:port").
+
+    Args:
+        node_id: the sending node (goes into every frame's ``from_id``).
+        peers: every other voter's address; the node's own id may be present and is ignored.
+        queue_batches: outbox capacity per peer, in batches.
+        max_frame_messages: at most this many messages are coalesced into one frame.
+    """
+
+    def __init__(
+        self,
+        node_id: str,
+        peers: dict[str, str],
+        *,
+        queue_batches: int = 256,
+        max_frame_messages: int = 4096,
+        connect_timeout_s: float = 1.0,
+        min_backoff_s: float = 0.02,
+        max_backoff_s: float = 0.5,
+        token: str | None = None,
+    ) -> None:
+        if queue_batches < 1 or max_frame_messages < 1:
+            raise ValueError("queue_batches and max_frame_messages must be >= 1")
+        self.node_id = node_id
+        self.peers = {p: a for p, a in peers.items() if p != node_id}
+        self.queue_batches = queue_batches
+        self.max_frame_messages = max_frame_messages
+        self.connect_timeout_s = connect_timeout_s
+        self.min_backoff_s = min_backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.token = token  # the cluster token, sent with every RAFT_MESSAGE frame
+        self._queues: dict[str, asyncio.Queue[list[dict[str, Any]]]] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._conns: dict[str, Connection] = {}
+        self.sent: dict[str, int] = dict.fromkeys(self.peers, 0)
+        self.dropped: dict[str, int] = dict.fromkeys(self.peers, 0)
+        self._running = False
+
+    async def start(self) -> None:
+        """Start one sender task per peer."""
+        if self._running:
+            return
+        self._running = True
+        loop = asyncio.get_running_loop()
+        for peer in self.peers:
+            self._queues[peer] = asyncio.Queue(self.queue_batches)
+            self._tasks[peer] = loop.create_task(self._sender(peer), name=f"raft-send-{self.node_id}->{peer}")
+
+    async def stop(self) -> None:
+        """Cancel the senders and close every connection; queued batches are discarded."""
+        self._running = False
+        tasks = list(self._tasks.values())
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        for conn in self._conns.values():
+            conn.close("raft transport stopping")
+        self._tasks.clear()
+        self._conns.clear()
+
+    def send(self, messages: Sequence[Message]) -> None:
+        """Queue ``messages``, one batch per destination.  Never blocks; drops when an outbox is full."""
+        by_peer: dict[str, list[dict[str, Any]]] = {}
+        for m in messages:
+            by_peer.setdefault(m.dst, []).append(message_to_wire(m))
+        for peer, batch in by_peer.items():
+            q = self._queues.get(peer)
+            if q is None:
+                if peer not in self.peers:
+                    log.warning("%s: dropping %d raft messages to unknown peer %r", self.node_id, len(batch), peer)
+                continue  # not started (or stopped): the messages are lost, as on a dead link
+            try:
+                q.put_nowait(batch)
+            except asyncio.QueueFull:
+                self.dropped[peer] += len(batch)
+
+    async def _connect(self, peer: str) -> Connection:
+        backoff = self.min_backoff_s
+        while True:
+            try:
+                conn = await connect(self.peers[peer], timeout_s=self.connect_timeout_s)
+                log.info("%s: raft connection to %s (%s) open", self.node_id, peer, self.peers[peer])
+                return conn
+            except (ConnectionLost, ProtocolError, OSError) as exc:
+                log.debug("%s: cannot reach %s: %s; retry in %.2fs", self.node_id, peer, exc, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.max_backoff_s)
+
+    async def _sender(self, peer: str) -> None:
+        q = self._queues[peer]
+        header = {"from_id": self.node_id, **({"token": self.token} if self.token else {})}
+        while True:
+            conn = await self._connect(peer)
+            self._conns[peer] = conn
+            try:
+                while not conn.closed:
+                    body = await q.get()
+                    while len(body) < self.max_frame_messages and not q.empty():
+                        body.extend(q.get_nowait())
+                    conn.send_oneway(RequestCode.RAFT_MESSAGE, header, body)
+                    self.sent[peer] += len(body)
+                    await conn.drain()
+            except (ConnectionLost, ProtocolError, OSError) as exc:
+                log.info("%s: raft connection to %s lost: %s", self.node_id, peer, exc)
+            except Exception:  # a bug here must not silence the link for good
+                log.exception("%s: raft sender to %s failed; reconnecting", self.node_id, peer)
+            finally:
+                conn.close("raft sender reconnecting")
+                self._conns.pop(peer, None)
+            await asyncio.sleep(self.min_backoff_s)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            peer: {
+                "addr": addr,
+                "connected": peer in self._conns and not self._conns[peer].closed,
+                "queued": self._queues[peer].qsize() if peer in self._queues else 0,
+                "sent": self.sent[peer],
+                "dropped": self.dropped[peer],
+            }
+            for peer, addr in self.peers.items()
+        }
+
+
+def messages_from_frame(frame: Frame) -> list[Message]:
+    """Decode the body of a RAFT_MESSAGE frame.
+
+    Raises:
+        ValueError: the body is not a list of raft message dicts, or a message claims a sender other
+            than the frame's ``from_id``.
+    """
+    body = frame.body
+    if not isinstance(body, list):
+        raise ValueError(f"RAFT_MESSAGE body must be a list of messages, got {type(body).__name__}")
+    sender = frame.header.get("from_id")
+    out = []
+    for d in body:
+        if not isinstance(d, dict):
+            raise ValueError(f"RAFT_MESSAGE body item must be a dict, got {type(d).__name__}")
+        m = message_from_wire(d)
+        if m.src != sender:
+            raise ValueError(f"RAFT_MESSAGE from_id {sender!r} carries a message from {m.src!r}")
+        out.append(m)
+    return out
+
+
+def deliver_frame(node: RaftNode, frame: Frame) -> int:
+    """Hand every message of a RAFT_MESSAGE frame to ``node``; returns how many.  Bad frames are logged."""
+    try:
+        messages = messages_from_frame(frame)
+    except ValueError as exc:
+        log.warning("%s: dropping malformed RAFT_MESSAGE: %s", node.node_id, exc)
+        return 0
+    for m in messages:
+        node.handle_message(m)
+    return len(messages)
+
+
+class RaftServer(RpcServer):
+    """An :class:`RpcServer` that remembers its bound ``address`` ("host:port")."""
+
+    address: str = ""
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        bound = await super().start(host, port)
+        self.address = f"{bound[0]}:{bound[1]}"
+        return bound
+
+
+async def serve_raft(node: RaftNode, host: str, port: int) -> RaftServer:
+    """Start a server that routes incoming RAFT_MESSAGE one-ways to ``node.handle_message``.
+
+    Port 0 picks a free port; the bound "host:port" is ``server.address``.  Other request codes
+    get REQUEST_CODE_NOT_SUPPORTED.
+    """
+
+    async def handler(frame: Frame, conn: Connection) -> Reply | None:
+        if frame.code == RequestCode.RAFT_MESSAGE:
+            deliver_frame(node, frame)
+            return None
+        return Reply.error(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"raft server serves only RAFT_MESSAGE, got {frame.code}"
+        )
+
+    server = RaftServer(handler, name=f"raft-{node.node_id}")
+    await server.start(host, port)
+    return server

@@ -1,0 +1,231 @@
+"""BrokerHeartbeatManager (refresh rule, leases), the elect policy (pure table) and the leader scan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from system_under_test.controller import (
+    BrokerHeartbeatManager,
+    ElectMaster,
+    FenceBroker,
+    HeartbeatInfo,
+    LiveInfo,
+    candidate_rank,
+    describe_scan,
+    elect,
+    scan,
+)
+from system_under_test.protocol.codes import ResponseCode
+
+K = ("bs", 1)
+
+
+@pytest.mark.parametrize(
+    ("case", "first", "second", "expected"),
+    [
+        ("higher_epoch_replaces", (1, 100, 90), (2, 5, 5), (2, 5, 5)),
+        ("same_epoch_higher_offset_replaces", (1, 100, 90), (1, 120, 95), (1, 120, 95)),
+        ("same_epoch_lower_offset_kept", (1, 100, 90), (1, 50, 50), (1, 100, 90)),
+        ("same_epoch_same_offset_kept", (1, 100, 90), (1, 100, 99), (1, 100, 90)),
+        ("lower_epoch_kept", (2, 10, 10), (1, 500, 500), (2, 10, 10)),
+    ],
+)
+def test_refresh_rule(case: str, first: tuple[int, int, int], second: tuple[int, int, int],
+                      expected: tuple[int, int, int]) -> None:
+    hb = BrokerHeartbeatManager()
+    hb.on_heartbeat(K, HeartbeatInfo("a:1", 7, *first, election_priority=5, lease_timeout_ms=1000), 0)
+    rec = hb.on_heartbeat(K, HeartbeatInfo("a:1", 7, *second, election_priority=3, lease_timeout_ms=2000), 10)
+    assert (rec.master_epoch, rec.max_offset, rec.confirm_offset) == expected, case
+    assert (rec.election_priority, rec.lease_timeout_ms, rec.last_update_ms) == (3, 2000, 10)  # always refreshed
+
+
+def test_new_broker_epoch_replaces_progress() -> None:
+    hb = BrokerHeartbeatManager()
+    hb.on_heartbeat(K, HeartbeatInfo("a", 7, 3, 1000, 1000), 0)
+    rec = hb.on_heartbeat(K, HeartbeatInfo("a", 9, 1, 10, 10), 5)
+    assert (rec.broker_epoch, rec.master_epoch, rec.max_offset) == (9, 1, 10)
+
+
+def test_has_valid_session_expiry_per_broker_and_remove() -> None:
+    """Kafka BrokerHeartbeatManagerTest.HasValidSession (10 ms sessions)."""
+    hb = BrokerHeartbeatManager()
+    for i, t in ((1, 0), (2, 5), (3, 8)):
+        hb.on_heartbeat(("bs", i), HeartbeatInfo(lease_timeout_ms=10), t)
+    assert [hb.is_alive(("bs", i), 10) for i in (1, 2, 3)] == [True, True, True]
+    assert [hb.is_alive(("bs", i), 11) for i in (1, 2, 3)] == [False, True, True]
+    assert hb.expired(16) == [("bs", 1), ("bs", 2)]
+    assert hb.next_expiry_ms(16) == 18 and hb.next_expiry_ms(100) is None
+    hb.remove(("bs", 3))
+    assert not hb.is_alive(("bs", 3), 9) and hb.live_info(("bs", 3)) is None
+    assert not hb.is_alive(("bs", 99), 0)
+
+
+def test_reordered_heartbeat_never_shortens_lease() -> None:
+    hb = BrokerHeartbeatManager()
+    hb.on_heartbeat(K, HeartbeatInfo(lease_timeout_ms=10), 100)
+    hb.on_heartbeat(K, HeartbeatInfo(lease_timeout_ms=10), 50)
+    assert hb.is_alive(K, 110)
+
+
+def test_touch_and_reset_sessions() -> None:
+    hb = BrokerHeartbeatManager()
+    hb.on_heartbeat(K, HeartbeatInfo("a", 7, 2, 100, 90, election_priority=4, lease_timeout_ms=10), 0)
+    rec = hb.touch(K, 50, 20)
+    assert (rec.max_offset, rec.election_priority, rec.last_update_ms, rec.lease_timeout_ms) == (100, 4, 20, 50)
+    hb.reset_sessions([K, ("bs", 2)], 30, 1_000)
+    assert hb.is_alive(K, 1_030) and hb.is_alive(("bs", 2), 1_030) and not hb.is_alive(K, 1_031)
+    assert hb.live_info(K).max_offset == 100  # progress kept
+    assert "alive" in hb.describe(1_000) and "DEAD" in hb.describe(2_000)
+    assert hb.keys() == [K, ("bs", 2)]
+
+
+def test_heartbeat_info_validation() -> None:
+    with pytest.raises(ValueError, match="lease_timeout_ms"):
+        HeartbeatInfo(lease_timeout_ms=0)
+
+
+# ---- elect policy ----------------------------------------------------------------------------
+def info(i: int, epoch: int, offset: int, prio: int = 100) -> LiveInfo:
+    return LiveInfo("bs", i, "", 1, epoch, offset, offset, prio, 1000, 0)
+
+
+INFOS = {1: info(1, 1, 10), 2: info(2, 2, 5), 3: info(3, 2, 7), 4: info(4, 2, 7, prio=1), 5: info(5, 2, 7, prio=1)}
+
+
+@pytest.mark.parametrize(
+    ("case", "sss", "all_replicas", "old", "prefer", "alive", "expected"),
+    [
+        ("old_master_alive_kept", [1, 2, 3], None, 1, None, {1, 2, 3}, 1),
+        ("old_master_dead_best_rank", [1, 2, 3], None, 1, None, {2, 3}, 3),
+        ("priority_breaks_tie", [3, 4], None, None, None, {3, 4}, 4),
+        ("lowest_id_breaks_full_tie", [5, 4], None, None, None, {4, 5}, 4),
+        ("prefer_alive", [1, 2, 3], None, 1, 2, {1, 2, 3}, 2),
+        ("prefer_old_master", [1, 2], None, 1, 1, {1, 2}, 1),
+        ("prefer_dead_no_fallback", [1, 2, 3], None, 1, 2, {1, 3}, None),
+        ("nobody_alive", [1, 2], None, None, None, set(), None),
+        ("unclean_falls_back", [1], [1, 2, 3], 1, None, {2, 3}, 3),
+        ("clean_only_no_fallback", [1], None, 1, None, {2, 3}, None),
+        ("no_live_info_ranks_last", [2, 9], None, None, None, {2, 9}, 2),
+    ],
+)
+def test_elect_policy(case: str, sss: list[int], all_replicas: list[int] | None, old: int | None,
+                      prefer: int | None, alive: set[int], expected: int | None) -> None:
+    got = elect(sss, all_replicas, old, prefer, lambda i: i in alive, INFOS.get)
+    assert got == expected, case
+
+
+def test_candidate_rank_orders_by_epoch_offset_priority_id() -> None:
+    ranked = sorted(INFOS, key=lambda i: candidate_rank(i, INFOS[i]))
+    assert ranked == [4, 5, 3, 2, 1]
+    assert candidate_rank(9, None) > candidate_rank(1, INFOS[1])
+
+
+# ---- scan ------------------------------------------------------------------------------------
+def test_scan_nothing_to_do(sim: Any) -> None:
+    sim.join("bs")
+    sim.elect("bs", 1)
+    assert scan(sim.state, sim.heartbeats, sim.config, sim.now_ms) == []
+    assert describe_scan([]) == "scan: nothing to do"
+
+
+def test_scan_fences_and_reelects_in_one_batch(sim: Any) -> None:
+    for _ in range(3):
+        sim.join("bs")
+    sim.elect("bs", 1)
+    sim.alter("bs", 1, [1, 2, 3])
+    sim.advance(2_500)
+    sim.heartbeat("bs", 3)
+    events = scan(sim.state, sim.heartbeats, sim.config, sim.now_ms)
+    assert [type(e) for e in events] == [FenceBroker, FenceBroker, ElectMaster]
+    assert [e.broker_id for e in events] == [1, 2, 3]
+    assert "FenceBroker bs/1" in describe_scan(events)
+    results = sim.apply_entry(events)
+    assert all(r.ok for r in results) and results[-1].notify_broker_set == "bs"
+    assert sim.scan() == []  # stable afterwards
+
+
+def test_scan_clears_master_when_nobody_electable_then_reelects(sim: Any) -> None:
+    sim.join("bs")
+    sim.join("bs")
+    sim.elect("bs", 1)  # set {1}
+    sim.advance(2_500)
+    sim.heartbeat("bs", 2)  # 2 alive but not in the set
+    sim.scan()
+    bs = sim.set_of()
+    assert bs.master_id is None and bs.master_epoch == 2
+    assert sim.scan() == []  # no repeated clearing
+    sim.register("bs", 1, "inc-bs-1")
+    sim.heartbeat("bs", 1)
+    sim.scan()
+    assert sim.set_of().master_id == 1 and sim.set_of().master_epoch == 3
+
+
+def test_scan_everyone_dead_keeps_master_record(sim: Any) -> None:
+    sim.join("bs")
+    sim.elect("bs", 1)
+    sim.advance(5_000)
+    results = sim.scan()
+    assert [r.code for r in results] == [ResponseCode.SUCCESS]  # only the fence
+    assert sim.set_of().master_id == 1 and sim.state.registration("bs", 1).fenced
+
+
+def test_scan_never_elected_set_waits_for_first_election(sim: Any) -> None:
+    sim.join("bs")
+    assert scan(sim.state, sim.heartbeats, sim.config, sim.now_ms) == []
+
+
+def test_scan_unclean(make_sim: Any) -> None:
+    sim = make_sim(unclean=True)
+    sim.join("bs")
+    sim.join("bs")
+    sim.elect("bs", 1)
+    sim.advance(2_500)
+    sim.heartbeat("bs", 2)
+    sim.scan()
+    assert sim.set_of().master_id == 2
+
+
+def test_find_stale_brokers_oldest_first() -> None:
+    """Kafka BrokerHeartbeatManagerTest.FindOneStaleBroker: the oldest contact is reported first."""
+    hb = BrokerHeartbeatManager()
+    for i, t in ((3, 0), (1, 4), (2, 2)):
+        hb.on_heartbeat(("bs", i), HeartbeatInfo(lease_timeout_ms=10), t)
+    assert hb.expired(100) == [("bs", 3), ("bs", 2), ("bs", 1)]
+    assert hb.next_expiry_ms(0) == 10
+
+
+# ---- differential: elect against a naive pairwise definition ---------------------------------
+
+candidate_infos = st.dictionaries(
+    st.integers(1, 8),
+    st.tuples(st.integers(0, 3), st.integers(0, 2**40), st.integers(0, 3)),
+    max_size=8,
+)
+
+
+def better(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+    """Naive: a beats b by higher master epoch, then higher offset, then lower priority, then lower id."""
+    for x, y, higher_wins in zip(a, b, (True, True, False, False)):
+        if x != y:
+            return x > y if higher_wins else x < y
+    return False
+
+
+@given(candidate_infos, st.data())
+def test_elect_matches_naive_definition(infos: dict[int, tuple[int, int, int]], data: st.DataObject) -> None:
+    ids = list(infos)
+    alive = set(data.draw(st.sets(st.sampled_from(ids))) if ids else set())
+    order = data.draw(st.permutations(ids))
+    live = {i: LiveInfo("bs", i, "", 1, e, o, o, p, 1000, 0) for i, (e, o, p) in infos.items()}
+    got = elect(order, None, None, None, lambda i: i in alive, live.get)
+    if not alive:
+        assert got is None
+        return
+    assert got in alive
+    key = {i: (infos[i][0], infos[i][1], infos[i][2], i) for i in alive}
+    assert not any(better(key[j], key[got]) for j in alive if j != got)
+    assert elect(list(reversed(order)), None, None, None, lambda i: i in alive, live.get) == got

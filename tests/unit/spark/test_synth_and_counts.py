@@ -1,0 +1,100 @@
+"""The corpus generator's truth, the built-in counts checker, and the dashboard renderer (no Spark)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spark_analysis.recheck import check_run_local, counts_check
+from spark_analysis.report import render_html
+from spark_analysis.synth import Cell, generate
+
+NOW = __import__("datetime").datetime(2026, 11, 22, tzinfo=__import__("datetime").UTC)
+
+
+def test_generate_injects_exact_rates_and_damage(tmp_path: Path) -> None:
+    cells = (Cell("queue", "partition", 0.5), Cell("queue", "none", 0.0))
+    c = generate(tmp_path, runs=12, ops=80, seed=7, cells=cells, torn=1, no_results=1, bad_yaml=1)
+    assert len(c.runs) == 12
+    per_cell = {cell: [r for r in c.runs if r.cell == cell] for cell in cells}
+    assert sum(r.anomalous for r in per_cell[cells[0]]) == 3 and not any(r.anomalous for r in per_cell[cells[1]])
+    assert [c.expected_status(r) for r in c.runs[-3:]] == ["partial", "partial", "malformed"]
+    torn = c.runs[-3]
+    assert not (tmp_path / torn.run_id / "history.jsonl").read_text().endswith("\n")
+    assert not (tmp_path / c.runs[-2].run_id / "results.json").exists()
+    for r in c.runs[:9]:
+        res = json.loads((tmp_path / r.run_id / "results.json").read_text())
+        assert res["valid"] is (not r.anomalous)
+        assert res["anomaly_counts"].get("lost-write", 0) == r.lost
+
+
+def test_generate_is_deterministic_per_seed(tmp_path: Path) -> None:
+    a = generate(tmp_path / "a", runs=3, ops=60, seed=3)
+    b = generate(tmp_path / "b", runs=3, ops=60, seed=3)
+    for x, y in zip(a.runs, b.runs):
+        assert (tmp_path / "a" / x.run_id / "history.jsonl").read_bytes() == (
+            tmp_path / "b" / y.run_id / "history.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("kwargs", [{"runs": 0, "ops": 50}, {"runs": 2, "ops": 50, "torn": 3}],
+                         ids=["no-runs", "too-much-damage"])
+def test_generate_rejects_bad_sizes(tmp_path: Path, kwargs: dict) -> None:
+    with pytest.raises(ValueError, match="generate"):
+        generate(tmp_path, seed=1, **kwargs)
+
+
+def op(i: int, typ: str, f: str, value: object, process: object = 0) -> dict:
+    return {"index": i, "time": i, "type": typ, "process": process, "f": f, "value": value}
+
+
+def test_counts_check_hand_computed() -> None:
+    h = [
+        op(0, "invoke", "send", {"value": 1}), op(1, "ok", "send", {"value": 1, "offset": 0}),
+        op(2, "invoke", "send", {"value": 2}), op(3, "ok", "send", {"value": 2, "offset": 1}),
+        op(4, "invoke", "send", {"value": 3}), op(5, "info", "send", {"value": 3}),  # never lost
+        op(6, "invoke", "send", {"value": 4}, 5), op(7, "fail", "send", {"value": 4}, 5),
+        op(8, "info", "start-kill", None, "nemesis"),
+        op(9, "invoke", "poll", {}, 5), op(10, "ok", "poll", {"records": [[0, 1]]}, 5),
+    ]
+    assert counts_check(h) == {"ok": 3, "fail": 1, "info": 1, "lost": 1, "valid": False}
+    h.append(op(11, "ok", "drain", {"records": [[1, 2]]}, 5))
+    assert counts_check(h)["lost"] == 0 and counts_check(h)["valid"] is True
+
+
+def test_local_check_of_a_generated_run_finds_the_injected_loss(tmp_path: Path) -> None:
+    c = generate(tmp_path, runs=2, ops=120, seed=5, cells=(Cell("queue", "kill", 1.0),))
+    for r in c.runs:
+        row = check_run_local(r.run_id, tmp_path / r.run_id, "counts", now=NOW)
+        assert (row[2], row[6]) == ("false", r.lost) and r.lost >= 1
+
+
+def test_render_html_stands_alone_with_links_and_inline_plots() -> None:
+    cell = {"workload": "queue", "nemesis": "kill", "runs": 4, "anomalous": 1, "rate": 0.25, "ci_low": 0.05,
+            "ci_high": 0.7}
+    data = {
+        "generated_at": "2026-11-22T00:00:00+00:00", "warehouse": "/w", "total_runs": 4,
+        "status_counts": [{"status": "ok", "valid": "true", "runs": 3}], "rates": [{**cell, "cluster_version": "1",
+                                                                                     "date": "2026-11-01"}],
+        "cells": [cell], "trend": [{**cell, "date": "2026-11-01"}, {**cell, "date": "2026-11-02"}],
+        "anomaly_types": [{"type": "lost-write", "runs": 1, "total": 2}],
+        "rto": [{"kind": "kill", "windows": 2, "recovered": 2, "recovery_p50_s": 1.0, "recovery_p99_s": 2.0,
+                 "recovery_max_s": 2.0, "unavailable_mean_s": 0.5}],
+        "recovery_samples": {"kill": [1.0, 2.0]},
+        "latency": [{"phase": "fault", "f": "send", "ops": 3, "p50_ms": 20.0, "p99_ms": 39.0}],
+        "flaky": [{"name": "q", "workload": "queue", "nemesis": "kill", "runs": 4, "valid_runs": 3, "invalid_runs": 1,
+                   "invalid_run_ids": ["q/ts1"]}],
+        "slowest_checks": [{"run_id": "q/ts2", "href": "/runs/q/ts2/", "checker": "queue", "valid": "true",
+                            "time_s": 1.5}],
+        "problem_runs": [{"run_id": "q/ts3", "href": "/runs/q/ts3/", "status": "partial",
+                          "problems": ["results.json: missing <x>"]}],
+        "invalid_runs": [{"run_id": "q/ts1", "href": "/runs/q/ts1/", "workload": "queue", "nemesis": "kill",
+                          "cluster_version": "1", "date": "2026-11-01", "anomaly_count": 2}],
+    }
+    page = render_html(data)
+    assert page.count("data:image/png;base64,") == 3  # trend, heat map, RTO
+    for href in ("/runs/q/ts1/", "/runs/q/ts2/", "/runs/q/ts3/"):
+        assert f'href="{href}"' in page
+    assert "results.json: missing &lt;x&gt;" in page  # escaped
+    assert "src=\"http" not in page and "<script" not in page  # self-contained

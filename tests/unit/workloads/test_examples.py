@@ -1,0 +1,65 @@
+"""Every example spec loads (``harness.spec.load_spec``), its cluster options and nemesis targets validate, and
+the workloads of this package that it names build from it."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from harness.cluster import SplitbrainDB, cluster_options
+from harness.spec import load_spec
+from nemesis.targets import Topology
+from nemesis.targets import validate as validate_target
+from workloads import registry
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[3] / "examples").glob("*.yaml"))
+MINE = {"queue", "controller-register"}
+
+
+def test_the_expected_examples_exist() -> None:
+    names = {p.stem for p in EXAMPLES}
+    assert {"smoke", "nightly", "registration-crash", "clock", "disk"} <= names
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_loads_and_its_workloads_build(path: Path) -> None:
+    spec = load_spec(path)
+    assert spec.name == path.stem or path.stem == "queue-partition"
+    db = SplitbrainDB(spec, cluster_options(spec.cluster, file=str(path)))
+    topo = Topology(spec.nodes.controllers, spec.nodes.broker_sets)
+    for target in spec.nemesis.targets:
+        validate_target(target, topo, random.Random(0))
+    for i, w in enumerate(spec.workloads):
+        if w.name in MINE:
+            wl = registry.build(w.name, registry.WorkloadContext(spec, db, w.options, spec.seed, i))
+            assert wl.name == w.name and wl.generator is not None
+
+
+def test_smoke_is_the_one_minute_local_queue_run_with_partition_and_kill() -> None:
+    spec = load_spec(next(p for p in EXAMPLES if p.stem == "smoke"))
+    assert (spec.backend, spec.time_limit_s, [w.name for w in spec.workloads]) == ("local", 60.0, ["queue"])
+    assert set(spec.nemesis.packages) == {"partition", "kill"}
+
+
+def test_nightly_runs_every_data_workload_for_five_minutes_on_docker() -> None:
+    spec = load_spec(next(p for p in EXAMPLES if p.stem == "nightly"))
+    assert (spec.backend, spec.time_limit_s) == ("docker", 300.0)
+    assert {w.name for w in spec.workloads} >= MINE and spec.nemesis.packages == ("all",)
+
+
+def test_the_spec_snippets_in_the_workloads_doc_load() -> None:
+    import re
+
+    import yaml
+
+    from harness.spec import spec_from_dict
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "workloads.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n(.*?)```", doc, flags=re.S)
+    assert blocks
+    for block in blocks:
+        text = "\n".join(line[2:] if line.startswith("  ") else line for line in block.splitlines())
+        spec = spec_from_dict(yaml.safe_load(text), file="docs/workloads.md")
+        cluster_options(spec.cluster)

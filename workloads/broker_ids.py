@@ -1,0 +1,498 @@
+"""The ``broker-ids`` workload: persistent unique broker ids under crashes, restarts and address changes.
+
+In a nutshell.  Two kinds of ops run side by side.
+
+1. **Allocator ops** on *virtual* broker sets ``vids-0..`` (nobody else touches them), sent to the controller
+   like a broker would, judged for linearizability against :class:`IdAllocator`:
+
+   * ``next-id``  ``{"broker_set": B}`` -> ok ``{"next_broker_id": N}`` (GetNextBrokerId);
+   * ``apply-id`` ``{"broker_set": B, "broker_id": I, "register_code": RC}`` -> ok ``{"applied": true}`` or,
+     when the controller refuses with CONTROLLER_BROKER_ID_INVALID, ok ``{"applied": false}`` (ApplyBrokerId);
+     the generator applies the next id it saw, ids above it (gaps), stale ids and its own earlier claims again;
+   * ``read-ids`` ``{"broker_set": B}`` -> ok ``{"ids": [I...]}`` (GetReplicaInfo's members).
+
+2. **Lanes** of real broker processes (``nemesis.registration.ExtraBrokers``) started on the spec's broker
+   nodes in broker sets ``bids-0..``.  One lane per registration failpoint: a fresh broker is crashed at the
+   point (``crash-broker``), restarted on a changed port (``start-broker``), stopped (``stop-broker``) and
+   started again on its first port; for ``broker.register.*`` the broker registers once before the crash.
+   Lanes run concurrently, so new brokers join while others crash.  ``start-broker`` records the id the broker
+   believes it has (GET_BROKER_RUNTIME_INFO), its broker epoch and address; ``crash-broker`` records the
+   identity files the crash left.
+   ``read-table`` reads the controller's table of a real set.
+
+Checkers: ``linearizable`` (allocator ops vs :class:`IdAllocator`), ``invariants`` (``checker.invariants``
+over broker-id / apply-broker-id / replica-info observations made from these ops and from
+``registration-crash`` nemesis ops: ids unique per set, stable per broker across restarts and address
+changes, no register code applied with two ids, epochs monotonic per broker), ``restarts`` (every restart
+after a crash at a registration failpoint comes back; a refused restart -- e.g. a torn ``.broker.meta`` --
+is anomaly ``restart-refused``) and ``stats``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from checker.compose import Anomaly, result_from_anomalies
+from checker.history import Op
+from checker.invariants import check_invariants
+from checker.linearizable import check as check_linearizable
+from checker.models import UNKNOWN, Inconsistent, Model, ModelError, OpInput
+from harness import generator as g
+from harness.spec import SpecError
+from nemesis.registration import FAILPOINTS, FIRST_REGISTRATION_POINTS, ExtraBrokers, crash_at, start_slot
+from workloads.queue import StatsChecker, check_options, completion_for, invocation
+from workloads.registry import Workload, WorkloadContext, register
+
+__all__ = [
+    "ALLOC_FS", "BROKER_IDS_FS", "LANE_FS", "BrokerIdsClient", "BrokerIdsGen", "BrokerIdsOptions", "IdAllocator",
+    "IdsInvariantChecker", "LinearizableIdsChecker", "RestartChecker", "build_broker_ids", "invariant_ops",
+    "lane_plan",
+]
+
+ALLOC_FS = frozenset({"next-id", "apply-id", "read-ids"})
+LANE_FS = frozenset({"crash-broker", "start-broker", "stop-broker"})
+BROKER_IDS_FS = ALLOC_FS | LANE_FS | {"read-table"}
+
+AllocState = tuple[int, tuple[tuple[int, str], ...]]
+"""(next broker id, sorted ((id, register code), ...) held)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Model (pure)
+
+
+class IdAllocator(Model):
+    """The controller's broker-id allocator of one broker set, as a sequential object.
+
+    State ``(next, held)``.  ``next-id`` returns ``next``.  ``apply-id(I, RC)``: I held with RC -> applied (no
+    change); I held with another code -> refused; no id held yet and I != next -> refused (a new set only
+    takes its next id); I < next -> refused (ids are never reused); else applied: ``next = I + 1``, (I, RC)
+    held.  ``read-ids`` returns the held ids.  Definite failures are dropped; info ops take effect or not.
+    """
+
+    name = "id-allocator"
+    fail_policy = "drop"
+
+    def init(self) -> Hashable:
+        return (1, ())
+
+    def partition_key(self, op: OpInput) -> Hashable | None:
+        return op.value.get("broker_set") if isinstance(op.value, Mapping) else None
+
+    def read_only(self, op: OpInput, output: Any) -> bool:
+        return op.f in ("next-id", "read-ids")
+
+    def describe_state(self, state: Any) -> str:
+        nxt, held = state
+        return f"next={nxt} held={[i for i, _ in held]}"
+
+    def step(self, state: Any, op: OpInput, output: Any) -> Any:
+        nxt, held = state
+        v = op.value if isinstance(op.value, Mapping) else {}
+        if op.f == "next-id":
+            got = output.get("next_broker_id") if isinstance(output, Mapping) else output
+            if output is UNKNOWN or got == nxt:
+                return state
+            return Inconsistent(f"GetNextBrokerId returned {got} but the next id is {nxt} "
+                                f"(held: {[i for i, _ in held]})")
+        if op.f == "read-ids":
+            ids = sorted(output.get("ids", [])) if isinstance(output, Mapping) else None
+            if output is UNKNOWN or ids == [i for i, _ in held]:
+                return state
+            return Inconsistent(f"read ids {ids} but the held ids are {[i for i, _ in held]}")
+        if op.f != "apply-id":
+            raise ModelError(f"id-allocator: unknown op {op.f!r}; expected next-id, apply-id or read-ids")
+        bid, code = v.get("broker_id"), str(v.get("register_code"))
+        if type(bid) is not int:
+            raise ModelError(f"id-allocator: apply-id needs an int broker_id, got {bid!r}")
+        holder = dict(held).get(bid)
+        if holder is not None:
+            accept, why = holder == code, f"id {bid} is held under register code {holder!r}"
+        elif not held and bid != nxt:
+            accept, why = False, f"a new broker set only takes its next id {nxt}"
+        elif bid < nxt:
+            accept, why = False, f"id {bid} < next id {nxt}: ids are never reused"
+        else:
+            accept, why = True, f"id {bid} >= next id {nxt} is free"
+        applied = output.get("applied") if isinstance(output, Mapping) else None
+        if output is not UNKNOWN and bool(applied) != accept:
+            verb = "applied" if applied else "refused"
+            return Inconsistent(f"ApplyBrokerId({bid}, {code!r}) was {verb} but {why}")
+        if not accept or holder is not None:
+            return state
+        return (max(nxt, bid + 1), tuple(sorted((*held, (bid, code)))))
+
+
+# ---------------------------------------------------------------------------------------------
+# Options and plan
+
+
+@dataclass(frozen=True)
+class BrokerIdsOptions:
+    """Options (``workloads[i].options``): see ``_OPTIONS`` for ranges.
+
+    ``failpoints`` = how many of :data:`FAILPOINTS` get a lane (first N; 0 = allocator only), ``lanes`` = lanes
+    running at once, ``base_port`` = first extra broker port, ``spawn_timeout_s`` = how long a crash/start op
+    waits (keep below the runner's op timeout), ``registration_crash`` = also run the ``registration-crash``
+    nemesis package (needs broker nodes).
+    """
+
+    virtual_sets: int = 2
+    real_sets: int = 2
+    failpoints: int = len(FAILPOINTS)
+    lanes: int = 2
+    base_port: int = 10920
+    spawn_timeout_s: float = 4.0
+    apply_fraction: float = 0.45
+    read_fraction: float = 0.15
+    check_time_limit_s: float = 30.0
+    registration_crash: bool = True
+
+
+_OPTIONS: dict[str, tuple[Any, type, Any, Any, str]] = {
+    "virtual_sets": (2, int, 1, 8, "an integer in [1, 8]"),
+    "real_sets": (2, int, 1, 8, "an integer in [1, 8]"),
+    "failpoints": (len(FAILPOINTS), int, 0, len(FAILPOINTS), f"an integer in [0, {len(FAILPOINTS)}]"),
+    "lanes": (2, int, 1, 10, "an integer in [1, 10]"),
+    "base_port": (10920, int, 1024, 60000, "a port in [1024, 60000]"),
+    "spawn_timeout_s": (4.0, float, 0.5, 120.0, "seconds in [0.5, 120]"),
+    "apply_fraction": (0.45, float, 0.0, 1.0, "a number in [0, 1]"),
+    "read_fraction": (0.15, float, 0.0, 1.0, "a number in [0, 1]"),
+    "check_time_limit_s": (30.0, float, 1.0, 3600.0, "seconds in [1, 3600]"),
+    "registration_crash": (True, bool, False, True, "true or false (add the registration-crash nemesis package)"),
+}
+
+
+def lane_plan(nodes: Sequence[str], failpoints: Sequence[str], real_sets: int, base_port: int
+              ) -> tuple[tuple[dict[str, Any], ...], ...]:
+    """One lane (a sequence of op values run strictly in order) per failpoint (pure)."""
+    if not nodes:
+        return ()
+    lanes = []
+    for i, fp in enumerate(failpoints):
+        slot = {"node": nodes[i % len(nodes)], "slot": f"s{i}", "broker_name": f"bids-{i % real_sets}", "lane": i}
+        a, b = base_port + 2 * i, base_port + 2 * i + 1
+        steps: list[dict[str, Any]] = []
+        if fp not in FIRST_REGISTRATION_POINTS:
+            steps += [{"f": "start-broker", **slot, "port": a}, {"f": "stop-broker", **slot}]
+        steps += [{"f": "crash-broker", **slot, "port": a, "failpoint": fp}, {"f": "start-broker", **slot, "port": b},
+                  {"f": "stop-broker", **slot}, {"f": "start-broker", **slot, "port": a}, {"f": "stop-broker", **slot}]
+        lanes.append(tuple(steps))
+    return tuple(lanes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Generator (pure)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerIdsGen:
+    """Lanes first (at most ``options.lanes`` in flight), allocator ops on every other free thread.
+
+    ``pos[i]`` = next step of lane i; ``busy`` = lanes with an op in flight; ``seen`` = per virtual set the
+    highest next id observed; ``claims`` = (set, id, code) this generator applied ok (re-applied sometimes).
+    """
+
+    lanes: tuple[tuple[dict[str, Any], ...], ...]
+    virtual: tuple[str, ...]
+    real: tuple[str, ...]
+    options: BrokerIdsOptions
+    pos: tuple[int, ...] = ()
+    busy: frozenset[int] = frozenset()
+    seen: Mapping[str, int] | None = None
+    claims: tuple[tuple[str, int, str], ...] = ()
+    n: int = 0
+
+    def op(self, ctx: g.Context) -> Any:
+        if ctx.free_thread() is None:
+            return (g.PENDING, self)
+        pos = self.pos or tuple(0 for _ in self.lanes)
+        if len(self.busy) < self.options.lanes:
+            for i, lane in enumerate(self.lanes):
+                if i not in self.busy and pos[i] < len(lane):
+                    step = dict(lane[pos[i]])
+                    f = step.pop("f")
+                    return (invocation(ctx, f, step), replace(self, pos=pos, busy=self.busy | {i}))
+        rng, o, seen = ctx.rng, self.options, self.seen or {}
+        r = rng.random()
+        if r < o.read_fraction:
+            if self.real and rng.random() < 0.5:
+                return (invocation(ctx, "read-table", {"broker_name": rng.choice(self.real)}), self)
+            return (invocation(ctx, "read-ids", {"broker_set": rng.choice(self.virtual)}), self)
+        name = rng.choice(self.virtual)
+        if r < o.read_fraction + o.apply_fraction:
+            nxt = seen.get(name, 1)
+            mine = [c for c in self.claims if c[0] == name]
+            choice = rng.random()
+            if mine and choice < 0.1:
+                _, bid, code = rng.choice(mine)
+            else:
+                bid = max(1, nxt - 1) if choice < 0.25 else nxt + rng.choice((0, 0, 0, 1, 2))
+                code = f"vid-{name}-{self.n}-{rng.getrandbits(24):06x}"
+            value = {"broker_set": name, "broker_id": bid, "register_code": code}
+            return (invocation(ctx, "apply-id", value), replace(self, pos=pos, n=self.n + 1))
+        return (invocation(ctx, "next-id", {"broker_set": name}), replace(self, pos=pos))
+
+    def update(self, ctx: g.Context, event: dict[str, Any]) -> BrokerIdsGen:
+        if event.get("type") not in ("ok", "fail", "info"):
+            return self
+        f, v = event.get("f"), event.get("value")
+        if not isinstance(v, Mapping):
+            return self
+        if f in LANE_FS and isinstance(v.get("lane"), int) and v["lane"] in self.busy:
+            i = v["lane"]
+            pos = list(self.pos or tuple(0 for _ in self.lanes))
+            pos[i] += 1
+            return replace(self, pos=tuple(pos), busy=self.busy - {i})
+        if event.get("type") != "ok":
+            return self
+        seen = dict(self.seen or {})
+        if f == "next-id" and isinstance(v.get("next_broker_id"), int):
+            seen[v["broker_set"]] = max(seen.get(v["broker_set"], 1), v["next_broker_id"])
+            return replace(self, seen=seen)
+        if f == "apply-id" and v.get("applied"):
+            seen[v["broker_set"]] = max(seen.get(v["broker_set"], 1), int(v["broker_id"]) + 1)
+            claim = (str(v["broker_set"]), int(v["broker_id"]), str(v["register_code"]))
+            claims = self.claims if claim in self.claims else (*self.claims, claim)[-32:]
+            return replace(self, seen=seen, claims=claims)
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# Client (shell)
+
+
+class BrokerIdsClient:
+    """Allocator ops through the controller client; lane ops through a shared :class:`ExtraBrokers`."""
+
+    def __init__(self, db: Any, options: BrokerIdsOptions, *, extra: ExtraBrokers | None = None,
+                 controller: Any = None) -> None:
+        self.db = db
+        self.options = options
+        self.extra = extra if extra is not None else ExtraBrokers(db, root="broker-ids")
+        self.controller = controller
+
+    @property
+    def cluster_name(self) -> str:
+        return str(getattr(getattr(self.db, "options", None), "cluster_name", "splitbrain"))
+
+    async def open(self, test: dict[str, Any], node: str) -> BrokerIdsClient:
+        return BrokerIdsClient(self.db, self.options, extra=self.extra, controller=self.db.client(test, timeout_s=1.5))
+
+    async def setup(self, test: dict[str, Any]) -> None:
+        return None
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        f, v = op["f"], dict(op.get("value") or {})
+        try:
+            if f in LANE_FS:
+                return {**op, "type": "ok", "value": {**v, **await self._lane(test, f, v)}}
+            if f == "next-id":
+                nxt = await self.controller.get_next_broker_id(self.cluster_name, v["broker_set"])
+                return {**op, "type": "ok", "value": {**v, "next_broker_id": nxt}}
+            if f == "apply-id":
+                return await self._apply(op, v)
+            if f in ("read-ids", "read-table"):
+                return await self._read(op, f, v)
+        except Exception as exc:
+            return completion_for(op, exc, read_only=f in ("next-id", "read-ids", "read-table"))
+        return {**op, "type": "fail", "error": f"broker-ids: unknown f {f!r}; expected one of {sorted(BROKER_IDS_FS)}"}
+
+    async def _lane(self, test: dict[str, Any], f: str, v: Mapping[str, Any]) -> dict[str, Any]:
+        node, slot, name = str(v["node"]), str(v["slot"]), str(v["broker_name"])
+        timeout = self.options.spawn_timeout_s
+        if f == "stop-broker":
+            await self.extra.kill(test, node, slot)
+            return {}
+        if f == "crash-broker":
+            return await crash_at(self.extra, test, node, slot, name, int(v["port"]), str(v["failpoint"]),
+                                  timeout_s=timeout)
+        return await start_slot(self.extra, test, node, slot, name, int(v["port"]), timeout_s=timeout)
+
+    async def _apply(self, op: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
+        from system_under_test.protocol.codes import ResponseCode
+        from system_under_test.protocol.errors import RpcError
+
+        addr = f"10.253.{int(v['broker_id']) % 250}.1:10911"
+        try:
+            await self.controller.apply_broker_id(self.cluster_name, v["broker_set"], int(v["broker_id"]),
+                                                  str(v["register_code"]), addr)
+        except RpcError as exc:
+            if exc.code == ResponseCode.CONTROLLER_BROKER_ID_INVALID:
+                return {**op, "type": "ok", "value": {**v, "applied": False, "reason": str(exc)[:200]}}
+            raise
+        return {**op, "type": "ok", "value": {**v, "applied": True}}
+
+    async def _read(self, op: dict[str, Any], f: str, v: dict[str, Any]) -> dict[str, Any]:
+        from system_under_test.protocol.codes import ResponseCode
+        from system_under_test.protocol.errors import RpcError
+
+        name = v.get("broker_set") or v.get("broker_name")
+        try:
+            info = await self.controller.get_replica_info(name)
+        except RpcError as exc:
+            if exc.code != ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST:
+                raise
+            info = {"body": {"brokers": []}}
+        brokers = [[int(i), str(a)] for i, a in (info.get("body") or {}).get("brokers", [])]
+        if f == "read-ids":
+            return {**op, "type": "ok", "value": {**v, "ids": sorted(i for i, _ in brokers)}}
+        return {**op, "type": "ok", "value": {**v, "brokers": brokers, "master_id": info.get("master_id"),
+                                              "master_epoch": info.get("master_epoch"),
+                                              "sync_state_set_epoch": info.get("sync_state_set_epoch")}}
+
+    async def teardown(self, test: dict[str, Any]) -> None:
+        await self.extra.kill_all(test)
+
+    async def close(self, test: dict[str, Any]) -> None:
+        if self.controller is not None:
+            with contextlib.suppress(Exception):
+                await self.controller.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkers (pure)
+
+
+def _dicts(history: Sequence[Any]) -> list[dict[str, Any]]:
+    return [op.to_dict() if isinstance(op, Op) else dict(op) for op in history]
+
+
+def _starts(history: Sequence[Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(op, start result) for every broker start: lane ``start-broker`` ops and registration-crash nemesis ops."""
+    out = []
+    for d in _dicts(history):
+        v = d.get("value")
+        if not isinstance(v, Mapping):
+            continue
+        if d.get("f") == "start-broker" and d.get("type") == "ok" and d.get("process") != "nemesis":
+            out.append((d, {**v, "identity": f"{v.get('node')}/{v.get('slot')}"}))
+        elif d.get("f") == "registration-crash" and d.get("type") != "invoke":
+            for key in ("first", "restart"):
+                if isinstance(v.get(key), Mapping):
+                    out.append((d, {**v[key], "broker_name": v.get("broker_name"), "identity": v.get("identity"),
+                                    "after_crash": key == "restart", "failpoint": v.get("failpoint")}))
+    return out
+
+
+def invariant_ops(history: Sequence[Any]) -> list[dict[str, Any]]:
+    """This workload's ops rewritten into ``checker.invariants`` history shapes (pure)."""
+    out: list[dict[str, Any]] = []
+
+    def pair(d: Mapping[str, Any], f: str, value: dict[str, Any]) -> None:
+        base = {"process": f"bids-{d.get('process')}", "f": f, "time": d.get("time", 0)}
+        out.append({**base, "type": "invoke", "index": len(out), "value": None})
+        out.append({**base, "type": "ok", "index": len(out), "value": value})
+
+    for d, s in _starts(history):
+        if isinstance(s.get("broker_id"), int) and s.get("broker_name"):
+            pair(d, "broker-id", {"broker_name": s["broker_name"], "node": s["identity"], "broker_id": s["broker_id"]})
+            if isinstance(s.get("broker_epoch"), int):
+                pair(d, "replica-info", {"broker_name": s["broker_name"], "observer": s["identity"],
+                                         "broker_epochs": {str(s["broker_id"]): s["broker_epoch"]}})
+    for d in _dicts(history):
+        v = d.get("value")
+        if d.get("type") != "ok" or not isinstance(v, Mapping):
+            continue
+        if d.get("f") == "apply-id" and v.get("applied"):
+            pair(d, "apply-broker-id", {"broker_name": v["broker_set"], "broker_id": v["broker_id"],
+                                        "register_code": v["register_code"]})
+        elif d.get("f") == "read-table":
+            pair(d, "replica-info", {"broker_name": v["broker_name"], "master_broker_id": v.get("master_id"),
+                                     "master_epoch": v.get("master_epoch"), "observer": "controller-table",
+                                     "sync_state_set_epoch": v.get("sync_state_set_epoch")})
+    return out
+
+
+@dataclass(frozen=True)
+class IdsInvariantChecker:
+    """``checker.invariants.check_invariants`` over :func:`invariant_ops`."""
+
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> Any:
+        return check_invariants(invariant_ops(history))
+
+
+@dataclass(frozen=True)
+class RestartChecker:
+    """Every broker restart after a crash at a registration failpoint must come back with an id.
+
+    Anomaly ``restart-refused``: the broker exited instead (a torn meta file, a refused claim ...).  Stats count
+    crashes per failpoint and whether the failpoint fired (``not_hit`` is a harness problem, not a verdict).
+    """
+
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> Any:
+        crashed: dict[str, Any] = {}  # identity -> failpoint of its last crash
+        hits: dict[str, dict[str, int]] = {}
+        anomalies: dict[str, list[Anomaly]] = {}
+        for d in _dicts(history):
+            v = d.get("value")
+            if d.get("f") == "crash-broker" and d.get("type") == "ok" and isinstance(v, Mapping):
+                fp = str(v.get("failpoint"))
+                hits.setdefault(fp, {"hit": 0, "not_hit": 0})["hit" if v.get("hit") else "not_hit"] += 1
+                if v.get("hit"):
+                    crashed[f"{v.get('node')}/{v.get('slot')}"] = fp
+            elif d.get("f") == "registration-crash" and isinstance(v, Mapping) and isinstance(v.get("crash"), Mapping):
+                fp = str(v.get("failpoint"))
+                hit = bool(v["crash"].get("hit"))
+                hits.setdefault(fp, {"hit": 0, "not_hit": 0})["hit" if hit else "not_hit"] += 1
+        for d, s in _starts(history):
+            ident = str(s.get("identity"))
+            at: Any = s.get("failpoint") if s.get("after_crash") else crashed.pop(ident, None)
+            if at is None or not s.get("refused"):
+                continue
+            anomalies.setdefault("restart-refused", []).append(Anomaly(
+                "restart-refused", str(s.get("broker_name")), (int(d.get("index", -1)),),
+                "the broker restarts with its id", {"refused": True, "identity": ident},
+                f"{ident} crashed at {at} and then refused to start: {str(s.get('log', ''))[-300:]}"))
+        return result_from_anomalies(anomalies, stats={"crashes": hits})
+
+
+@dataclass(frozen=True)
+class LinearizableIdsChecker:
+    """``checker.linearizable.check`` of the allocator ops against :class:`IdAllocator`."""
+
+    time_limit_s: float = 30.0
+
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> dict[str, Any]:
+        ops = [op if isinstance(op, Op) else Op.from_dict(op) for op in history]
+        mine = [op for op in ops if op.f in ALLOC_FS and op.process != "nemesis"]
+        res = check_linearizable(mine, IdAllocator(), time_limit_s=self.time_limit_s, clock=time.monotonic)
+        out: dict[str, Any] = {"valid": res.valid, **res.to_dict(), "ops": len(mine)}
+        if res.valid is False:
+            out["explanation"] = res.describe()
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Builder
+
+
+@register("broker-ids")
+def build_broker_ids(ctx: WorkloadContext) -> Workload:
+    """The broker-ids workload for ``ctx`` (see the module docstring).
+
+    Raises:
+        SpecError: a bad option, or lanes asked for on a spec without broker nodes.
+    """
+    o = BrokerIdsOptions(**check_options(ctx, _OPTIONS))
+    nodes = tuple(n for s in ctx.spec.nodes.broker_sets for n in s)
+    if o.failpoints and not nodes:
+        raise SpecError(getattr(ctx.spec, "source", "<spec>"), f"workloads[{ctx.index}].options.failpoints",
+                        o.failpoints, "0 on a spec without broker nodes (lanes run extra brokers on broker nodes)")
+    virtual = tuple(f"vids-{i}" for i in range(o.virtual_sets))
+    real = tuple(f"bids-{i}" for i in range(o.real_sets))
+    lanes = lane_plan(nodes, FAILPOINTS[: o.failpoints], o.real_sets, o.base_port)
+    return Workload(
+        name="broker-ids",
+        client=BrokerIdsClient(ctx.db, o),
+        generator=BrokerIdsGen(lanes, virtual, real, o),
+        checkers={"linearizable": LinearizableIdsChecker(o.check_time_limit_s), "invariants": IdsInvariantChecker(),
+                  "restarts": RestartChecker(), "stats": StatsChecker(("next-id", "apply-id"), BROKER_IDS_FS)},
+        fs=BROKER_IDS_FS,
+        nemesis_packages=("registration-crash",) if o.registration_crash and nodes else (),
+        extra={"virtual_sets": virtual, "real_sets": real, "lanes": len(lanes), "model": IdAllocator().describe()},
+    )

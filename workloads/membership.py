@@ -1,0 +1,395 @@
+"""The ``membership`` workload: brokers join, leave (controlled shutdown), bounce and get fenced (KIP-631/380).
+
+In a nutshell.  The workload runs ``brokers`` extra broker processes (``nemesis.registration.ExtraBrokers``) of
+one broker set ``mem-0`` on the spec's broker nodes, one fixed port per slot, and drives their membership one
+lifecycle op at a time (other threads read the controller's table meanwhile):
+
+* ``bounce`` ``{"slot"}``: SIGKILL and restart at once (faster than the lease).  Value adds ``before`` /
+  ``after`` (broker id and broker epoch).  Anomalies ``bounce-kept-epoch`` (the new incarnation did not get a
+  higher broker epoch) and ``bounce-changed-id``.
+* ``leave`` ``{"slot"}``: SIGTERM (controlled shutdown), wait for the exit, read the controller's master, then
+  start the broker again.  Value adds ``was_master``, ``broker_id``, ``exited``, ``master_after`` (master id
+  right after the exit), ``others`` (live members left).  Anomaly ``shutdown-kept-mastership``: a master that
+  shut down in a controlled way while others were alive was still the master when its process had exited.
+* ``stale-heartbeat`` ``{"slot"}`` (after every bounce/leave, for that slot): a BROKER_HEARTBEAT carrying the
+  broker epoch of the slot's previous incarnation.  Value adds ``stale_epoch``, ``refused``.  Anomaly
+  ``stale-epoch-accepted``.
+* ``pause-write`` ``{}``: SIGSTOP the current master for longer than the lease, SIGCONT it, read the
+  controller's view and at once send it one write directly.  Value adds ``acked``, ``controller`` (master id and
+  epoch the controller reported just before the send), ``paused`` (the broker id).  Anomaly
+  ``fenced-broker-acked``: the paused broker acknowledged although the controller had made another broker
+  master in a newer epoch before the send.
+* ``read-members`` ``{}``: GetReplicaInfo of ``mem-0`` (observations for the invariant checker).
+
+Checkers: ``membership`` (the anomalies above), ``invariants`` (``checker.invariants`` over the ids, broker
+epochs and master epochs seen), ``stats``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from checker.compose import Anomaly, result_from_anomalies
+from checker.history import Op
+from checker.invariants import check_invariants
+from harness import generator as g
+from harness.spec import SpecError
+from nemesis.registration import ExtraBrokers, start_slot
+from workloads.queue import StatsChecker, check_options, completion_for, invocation
+from workloads.registry import Workload, WorkloadContext, register
+
+__all__ = ["LIFECYCLE_FS", "MEMBERSHIP_FS", "MembershipChecker", "MembershipClient", "MembershipGen",
+           "MembershipOptions", "build_membership", "membership_anomalies"]
+
+SET = "mem-0"
+LIFECYCLE_FS = frozenset({"bounce", "leave", "stale-heartbeat", "pause-write"})
+MEMBERSHIP_FS = LIFECYCLE_FS | {"read-members"}
+
+
+@dataclass(frozen=True)
+class MembershipOptions:
+    brokers: int = 3
+    base_port: int = 10980
+    lease_ms: int = 2000
+    spawn_timeout_s: float = 8.0
+    pause_write_fraction: float = 0.2
+
+
+_OPTIONS: dict[str, tuple[Any, type, Any, Any, str]] = {
+    "brokers": (3, int, 2, 6, "an integer in [2, 6]"),
+    "base_port": (10980, int, 1024, 60000, "a port in [1024, 60000]"),
+    "lease_ms": (2000, int, 100, 600_000, "the cluster's lease_timeout_ms (milliseconds)"),
+    "spawn_timeout_s": (8.0, float, 0.5, 120.0, "seconds in [0.5, 120]"),
+    "pause_write_fraction": (0.2, float, 0.0, 1.0, "a number in [0, 1]"),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Generator (pure)
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipGen:
+    """One lifecycle op in flight at a time (``busy``); reads of the table on the other free threads."""
+
+    slots: tuple[str, ...]
+    options: MembershipOptions
+    busy: bool = False
+    stale_next: str | None = None  # the slot just bounced: the next lifecycle op replays its old epoch
+
+    def op(self, ctx: g.Context) -> Any:
+        if ctx.free_thread() is None:
+            return (g.PENDING, self)
+        rng = ctx.rng
+        if self.busy:
+            return (invocation(ctx, "read-members", {}), self)
+        slot = rng.choice(self.slots)
+        if self.stale_next is not None:
+            f, value = "stale-heartbeat", {"slot": self.stale_next}
+        elif rng.random() < self.options.pause_write_fraction:
+            f, value = "pause-write", {}
+        else:
+            f, value = ("bounce" if rng.random() < 0.6 else "leave"), {"slot": slot}
+        stale_next = slot if f in ("bounce", "leave") else None
+        return (invocation(ctx, f, value), replace(self, busy=True, stale_next=stale_next))
+
+    def update(self, ctx: g.Context, event: dict[str, Any]) -> MembershipGen:
+        if event.get("type") in ("ok", "fail", "info") and event.get("f") in LIFECYCLE_FS:
+            return replace(self, busy=False)
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# Client (shell)
+
+
+class MembershipClient:
+    """Drives the extra brokers of ``mem-0``; ``epochs`` remembers every broker epoch per slot (shared)."""
+
+    def __init__(self, db: Any, options: MembershipOptions, slots: Sequence[tuple[str, str]], *,
+                 extra: ExtraBrokers | None = None, controller: Any = None,
+                 epochs: dict[str, list[tuple[int, int]]] | None = None) -> None:
+        self.db = db
+        self.options = options
+        self.slots = {slot: node for node, slot in slots}
+        self.extra = extra if extra is not None else ExtraBrokers(db, root="membership")
+        self.controller = controller
+        self.epochs: dict[str, list[tuple[int, int]]] = epochs if epochs is not None else {}
+
+    @property
+    def cluster_name(self) -> str:
+        return str(getattr(getattr(self.db, "options", None), "cluster_name", "splitbrain"))
+
+    def port(self, slot: str) -> int:
+        return self.options.base_port + sorted(self.slots).index(slot)
+
+    async def open(self, test: dict[str, Any], node: str) -> MembershipClient:
+        return MembershipClient(self.db, self.options, [(n, s) for s, n in self.slots.items()], extra=self.extra,
+                                controller=self.db.client(test, timeout_s=1.5), epochs=self.epochs)
+
+    async def _start(self, test: dict[str, Any], slot: str) -> dict[str, Any]:
+        res = await start_slot(self.extra, test, self.slots[slot], slot, SET, self.port(slot),
+                               timeout_s=self.options.spawn_timeout_s)
+        if isinstance(res.get("broker_id"), int) and isinstance(res.get("broker_epoch"), int):
+            self.epochs.setdefault(slot, []).append((res["broker_id"], res["broker_epoch"]))
+        return res
+
+    async def setup(self, test: dict[str, Any]) -> None:
+        """Start every slot (bounded) and wait for a master of ``mem-0``.
+
+        Raises:
+            RuntimeError: a slot did not come up, or no master within 20 s (names them).
+        """
+        for slot in sorted(self.slots):
+            res = await self._start(test, slot)
+            if "broker_id" not in res:
+                raise RuntimeError(f"membership: broker {slot} on {self.slots[slot]} did not start: {res}")
+        client = self.db.client(test, timeout_s=1.0)
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                with contextlib.suppress(Exception):
+                    if (await client.get_replica_info(SET)).get("master_id"):
+                        return
+                await asyncio.sleep(0.2)
+        finally:
+            await client.close()
+        raise RuntimeError(f"membership: {SET} has no master 20 s after its brokers started")
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        f, v = op["f"], dict(op.get("value") or {})
+        try:
+            if f == "read-members":
+                info = await self.controller.get_replica_info(SET)
+                return {**op, "type": "ok", "value": {**v, **{k: info.get(k) for k in (
+                    "master_id", "master_addr", "master_epoch", "sync_state_set_epoch")}}}
+            if f == "bounce":
+                return {**op, "type": "ok", "value": {**v, **await self._bounce(test, v["slot"])}}
+            if f == "leave":
+                return {**op, "type": "ok", "value": {**v, **await self._leave(test, v["slot"])}}
+            if f == "stale-heartbeat":
+                return await self._stale(test, op, v)
+            if f == "pause-write":
+                return {**op, "type": "ok", "value": {**v, **await self._pause_write(test)}}
+        except Exception as exc:
+            return completion_for(op, exc, read_only=f == "read-members")
+        return {**op, "type": "fail", "error": f"membership: unknown f {f!r}; expected {sorted(MEMBERSHIP_FS)}"}
+
+    async def _info(self, test: dict[str, Any], slot: str) -> dict[str, Any]:
+        try:
+            return await self.extra.runtime_info(test, self.slots[slot], self.port(slot))
+        except Exception:
+            return {}
+
+    async def _bounce(self, test: dict[str, Any], slot: str) -> dict[str, Any]:
+        before = await self._info(test, slot)
+        await self.extra.kill(test, self.slots[slot], slot)
+        after = await self._start(test, slot)
+        return {"before": {"broker_id": before.get("broker_id"), "broker_epoch": before.get("broker_epoch")},
+                "after": {k: after.get(k) for k in ("broker_id", "broker_epoch", "refused", "timeout")}}
+
+    async def _leave(self, test: dict[str, Any], slot: str) -> dict[str, Any]:
+        node = self.slots[slot]
+        mine = await self._info(test, slot)
+        info = await self.controller.get_replica_info(SET)
+        others = 0
+        for s in self.slots:
+            if s != slot and (await self._info(test, s)).get("broker_id"):
+                others += 1
+        await self.extra.terminate(test, node, slot)
+        deadline = time.monotonic() + 10
+        while await self.extra.alive(test, node, slot) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        exited = not await self.extra.alive(test, node, slot)
+        after = await self.controller.get_replica_info(SET)
+        await self._start(test, slot)
+        return {"broker_id": mine.get("broker_id"), "was_master": info.get("master_id") == mine.get("broker_id"),
+                "exited": exited, "others": others, "master_after": after.get("master_id"),
+                "master_epoch_after": after.get("master_epoch")}
+
+    async def _stale(self, test: dict[str, Any], op: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
+        from system_under_test.protocol import RequestCode
+        from system_under_test.protocol.codes import ResponseCode
+        from system_under_test.protocol.errors import RpcError
+
+        slot = v["slot"]
+        seen = self.epochs.get(slot, [])
+        if len(seen) < 2:
+            return {**op, "type": "fail", "error": f"no earlier incarnation of {slot} known yet"}
+        (bid, stale), (_, current) = seen[-2], seen[-1]
+        header = {"cluster_name": self.cluster_name, "broker_name": SET, "broker_id": bid,
+                  "broker_addr": self.extra.addr(test, self.slots[slot], self.port(slot)), "broker_epoch": stale,
+                  "master_epoch": 0,
+                  "max_offset": 0, "confirm_offset": 0, "heartbeat_timeout_ms": self.options.lease_ms}
+        try:
+            await self.controller.call(RequestCode.BROKER_HEARTBEAT, header)
+            refused: Any = False
+        except RpcError as exc:
+            if exc.code != ResponseCode.STALE_BROKER_EPOCH:
+                raise
+            refused = True
+        return {**op, "type": "ok", "value": {**v, "broker_id": bid, "stale_epoch": stale, "current_epoch": current,
+                                              "refused": refused}}
+
+    async def _pause_write(self, test: dict[str, Any]) -> dict[str, Any]:
+        from system_under_test.protocol import RequestCode, connect
+
+        info = await self.controller.get_replica_info(SET)
+        slot = next((s for s in self.slots
+                     if info.get("master_addr") == self.extra.addr(test, self.slots[s], self.port(s))), None)
+        if slot is None:
+            return {"skipped": f"no extra broker is master ({info.get('master_addr')})"}
+        node = self.slots[slot]
+        pid = self.extra.pids.get((node, slot))
+        if pid is None:
+            return {"skipped": f"{slot} is not running"}
+        await test["remote"].signal(node, pid, 19)
+        try:
+            await asyncio.sleep(self.options.lease_ms / 1000 + 1.5)
+        finally:
+            await test["remote"].signal(node, pid, 18)
+        view = await self.controller.get_replica_info(SET)
+        out: dict[str, Any] = {"slot": slot, "paused": info.get("master_id"), "paused_epoch": info.get("master_epoch"),
+                               "controller": {"master_id": view.get("master_id"),
+                                              "master_epoch": view.get("master_epoch")}}
+        conn = await connect(self.extra.addr(test, node, self.port(slot)), timeout_s=1.0)
+        try:
+            resp = await conn.request(RequestCode.SEND_MESSAGE, {"topic": "mem", "queue_id": 0},
+                                      [[b"fenced?", "", {}]], timeout_s=3.0)
+            out.update({"acked": True, "ack_master_epoch": resp.header.get("master_epoch")})
+        except Exception as exc:
+            out.update({"acked": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+        finally:
+            conn.close()
+        return out
+
+    async def teardown(self, test: dict[str, Any]) -> None:
+        await self.extra.kill_all(test)
+
+    async def close(self, test: dict[str, Any]) -> None:
+        if self.controller is not None:
+            with contextlib.suppress(Exception):
+                await self.controller.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkers (pure)
+
+
+def _dicts(history: Sequence[Any]) -> list[dict[str, Any]]:
+    return [op.to_dict() if isinstance(op, Op) else dict(op) for op in history]
+
+
+def membership_anomalies(history: Sequence[Any]) -> dict[str, list[Anomaly]]:
+    """The workload's own anomalies (see the module docstring) from ok lifecycle ops (pure)."""
+    out: dict[str, list[Anomaly]] = {}
+
+    def add(type_: str, d: Mapping[str, Any], expected: Any, observed: Any, why: str) -> None:
+        out.setdefault(type_, []).append(Anomaly(type_, SET, (int(d.get("index", -1)),), expected, observed, why))
+
+    for d in _dicts(history):
+        v = d.get("value")
+        if d.get("type") != "ok" or not isinstance(v, Mapping) or d.get("process") == "nemesis":
+            continue
+        f = d.get("f")
+        if f == "bounce":
+            b, a = v.get("before") or {}, v.get("after") or {}
+            epochs = (b.get("broker_epoch"), a.get("broker_epoch"))
+            if isinstance(epochs[0], int) and isinstance(epochs[1], int) and epochs[1] <= epochs[0]:
+                add("bounce-kept-epoch", d, f"broker epoch > {b['broker_epoch']}", a["broker_epoch"],
+                        f"{v.get('slot')} was bounced but its new incarnation has broker epoch {a['broker_epoch']}")
+            if isinstance(b.get("broker_id"), int) and isinstance(a.get("broker_id"), int) and a["broker_id"] != \
+                    b["broker_id"]:
+                add("bounce-changed-id", d, b["broker_id"], a["broker_id"], f"{v.get('slot')} changed its id")
+        elif f == "leave":
+            if v.get("was_master") and v.get("exited") and v.get("others") and \
+                    v.get("master_after") == v.get("broker_id"):
+                add("shutdown-kept-mastership", d, "another master (or none) when the process has exited",
+                    {"master_id": v.get("master_after")},
+                    f"broker {v.get('broker_id')} shut down in a controlled way while master and was still master "
+                    f"when its process had exited")
+        elif f == "stale-heartbeat" and v.get("refused") is False:
+            add("stale-epoch-accepted", d, "STALE_BROKER_EPOCH", "accepted",
+                f"a heartbeat of broker {v.get('broker_id')} with broker epoch {v.get('stale_epoch')} (current "
+                f"{v.get('current_epoch')}) was accepted")
+        elif f == "pause-write" and v.get("acked"):
+            c = v.get("controller") or {}
+            newer = isinstance(c.get("master_epoch"), int) and isinstance(v.get("paused_epoch"), int) and \
+                c["master_epoch"] > v["paused_epoch"] and c.get("master_id") != v.get("paused")
+            if newer:
+                add("fenced-broker-acked", d, "no ack from a superseded master", v,
+                    f"broker {v.get('paused')} (master epoch {v.get('paused_epoch')}) acknowledged a write after "
+                    f"the controller had made broker {c.get('master_id')} master in epoch {c.get('master_epoch')}")
+    return out
+
+
+def _invariant_ops(history: Sequence[Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+
+    def pair(d: Mapping[str, Any], f: str, value: dict[str, Any]) -> None:
+        base = {"process": f"mem-{d.get('process')}", "f": f, "time": d.get("time", 0)}
+        out.append({**base, "type": "invoke", "index": len(out), "value": None})
+        out.append({**base, "type": "ok", "index": len(out), "value": value})
+
+    for d in _dicts(history):
+        v = d.get("value")
+        if d.get("type") != "ok" or not isinstance(v, Mapping):
+            continue
+        if d.get("f") == "bounce":
+            for key in ("before", "after"):
+                s = v.get(key) or {}
+                if isinstance(s.get("broker_id"), int):
+                    pair(d, "broker-id", {"broker_name": SET, "node": str(v.get("slot")), "broker_id": s["broker_id"]})
+                    if isinstance(s.get("broker_epoch"), int):
+                        pair(d, "replica-info", {"broker_name": SET, "observer": str(v.get("slot")),
+                                                 "broker_epochs": {str(s["broker_id"]): s["broker_epoch"]}})
+        elif d.get("f") == "read-members":
+            pair(d, "replica-info", {"broker_name": SET, "master_broker_id": v.get("master_id"),
+                                     "master_epoch": v.get("master_epoch"), "observer": "controller-table",
+                                     "sync_state_set_epoch": v.get("sync_state_set_epoch")})
+    return out
+
+
+@dataclass(frozen=True)
+class MembershipChecker:
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> Any:
+        counts: dict[str, int] = {}
+        for d in _dicts(history):
+            if d.get("type") == "ok" and d.get("f") in LIFECYCLE_FS:
+                counts[str(d["f"])] = counts.get(str(d["f"]), 0) + 1
+        return result_from_anomalies(membership_anomalies(history), stats={"ok_by_f": counts})
+
+
+@dataclass(frozen=True)
+class MembershipInvariants:
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> Any:
+        return check_invariants(_invariant_ops(history))
+
+
+@register("membership")
+def build_membership(ctx: WorkloadContext) -> Workload:
+    """The membership workload (see the module docstring).
+
+    Raises:
+        SpecError: a bad option or a spec without broker nodes.
+    """
+    o = MembershipOptions(**check_options(ctx, _OPTIONS))
+    nodes = tuple(n for s in ctx.spec.nodes.broker_sets for n in s)
+    if not nodes:
+        raise SpecError(getattr(ctx.spec, "source", "<spec>"), "nodes.broker_sets", [],
+                        "at least one broker node (the membership workload runs extra brokers on them)")
+    slots = [(nodes[i % len(nodes)], f"m{i}") for i in range(o.brokers)]
+    return Workload(
+        name="membership",
+        client=MembershipClient(ctx.db, o, slots),
+        generator=MembershipGen(tuple(s for _, s in slots), o),
+        checkers={"membership": MembershipChecker(), "invariants": MembershipInvariants(),
+                  "stats": StatsChecker(("bounce",), MEMBERSHIP_FS)},
+        fs=MEMBERSHIP_FS,
+        extra={"broker_set": SET, "slots": [s for _, s in slots]},
+    )

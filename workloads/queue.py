@@ -1,0 +1,420 @@
+"""The ``queue`` workload: producers, consumers and a final drain, judged by the queue anomaly checker.
+
+In a nutshell.  Every broker set ``broker-i`` holds queues ``0..queues_per_set-1`` of topic ``topic``
+(default ``sb``); a queue is named ``"<topic>/<broker-set>/<queue-id>"``.  Client threads
+
+* **send** a value that is unique in the whole test -- ``"p<process>-<n>"``, ``n`` counting that process's
+  sends -- to a random queue through the current master (``system_under_test.client.producer``);
+* **poll** a queue from the thread's own cursor (a logical queue offset; the generator moves it past the
+  records each ok poll returned), usually from the master and sometimes (``slave_read_fraction``) from a
+  slave replica named by index (the client maps it to a broker id);
+* **commit** the cursor as the consumer group's offset (``commit_fraction`` of the non-send ops).
+
+After the nemesis heals and the cluster recovers, the final generator **drain**\\ s every queue from
+offset 0 to its end (each queue retried until one drain completes ok).
+
+Op values (exactly what ``checker.queue`` expects)::
+
+    send   invoke {"queue": Q, "value": "p3-17"}          ok: + "offset" (queue offset), "master_epoch", "broker_id"
+    poll   invoke {"queue": Q, "offset": F, "max": N[, "replica": k]}
+           ok:    + "records": [[offset, value], ...], "next_offset", "max_offset", "broker_id"
+    commit invoke {"queue": Q, "offset": F}                ok: unchanged
+    drain  invoke {"queue": Q, "offset": 0}                ok: + "records" (every visible record)
+
+Completions (:func:`completion_for`): a *definite* error (``protocol.codes.is_definite``, a producer
+``SendError(definite=True)``, no controller or no master reachable before sending) is ``fail``; anything else
+(timeout, lost connection, FLUSH_SLAVE_TIMEOUT, a non-definite code) is ``info`` -- except for read-only ops
+(poll, drain, and the controller-register reads), which have no effect and therefore always ``fail``.
+
+Settings.  With ``all_ack_in_sync_state_set: true`` and no unclean election (the *safe* settings) a lost
+acknowledged send is a bug in the cluster; with ``all_ack_in_sync_state_set: false`` or
+``enable_elect_unclean_master: true`` (*unsafe*) loss is allowed by design and the test proves the harness
+*detects* it.  The queue checker's stats carry ``settings: safe|unsafe`` (see docs/workloads.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from checker.compose import Result
+from checker.history import Op
+from checker.perf import analyze_perf
+from checker.queue import check_queue
+from harness import generator as g
+from harness.spec import SpecError
+from workloads.registry import Workload, WorkloadContext, register
+
+__all__ = [
+    "QUEUE_FS", "PerfChecker", "QueueChecker", "QueueClient", "QueueGen", "QueueOptions", "StatsChecker",
+    "build_queue", "check_options", "completion_for", "drain_generator", "queue_names", "queue_options",
+    "settings_of",
+]
+
+log = logging.getLogger("splitbrain.workloads.queue")
+
+QUEUE_FS = frozenset({"send", "poll", "commit", "drain"})
+_TOPIC_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared helpers (also used by workloads.controller_register)
+
+
+def completion_for(op: Mapping[str, Any], exc: BaseException, *, read_only: bool = False) -> dict[str, Any]:
+    """The completion of ``op`` that raised ``exc``: ``fail`` if it certainly had no effect, else ``info``.
+
+    Definite: an ``RpcError``/``SendError`` whose ``definite`` flag is set (from ``protocol.codes``), no
+    controller reachable (``NoControllerAvailable``: nobody accepted the request), no route to a master
+    (``NoRoute``: nothing was sent).  Everything else is unknown.  ``read_only`` ops are always ``fail``.
+    """
+    name = type(exc).__name__
+    definite = bool(getattr(exc, "definite", False)) or name in ("NoControllerAvailable", "NoRoute")
+    kind = "fail" if definite or read_only else "info"
+    return {**op, "type": kind, "error": f"{name}: {exc}"}
+
+
+def check_options(ctx: WorkloadContext, table: Mapping[str, tuple[Any, type, Any, Any, str]]) -> dict[str, Any]:
+    """Validate ``ctx.options`` against ``table`` (key -> (default, type, lo, hi, allowed text)).
+
+    Raises:
+        SpecError: an unknown key or a value of the wrong type or out of range, naming
+            ``workloads[i].options.<key>``.
+    """
+    source = getattr(ctx.spec, "source", "<spec>")
+    for key in ctx.options:
+        if key not in table:
+            raise SpecError(source, f"workloads[{ctx.index}].options.{key}", ctx.options[key],
+                            f"a known option; known: {sorted(table)}")
+    out: dict[str, Any] = {}
+    for key, (default, typ, lo, hi, allowed) in table.items():
+        value = ctx.option(key, default, typ, allowed)
+        if typ is str:
+            if not _TOPIC_RE.match(value):
+                raise SpecError(source, f"workloads[{ctx.index}].options.{key}", value, allowed)
+        elif not lo <= value <= hi:
+            raise SpecError(source, f"workloads[{ctx.index}].options.{key}", value, allowed)
+        out[key] = value
+    return out
+
+
+def invocation(ctx: g.Context, f: str, value: Any) -> dict[str, Any] | None:
+    """An invocation of ``f`` on the lowest free thread of ``ctx`` (None if every thread is busy)."""
+    thread = ctx.free_thread()
+    if thread is None:
+        return None
+    return {"type": "invoke", "process": ctx.workers[thread], "time": ctx.time_ns, "f": f, "value": value}
+
+
+def thread_of(ctx: g.Context, process: Any) -> Any:
+    """The client thread a process runs on (threads keep ``process % client_threads``)."""
+    if isinstance(process, int) and ctx.client_threads > 0:
+        return process % ctx.client_threads
+    return process
+
+
+# ---------------------------------------------------------------------------------------------
+# Options
+
+
+@dataclass(frozen=True)
+class QueueOptions:
+    """Options of the queue workload (the spec's ``workloads[i].options``).
+
+    Attributes:
+        topic: topic name on every broker set.
+        queues_per_set: queues per broker set; more queues = less contention per queue, longer drains.
+        send_fraction: share of main-phase ops that are sends (the rest poll or commit).
+        max_poll_batch: most records one poll asks for.
+        slave_read_fraction: share of polls sent to a slave replica instead of the master.
+        commit_fraction: share of non-send ops that commit the consumer's cursor.
+        send_timeout_s: how long a producer keeps retrying definite refusals (keep below the runner's
+            op timeout so a send can still end definitely).
+    """
+
+    topic: str = "sb"
+    queues_per_set: int = 4
+    send_fraction: float = 0.5
+    max_poll_batch: int = 32
+    slave_read_fraction: float = 0.2
+    commit_fraction: float = 0.1
+    send_timeout_s: float = 3.0
+
+
+_OPTIONS: dict[str, tuple[Any, type, Any, Any, str]] = {
+    "topic": ("sb", str, None, None, "a topic name of 1-64 chars [A-Za-z0-9_.-]"),
+    "queues_per_set": (4, int, 1, 64, "an integer in [1, 64]"),
+    "send_fraction": (0.5, float, 0.0, 1.0, "a number in [0, 1]"),
+    "max_poll_batch": (32, int, 1, 1024, "an integer in [1, 1024]"),
+    "slave_read_fraction": (0.2, float, 0.0, 1.0, "a number in [0, 1]"),
+    "commit_fraction": (0.1, float, 0.0, 1.0, "a number in [0, 1]"),
+    "send_timeout_s": (3.0, float, 0.1, 60.0, "a number of seconds in [0.1, 60]"),
+}
+
+
+def queue_options(ctx: WorkloadContext) -> QueueOptions:
+    """Validated :class:`QueueOptions` (SpecError names ``workloads[i].options.<key>``)."""
+    return QueueOptions(**check_options(ctx, _OPTIONS))
+
+
+def queue_names(topic: str, broker_sets: int, queues_per_set: int) -> tuple[str, ...]:
+    return tuple(f"{topic}/broker-{s}/{q}" for s in range(broker_sets) for q in range(queues_per_set))
+
+
+def settings_of(cluster_options: Any) -> str:
+    """``safe`` (acked sends must survive) or ``unsafe`` (the cluster may lose them by design)."""
+    if cluster_options is None:
+        return "safe"
+    unsafe = (not getattr(cluster_options, "all_ack_in_sync_state_set", True)
+              or getattr(cluster_options, "enable_elect_unclean_master", False)
+              or "ack-before-replication" in getattr(cluster_options, "bugs", ()))
+    return "unsafe" if unsafe else "safe"
+
+
+# ---------------------------------------------------------------------------------------------
+# Generator
+
+
+@dataclass(frozen=True, slots=True)
+class QueueGen:
+    """Main-phase generator (pure, seeded by ``ctx.rng``).  Dicts are never mutated: each step copies.
+
+    ``seqs`` maps a process to its next sequence number; ``cursors`` maps (thread, queue) to the thread's
+    next poll offset and follows ok polls (see :meth:`update`).
+    """
+
+    queues: tuple[str, ...]
+    options: QueueOptions
+    seqs: Mapping[Any, int]
+    cursors: Mapping[tuple[Any, str], int]
+
+    @staticmethod
+    def start(queues: Sequence[str], options: QueueOptions) -> QueueGen:
+        if not queues:
+            raise ValueError("QueueGen needs at least one queue")
+        return QueueGen(tuple(queues), options, {}, {})
+
+    def op(self, ctx: g.Context) -> Any:
+        thread = ctx.free_thread()
+        if thread is None:
+            return (g.PENDING, self)
+        process = ctx.workers[thread]
+        rng, o = ctx.rng, self.options
+        queue = self.queues[rng.randrange(len(self.queues))]
+        if rng.random() < o.send_fraction:
+            n = self.seqs.get(process, 0)
+            inv = invocation(ctx, "send", {"queue": queue, "value": f"p{process}-{n}"})
+            return (inv, replace(self, seqs={**self.seqs, process: n + 1}))
+        cursor = self.cursors.get((thread, queue), 0)
+        if rng.random() < o.commit_fraction:
+            return (invocation(ctx, "commit", {"queue": queue, "offset": cursor}), self)
+        value: dict[str, Any] = {"queue": queue, "offset": cursor, "max": o.max_poll_batch}
+        if rng.random() < o.slave_read_fraction:
+            value["replica"] = rng.randrange(4)
+        return (invocation(ctx, "poll", value), self)
+
+    def update(self, ctx: g.Context, event: dict[str, Any]) -> QueueGen:
+        if event.get("f") != "poll" or event.get("type") != "ok":
+            return self
+        value = event.get("value")
+        records = value.get("records") if isinstance(value, Mapping) else None
+        if not records or not isinstance(value, Mapping):
+            return self
+        key = (thread_of(ctx, event["process"]), value["queue"])
+        return replace(self, cursors={**self.cursors, key: int(records[-1][0]) + 1})
+
+
+def drain_generator(queues: Sequence[str], *, retry_interval_s: float = 0.25) -> Any:
+    """Drain each queue from offset 0 to its end, one queue after the other, retrying until one drain is ok."""
+    return [g.until_ok(g.delay(retry_interval_s, g.repeat({"f": "drain", "value": {"queue": q, "offset": 0}})))
+            for q in queues]
+
+
+# ---------------------------------------------------------------------------------------------
+# Client
+
+
+def _split(queue: str) -> tuple[str, str, int]:
+    topic, broker_set, queue_id = queue.rsplit("/", 2)
+    return topic, broker_set, int(queue_id)
+
+
+class QueueClient:
+    """One producer + one consumer per worker, both following the controller's routing."""
+
+    def __init__(self, db: Any, options: QueueOptions, *, producer: Any = None, consumer: Any = None,
+                 ready_timeout_s: float = 30.0) -> None:
+        self.db = db
+        self.options = options
+        self.producer = producer
+        self.consumer = consumer
+        self.ready_timeout_s = ready_timeout_s
+
+    async def open(self, test: dict[str, Any], node: str) -> QueueClient:
+        from system_under_test.client.consumer import Consumer
+        from system_under_test.client.producer import Producer
+
+        addrs = self.db.controller_addrs(test)
+        producer = Producer(addrs, self.db.token, timeout_s=self.options.send_timeout_s, producer_id=f"w-{node}")
+        consumer = Consumer(addrs, self.db.token, group="splitbrain-queue", timeout_s=2.0)
+        return QueueClient(self.db, self.options, producer=producer, consumer=consumer)
+
+    async def setup(self, test: dict[str, Any]) -> None:
+        """Wait (bounded) until every broker set has a master, so the test does not start on an empty cluster."""
+        client = self.db.client(test, timeout_s=1.0)
+        pending = [f"broker-{i}" for i in range(len(self.db.spec.nodes.broker_sets))]
+        deadline = time.monotonic() + self.ready_timeout_s
+        try:
+            while pending and time.monotonic() < deadline:
+                for name in list(pending):
+                    with contextlib.suppress(Exception):
+                        if (await client.get_replica_info(name)).get("master_addr"):
+                            pending.remove(name)
+                if pending:
+                    await asyncio.sleep(0.2)
+        finally:
+            await client.close()
+        if pending:
+            log.warning("queue workload: broker sets %s have no master after %.0fs; starting anyway", pending,
+                        self.ready_timeout_s)
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        f, v = op["f"], op["value"]
+        topic, broker_set, queue_id = _split(v["queue"])
+        try:
+            if f == "send":
+                res = await self.producer.send(broker_set, topic, queue_id, str(v["value"]).encode())
+                return {**op, "type": "ok", "value": {**v, "offset": res.queue_offset,
+                                                      "master_epoch": res.master_epoch, "broker_id": res.broker_id}}
+            if f == "poll":
+                addr, broker_id = await self._route(broker_set, v.get("replica"))
+                pr = await self.consumer.pull(broker_set, topic, queue_id, int(v["offset"]), int(v["max"]), addr=addr)
+                return {**op, "type": "ok", "value": {**v, "records": _records(pr.messages), "broker_id": broker_id,
+                                                      "next_offset": pr.next_offset, "max_offset": pr.max_offset}}
+            if f == "commit":
+                await self.consumer.commit(broker_set, topic, queue_id, int(v["offset"]))
+                return {**op, "type": "ok"}
+            if f == "drain":
+                msgs = await self.consumer.pull_all(broker_set, topic, queue_id, start=int(v["offset"]))
+                return {**op, "type": "ok", "value": {**v, "records": _records(msgs)}}
+        except Exception as exc:
+            return completion_for(op, exc, read_only=f in ("poll", "drain"))
+        return {**op, "type": "fail", "error": f"queue workload: unknown f {f!r}; expected one of {sorted(QUEUE_FS)}"}
+
+    async def _route(self, broker_set: str, replica: Any) -> tuple[str, Any]:
+        """(address, broker id or "master") to poll: the master, or slave ``replica % slaves``."""
+        info = await self.consumer.controller.get_replica_info(broker_set)
+        master_id, master_addr = info.get("master_id"), info.get("master_addr")
+        if replica is not None:
+            slaves = sorted((int(i), str(a)) for i, a in (info.get("body") or {}).get("brokers", [])
+                            if i != master_id and a)
+            if slaves:
+                broker_id, addr = slaves[int(replica) % len(slaves)]
+                return addr, broker_id
+        if not isinstance(master_addr, str) or not master_addr:
+            from system_under_test.client.consumer import NoRoute
+
+            raise NoRoute(f"broker set {broker_set} has no master (epoch {info.get('master_epoch')})")
+        return master_addr, master_id
+
+    async def teardown(self, test: dict[str, Any]) -> None:
+        return None
+
+    async def close(self, test: dict[str, Any]) -> None:
+        for c in (self.producer, self.consumer):
+            if c is not None:
+                with contextlib.suppress(Exception):
+                    await c.close()
+
+
+def _records(messages: Sequence[Any]) -> list[list[Any]]:
+    return [[m.queue_offset, m.body.decode("utf-8", "replace")] for m in messages]
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkers
+
+
+@dataclass(frozen=True)
+class QueueChecker:
+    """``checker.queue.check_queue`` plus the run's settings (``safe``/``unsafe``) in the stats."""
+
+    settings: str = "safe"
+
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> Result:
+        res = check_queue(history)
+        return Result(res.valid, res.anomalies, {**res.stats, "settings": self.settings}, res.error, res.counts)
+
+
+@dataclass(frozen=True)
+class StatsChecker:
+    """Op counts by ``f`` and type (Jepsen ``stats``); invalid if a ``required`` f never completed ok."""
+
+    required: tuple[str, ...] = ()
+    fs: frozenset[str] = frozenset()
+
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> dict[str, Any]:
+        counts: dict[str, dict[str, int]] = {}
+        for op in history:
+            d = op.to_dict() if isinstance(op, Op) else op
+            if d.get("process") == "nemesis" or d.get("type") == "invoke" or (self.fs and d.get("f") not in self.fs):
+                continue
+            by_type = counts.setdefault(str(d.get("f")), {"ok": 0, "fail": 0, "info": 0})
+            by_type[str(d.get("type"))] = by_type.get(str(d.get("type")), 0) + 1
+        never = [f for f in self.required if counts.get(f, {}).get("ok", 0) == 0]
+        out: dict[str, Any] = {"valid": not never, "by_f": counts}
+        if never:
+            out["never_ok"] = never
+        return out
+
+
+@dataclass(frozen=True)
+class PerfChecker:
+    """Latency quantiles, fault windows and availability (time to first ok op after each heal) as statistics.
+
+    ``plots=True`` also writes ``latency.png`` / ``rate.png`` into the run directory; off by default because
+    ``splitbrain test`` draws them for the whole history after checking.
+    """
+
+    plots: bool = False
+
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> dict[str, Any]:
+        run_dir = test.get("run_dir")
+        stats = analyze_perf(history, run_dir or ".", plots=self.plots and bool(run_dir))
+        return {"valid": True, **stats}
+
+
+# ---------------------------------------------------------------------------------------------
+# Builder
+
+
+@register("queue")
+def build_queue(ctx: WorkloadContext) -> Workload:
+    """The queue workload for ``ctx`` (see the module docstring).
+
+    Raises:
+        SpecError: a bad option, or a spec without broker sets.
+    """
+    options = queue_options(ctx)
+    sets = len(ctx.spec.nodes.broker_sets)
+    if sets == 0:
+        raise SpecError(getattr(ctx.spec, "source", "<spec>"), "nodes.broker_sets", [],
+                        "at least one broker set (the queue workload sends to brokers)")
+    queues = queue_names(options.topic, sets, options.queues_per_set)
+    settings = settings_of(getattr(ctx.db, "options", None))
+    return Workload(
+        name="queue",
+        client=QueueClient(ctx.db, options),
+        generator=QueueGen.start(queues, options),
+        checkers={"queue": QueueChecker(settings), "stats": StatsChecker(("send", "poll"), QUEUE_FS),
+                  "perf": PerfChecker()},
+        fs=QUEUE_FS,
+        final_generator=drain_generator(queues),
+        extra={"queues": queues, "settings": settings},
+    )

@@ -1,0 +1,96 @@
+"""The workload registry: name -> builder of (client, generators, checkers).
+
+A *workload* is what a test does to the cluster and how the result is judged (Jepsen's
+``workload`` map): a client factory, the main-phase generator, an optional final generator (drains
+and final reads after healing) and named checkers.  Builders receive a :class:`WorkloadContext`
+(the spec, the cluster DB, the workload's options, the seed) and must validate their options,
+raising ``SpecError`` naming ``workloads[i].options.<key>``.
+
+Workloads register themselves with :func:`register`; ``splitbrain test --workload NAME`` and the
+spec's ``workloads:`` list select them.  Several workloads can run in one test: their generators
+are mixed and each op is routed to the client of the workload whose ``fs`` contains its ``f``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.spec import SpecError
+
+
+@dataclass(frozen=True)
+class WorkloadContext:
+    spec: Any  # harness.spec.TestSpec
+    db: Any  # harness.cluster.SplitbrainDB
+    options: Mapping[str, Any]
+    seed: int
+    index: int = 0  # position in the spec's workloads list (for error paths)
+
+    def option(self, key: str, default: Any, typ: type, allowed: str) -> Any:
+        """Read and type-check one option (SpecError names ``workloads[i].options.key``)."""
+        value = self.options.get(key, default)
+        if typ is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+            raise SpecError(getattr(self.spec, "source", "<spec>"), f"workloads[{self.index}].options.{key}", value,
+                            allowed)
+        return value
+
+
+@dataclass
+class Workload:
+    """What one workload contributes to a test."""
+
+    name: str
+    client: Any  # harness.protocols.Client (one instance is opened per worker)
+    generator: Any  # client ops of the main phase
+    checkers: dict[str, Any]  # name -> harness.protocols.Checker
+    fs: frozenset[str]  # the op fs this workload's client handles
+    final_generator: Any = None
+    nemesis_packages: tuple[str, ...] = ()  # extra packages this workload needs (e.g. registration-crash)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+Builder = Callable[[WorkloadContext], Workload]
+_BUILDERS: dict[str, Builder] = {}
+_MODULES = ("workloads.queue", "workloads.controller_register", "workloads.broker_ids", "workloads.membership")
+
+
+def register(name: str) -> Callable[[Builder], Builder]:
+    def deco(fn: Builder) -> Builder:
+        if name in _BUILDERS and _BUILDERS[name] is not fn:
+            raise ValueError(f"workload {name!r} registered twice")
+        _BUILDERS[name] = fn
+        return fn
+
+    return deco
+
+
+def _load_all() -> None:
+    for mod in _MODULES:
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name != mod:
+                raise
+
+
+def names() -> list[str]:
+    _load_all()
+    return sorted(_BUILDERS)
+
+
+def build(name: str, ctx: WorkloadContext) -> Workload:
+    """Build workload ``name``.
+
+    Raises:
+        SpecError: unknown workload (naming ``workloads[i].name`` and the known ones) or bad options.
+    """
+    _load_all()
+    if name not in _BUILDERS:
+        raise SpecError(getattr(ctx.spec, "source", "<spec>"), f"workloads[{ctx.index}].name", name,
+                        f"one of {sorted(_BUILDERS)}")
+    return _BUILDERS[name](ctx)
