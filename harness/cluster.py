@@ -166,6 +166,10 @@ class SplitbrainDB:
     def _dir(self, test: Mapping[str, Any], node: str) -> Path:
         return Path(test["remote"].node_dir(node))
 
+    def store_dir(self, test: Mapping[str, Any], node: str) -> str:
+        """A broker's store directory on its node (the disk nemesis operates on it while the broker is down)."""
+        return str(self._dir(test, node) / "store")
+
     def argv(self, test: Mapping[str, Any], node: str) -> list[str]:
         o = self.options
         d = self._dir(test, node)
@@ -185,7 +189,7 @@ class SplitbrainDB:
         set_index = self.broker_set_of(node)
         return [
             *self.command, "broker", "--cluster-name", o.cluster_name, "--broker-name", f"broker-{set_index}",
-            "--listen", self.broker_addr(test, node), "--store-dir", str(d / "store"),
+            "--listen", self.broker_addr(test, node), "--store-dir", self.store_dir(test, node),
             "--controllers", ",".join(self.controller_addrs(test)), "--token-file", str(d / "token"),
             "--lease-timeout-ms", str(o.lease_timeout_ms), "--flush", o.flush,
             *([] if o.all_ack_in_sync_state_set else ["--no-all-ack-in-sync-state-set"]),
@@ -266,7 +270,7 @@ class SplitbrainDB:
                 else self.broker_addr(test, node))
         while time.monotonic() < deadline:
             if not await self.alive(test, node):
-                tail = await test["remote"].exec(node, ["tail", "-n", "15", str(self._dir(test, node) / "node.log")])
+                tail = await test["remote"].exec(node, ["tail", "-n", "60", str(self._dir(test, node) / "node.log")])
                 raise TimeoutError(f"{role} {node} exited during start; last lines of its log:\n{tail.stdout}")
             try:
                 conn = await connect(addr, timeout_s=1.0)

@@ -14,7 +14,9 @@
 
 The build context is a temporary directory holding only the rendered Dockerfile, the rendered
 ``sources.list``, the entrypoint script and the wheel (a few hundred KB).  Existing images are
-reused unless ``--force`` (node image) or ``--rebuild-base``.  The pure parts (source parsing,
+reused unless ``--force`` (node image) or ``--rebuild-base`` -- except that a node image whose
+``splitbrain.source-sha256`` label differs from the work tree's :func:`source_digest` is rebuilt,
+so nodes never run stale code after an edit.  The pure parts (source parsing,
 Dockerfile rendering, pip settings) are plain functions tested in ``tests/unit/harness_backends``.
 """
 
@@ -297,6 +299,34 @@ def bootstrap_base(sources: Sequence[AptSource], tag: str = BASE_TAG) -> None:
         raise ImageError(f"bootstrap-base.sh failed (exit {res.returncode}): {res.stderr.strip()[-2000:]}")
 
 
+def _package_dirs() -> list[str]:
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    includes = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    return sorted({p.rstrip("*").rstrip(".") for p in includes})
+
+
+def source_digest(root: Path = REPO_ROOT) -> str:
+    """sha256 over what goes into the node image: the packages' files, pyproject.toml and the docker/ files."""
+    h = hashlib.sha256()
+    files = [root / "pyproject.toml", *sorted((root / "docker").glob("*"))]
+    for pkg in _package_dirs():
+        files += sorted(p for p in (root / pkg).rglob("*")
+                        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    for f in files:
+        if f.is_file():
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _image_label(client: Any, ref: str, key: str) -> str | None:
+    try:
+        labels = client.images.get(ref).labels or {}
+    except Exception:
+        return None
+    value = labels.get(key)
+    return str(value) if value is not None else None
+
+
 def build_wheel(out_dir: Path) -> Path:
     """``pip wheel --no-deps`` of a copy of the project (so the work tree gets no build/ litter)."""
     pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -346,7 +376,8 @@ def build_node(client: Any, base_image: str, tag: str, log: Any = None) -> None:
             shutil.copy2(cert, ctx / "build" / "pip-ca.crt")
         (ctx / "build" / "sources.list").write_text(render_sources_list(host_apt_sources()), encoding="utf-8")
         labels = {"splitbrain.image": "node", "splitbrain.version": project_version(pyproject_text),
-                  "splitbrain.wheel-sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}
+                  "splitbrain.wheel-sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+                  "splitbrain.source-sha256": source_digest()}
         (ctx / "Dockerfile").write_text(render_dockerfile(
             base_image=base_image, requirements=node_requirements(pyproject_text), pip_args=pip_args,
             pip_cert=bool(cert), labels=labels,
@@ -378,7 +409,10 @@ def ensure_images(
     tag = node_tag or node_image_tag(project_version((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")))
     base_built = node_built = False
     base_s = node_s = 0.0
-    if base is None and not (force or rebuild_base) and _has_image(client, tag):
+    stale = _has_image(client, tag) and _image_label(client, tag, "splitbrain.source-sha256") != source_digest()
+    if stale:
+        print(f"images: {tag} was built from other sources than this work tree; rebuilding it", file=sys.stderr)
+    if base is None and not (force or rebuild_base or stale) and _has_image(client, tag):
         return BuildReport(find_base(client) or "(unknown)", tag, False, False, 0.0, 0.0)
     if base is None:
         base = None if rebuild_base else find_base(client)
@@ -389,7 +423,7 @@ def ensure_images(
     elif not _has_image(client, base):
         raise ImageError(f"--base {base}: the engine has no such image (and no registry can be assumed); "
                          f"images present: {[t for i in client.images.list() for t in i.tags][:20]}")
-    if force or rebuild_base or base_built or not _has_image(client, tag):
+    if force or rebuild_base or base_built or stale or not _has_image(client, tag):
         t0 = time.monotonic()
         build_node(client, base, tag, log)
         node_built, node_s = True, time.monotonic() - t0

@@ -353,16 +353,17 @@ class ClockNemesis(_Base):
 
 
 class PacketNemesis(_Base):
-    """Packet faults on a node's outgoing traffic: ``start-packet`` {"targets", "behavior": {...}};
-    ``stop-packet``.
+    """Packet faults on a node's outgoing traffic: ``start-packet`` {"targets", "behavior": {...},
+    "to": optional selector -- only packets to those nodes (faults between pairs)}; ``stop-packet``.
 
     Behaviours (combinable): ``delay`` {"time_ms", "jitter_ms"}, ``loss`` {"percent"},
     ``duplicate`` {"percent"}, ``reorder`` {"percent", "correlation"}, ``corrupt`` {"percent"},
     ``rate`` {"rate": "1mbit"}.
 
     Mechanism: ``tc netem`` on eth0 when the kernel has ``sch_netem``; otherwise (detected at setup)
-    the userspace NFQUEUE shaper :mod:`nemesis.netqueue` for delay/jitter/reorder/loss/duplicate
-    and ``tc tbf`` for rate.  ``corrupt`` needs netem.  The completion records the mechanism.
+    the userspace NFQUEUE shaper :mod:`nemesis.netqueue` for delay/jitter/reorder/loss/duplicate.
+    ``rate`` is an htb class (:meth:`tc_tree`).  ``corrupt`` needs netem.  The completion records
+    the mechanism.
     """
 
     FS = frozenset({"start-packet", "stop-packet"})
@@ -427,27 +428,51 @@ class PacketNemesis(_Base):
             return await _guard(op, lambda: self._stop(test))
         return await _guard(op, lambda: self._start(test, op.get("value") or {}))
 
+    @staticmethod
+    def tc_tree(netem: Sequence[str] | None, rate: str | None, dst_ips: Sequence[str]) -> list[list[str]]:
+        """Pure: the ``tc`` commands (argv after ``tc``) that shape eth0's outgoing traffic -- all of it,
+        or with ``dst_ips`` only packets to those addresses (pairs).  An htb root with an unlimited
+        class 1:1 and the shaped class 1:2 (``rate`` or unlimited), ``netem`` as 1:2's leaf, and u32
+        filters sending the chosen destinations to 1:2 (without destinations 1:2 is the default)."""
+        cmds = [["qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "htb", "default", "1" if dst_ips else "2"],
+                ["class", "add", "dev", "eth0", "parent", "1:", "classid", "1:1", "htb", "rate", "10gbit"],
+                ["class", "add", "dev", "eth0", "parent", "1:", "classid", "1:2", "htb", "rate", rate or "10gbit"]]
+        if netem:
+            cmds.append(["qdisc", "add", "dev", "eth0", "parent", "1:2", "handle", "20:", "netem", *netem])
+        for ip in dst_ips:
+            cmds.append(["filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                         "match", "ip", "dst", f"{ip}/32", "flowid", "1:2"])
+        return cmds
+
     async def _start(self, test: dict[str, Any], value: Mapping[str, Any]) -> dict[str, Any]:
         behavior = value.get("behavior") or self.DEFAULT
         nodes = await self.targets(test, str(value.get("targets", "one")))
-        if self.mechanism == "netem":
-            args = self.netem_args(behavior)
-            await self.exec_all(test, nodes, ["tc", "qdisc", "replace", "dev", "eth0", "root", "netem", *args])
-            return {"nodes": nodes, "mechanism": "netem", "netem": " ".join(args)}
+        remote = test["remote"]
+        to = await self.targets(test, str(value["to"])) if value.get("to") else []
+        pairs = {"to": to} if to else {}
+        rate = str(behavior["rate"].get("rate", "1mbit")) if "rate" in behavior else None
         shaping = {k: v for k, v in behavior.items() if k != "rate"}
-        args = self.shaper_args(shaping) if shaping else []
         await self._stop(test)
+        if self.mechanism == "netem":
+            args = self.netem_args(shaping) if shaping else []
+            for n in nodes:
+                dsts = [remote.address(d) for d in to if d != n]
+                for cmd in self.tc_tree(args, rate, dsts):
+                    await remote.exec(n, ["tc", *cmd], check=True)
+            return {"nodes": nodes, **pairs, "mechanism": "netem", "netem": " ".join(args),
+                    **({"rate": rate} if rate else {})}
+        args = self.shaper_args(shaping) if shaping else []
         for n in nodes:
+            dsts = [remote.address(d) for d in to if d != n]
             if shaping:
-                await self._start_shaper(test, n, args)
-            if "rate" in behavior:
-                rate = str(behavior["rate"].get("rate", "1mbit"))
-                await test["remote"].exec(n, ["tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", rate,
-                                              "burst", "32kbit", "latency", "400ms"], check=True)
-        return {"nodes": nodes, "mechanism": "nfqueue", "shaper": " ".join(args),
-                **({"rate": behavior["rate"]} if "rate" in behavior else {})}
+                await self._start_shaper(test, n, args, dsts)
+            if rate:
+                for cmd in self.tc_tree(None, rate, dsts):
+                    await remote.exec(n, ["tc", *cmd], check=True)
+        return {"nodes": nodes, **pairs, "mechanism": "nfqueue", "shaper": " ".join(args),
+                **({"rate": rate} if rate else {})}
 
-    async def _start_shaper(self, test: dict[str, Any], node: str, args: list[str]) -> None:
+    async def _start_shaper(self, test: dict[str, Any], node: str, args: list[str], dsts: Sequence[str]) -> None:
         remote = test["remote"]
         log_path = str(Path(remote.node_dir(node)) / "netqueue.log")
         argv = [self.db.python, "-m", "nemesis.netqueue", "--queue", str(self.QUEUE),
@@ -464,9 +489,10 @@ class PacketNemesis(_Base):
             await remote.exec(node, cmd)
         if (await remote.exec(node, ["iptables", "-w", "-C", "OUTPUT", "-j", self.OUT_CHAIN])).exit_code != 0:
             await remote.exec(node, ["iptables", "-w", "-I", "OUTPUT", "1", "-j", self.OUT_CHAIN], check=True)
-        await remote.exec(node, ["iptables", "-w", "-A", self.OUT_CHAIN, "-o", "eth0", "-m", "mark", "!", "--mark",
-                                 "0x5b", "-j", "NFQUEUE", "--queue-num", str(self.QUEUE), "--queue-bypass"],
-                          check=True)
+        for match in [["-d", f"{dst}/32"] for dst in dsts] or [[]]:
+            await remote.exec(node, ["iptables", "-w", "-A", self.OUT_CHAIN, "-o", "eth0", *match, "-m", "mark", "!",
+                                     "--mark", "0x5b", "-j", "NFQUEUE", "--queue-num", str(self.QUEUE),
+                                     "--queue-bypass"], check=True)
 
     async def _stop(self, test: dict[str, Any]) -> str:
         remote = test["remote"]
@@ -493,24 +519,32 @@ class FailpointNemesis(_Base):
 
     async def _go(self, test: dict[str, Any], f: str, value: Mapping[str, Any]) -> dict[str, Any]:
         nodes = await self.targets(test, str(value.get("targets", "all")))
-        name = str(value.get("name", "*"))
-        results: dict[str, str] = {}
-        for n in nodes:
-            try:
-                conn = await connect(self.db.admin_addr(test, n), timeout_s=2.0)
-            except Exception as exc:
-                results[n] = f"unreachable: {exc}"
-                continue
-            try:
-                if f == "arm-failpoint":
-                    header = {"name": name, "action": str(value.get("action", "1*crash")), "token": self.db.token}
-                    await conn.request(RequestCode.ADMIN_FAILPOINT_ARM, header, timeout_s=5.0)
-                else:
-                    await conn.request(RequestCode.ADMIN_FAILPOINT_DISARM, {"name": name, "token": self.db.token},
-                                       timeout_s=5.0)
-                results[n] = "ok"
-            except Exception as exc:
-                results[n] = f"error: {exc}"
-            finally:
-                conn.close()
+        results = await admin_failpoints(self.db, test, nodes, f, str(value.get("name", "*")),
+                                         str(value.get("action", "1*crash")))
         return {**dict(value), "results": results}
+
+
+async def admin_failpoints(db: Any, test: dict[str, Any], nodes: Sequence[str], f: str, name: str,
+                           action: str = "1*crash") -> dict[str, str]:
+    """``arm-failpoint`` / ``disarm-failpoint`` ``name`` on each node over its admin RPC; per node
+    "ok", "unreachable: ..." or "error: ..." (a dead node is not a failure of the nemesis)."""
+    results: dict[str, str] = {}
+    for n in nodes:
+        try:
+            conn = await connect(db.admin_addr(test, n), timeout_s=2.0)
+        except Exception as exc:
+            results[n] = f"unreachable: {exc}"
+            continue
+        try:
+            if f == "arm-failpoint":
+                header = {"name": name, "action": action, "token": db.token}
+                await conn.request(RequestCode.ADMIN_FAILPOINT_ARM, header, timeout_s=5.0)
+            else:
+                await conn.request(RequestCode.ADMIN_FAILPOINT_DISARM, {"name": name, "token": db.token},
+                                   timeout_s=5.0)
+            results[n] = "ok"
+        except Exception as exc:
+            results[n] = f"error: {exc}"
+        finally:
+            conn.close()
+    return results

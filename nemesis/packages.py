@@ -102,6 +102,43 @@ def packet_package(db: Any, rng: random.Random, interval_s: float, targets: Sequ
                    [{"f": "stop-packet"}])
 
 
+def _disk_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str], *,
+                  corrupt_modes: Sequence[str]) -> Package:
+    """Live disk faults on a broker (or a master), alternating with crashes that lose unsynced writes
+    or damage a segment; brokers only (the spec's targets pick controllers as often as brokers)."""
+    from nemesis.disk import FAULTS, DiskNemesis
+
+    faults, broker_targets = list(FAULTS), ["brokers:one", "masters"]
+
+    def start(ctx: Any) -> dict[str, Any]:
+        target = ctx.rng.choice(broker_targets)
+        choice = ctx.rng.randrange(len(faults) + 2)
+        if choice < len(faults):
+            return {"f": "start-disk", "value": {"fault": faults[choice], "targets": target,
+                                                 "delay_ms": ctx.rng.choice([20, 100, 400])}}
+        if choice == len(faults):
+            return {"f": "lose-unfsynced", "value": {"targets": target}}
+        return {"f": "corrupt-file", "value": {"targets": target, "mode": ctx.rng.choice(list(corrupt_modes))}}
+
+    return Package("disk", DiskNemesis(db, rng), _alternate(interval_s, start, {"f": "stop-disk"}),
+                   [{"f": "stop-disk"}])
+
+
+def disk_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
+    from nemesis.disk import REPAIRABLE_MODES
+
+    return _disk_package(db, rng, interval_s, targets, corrupt_modes=REPAIRABLE_MODES)
+
+
+def disk_corrupt_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
+    """Like ``disk`` but also damages the middle of logs: those brokers refuse to start and stay down."""
+    from nemesis.disk import CORRUPT_MODES
+
+    pkg = _disk_package(db, rng, interval_s, targets, corrupt_modes=CORRUPT_MODES)
+    pkg.name = "disk-corrupt"
+    return pkg
+
+
 def _registration_crash_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
     """Imported lazily: nemesis.registration spawns extra brokers and imports the broker code."""
     from nemesis.registration import registration_crash_package
@@ -115,9 +152,11 @@ BUILDERS: dict[str, Callable[[Any, random.Random, float, Sequence[str]], Package
     "pause": pause_package,
     "clock": clock_package,
     "packet": packet_package,
+    "disk": disk_package,
+    "disk-corrupt": disk_corrupt_package,
     "registration-crash": _registration_crash_package,
 }
-ALIASES = {"all": ["partition", "kill", "pause", "clock", "packet"], "leader-chaos": ["partition", "kill"]}
+ALIASES = {"all": ["partition", "kill", "pause", "clock", "packet", "disk"], "leader-chaos": ["partition", "kill"]}
 
 
 def expand(names: Sequence[str]) -> list[str]:

@@ -8,6 +8,6 @@ PY=${PYTHON:-python3}
 echo "== ruff"
 "$PY" -m ruff check .
 echo "== mypy"
-"$PY" -m mypy system_under_test checker harness
+"$PY" -m mypy system_under_test checker harness nemesis workloads spark_analysis
 echo "== pytest"
 exec "$PY" -m pytest -q -p no:cacheprovider --timeout=600 "$@"

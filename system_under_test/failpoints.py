@@ -16,6 +16,8 @@ Action grammar: ``[COUNT*]KIND[(ARG)]`` where KIND is
 
 * ``crash``     -- log one line and ``os._exit(CRASH_EXIT_CODE)`` (no cleanup, no flush of our files);
 * ``error``     -- raise :class:`FailpointError` (servers turn it into FAILPOINT_ERROR replies);
+  ``error(ERRNO)`` carries an errno for points at a system call (the store maps 28 to
+  ENOSPC / disk full and anything else, e.g. 5, to an I/O error);
 * ``delay(MS)`` -- sleep MS milliseconds, then continue;
 * ``pause``     -- block until the point is disarmed (or re-armed with another action);
 * ``off``       -- disarm.
@@ -43,7 +45,11 @@ _ACTION_RE = re.compile(r"^(?:(\d+)\*)?(crash|error|delay|pause|off)(?:\((\d+(?:
 
 
 class FailpointError(Exception):
-    """Raised by a failpoint armed with ``error``."""
+    """Raised by a failpoint armed with ``error``; ``errno`` is the argument of ``error(ERRNO)``."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
 
 
 class FailpointSpecError(ValueError):
@@ -57,7 +63,7 @@ class Action:
     remaining: int | None = None  # None = forever
 
     def describe(self) -> str:
-        s = self.kind if self.kind not in ("delay",) else f"{self.kind}({self.arg:g})"
+        s = f"{self.kind}({self.arg:g})" if self.kind == "delay" or (self.kind == "error" and self.arg) else self.kind
         return f"{self.remaining}*{s}" if self.remaining is not None else s
 
 
@@ -85,13 +91,15 @@ def parse_action(spec: str) -> Action | None:
     m = _ACTION_RE.match(spec.strip())
     if not m:
         raise FailpointSpecError(
-            f"bad failpoint action {spec!r}; expected [COUNT*]crash|error|delay(MS)|pause|off, e.g. '1*crash'"
+            f"bad failpoint action {spec!r}; expected [COUNT*]crash|error[(ERRNO)]|delay(MS)|pause|off, e.g. '1*crash'"
         )
     count, kind, arg = m.groups()
     if kind == "delay" and arg is None:
         raise FailpointSpecError(f"bad failpoint action {spec!r}: delay needs milliseconds, e.g. delay(50)")
-    if kind != "delay" and arg is not None:
-        raise FailpointSpecError(f"bad failpoint action {spec!r}: only delay takes an argument")
+    if kind not in ("delay", "error") and arg is not None:
+        raise FailpointSpecError(f"bad failpoint action {spec!r}: only delay(MS) and error(ERRNO) take an argument")
+    if kind == "error" and arg is not None and (not float(arg).is_integer() or not 0 < float(arg) < 4096):
+        raise FailpointSpecError(f"bad failpoint action {spec!r}: error(ERRNO) needs a whole errno in 1..4095")
     if kind == "off":
         return None
     remaining = int(count) if count is not None else None
@@ -206,6 +214,12 @@ def _crash(name: str) -> None:
         os._exit(CRASH_EXIT_CODE)
 
 
+def _error(name: str, action: Action) -> FailpointError:
+    if action.arg:
+        return FailpointError(f"failpoint {name} injected error errno {int(action.arg)}", int(action.arg))
+    return FailpointError(f"failpoint {name} injected an error")
+
+
 def hit(name: str) -> None:
     """Pass failpoint ``name`` from synchronous code."""
     action, released = _take(name)
@@ -215,7 +229,7 @@ def hit(name: str) -> None:
     if action.kind == "crash":
         _crash(name)
     elif action.kind == "error":
-        raise FailpointError(f"failpoint {name} injected an error")
+        raise _error(name, action)
     elif action.kind == "delay":
         time.sleep(action.arg / 1000)
     elif action.kind == "pause" and released is not None:
@@ -231,7 +245,7 @@ async def ahit(name: str) -> None:
     if action.kind == "crash":
         _crash(name)
     elif action.kind == "error":
-        raise FailpointError(f"failpoint {name} injected an error")
+        raise _error(name, action)
     elif action.kind == "delay":
         await asyncio.sleep(action.arg / 1000)
     elif action.kind == "pause" and released is not None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -46,6 +47,8 @@ __all__ = ["STATE_DIR", "LocalRemote", "cleanup_all", "cleanup_state"]
 STATE_DIR = Path(os.environ.get("SPLITBRAIN_LOCAL_STATE_DIR", "/tmp/splitbrain-local"))
 _SUBNET_BASE = "10.77"
 _MAX_NODES = 250
+# Machine-wide (whatever the state dir): two runs choosing a subnet at once must not pick the same one.
+_SUBNET_LOCK = Path("/run/lock" if Path("/run/lock").is_dir() else "/tmp") / "splitbrain-local-subnets.lock"
 
 
 def _run(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -127,6 +130,13 @@ class LocalRemote:
         state_path = state_dir / f"{prefix}.json"
         if state_path.exists():
             raise ControlError(f"local backend: prefix {prefix} is in use ({state_path})")
+        with open(_SUBNET_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the bridge holds the subnet's address
+            return cls._create_locked(nodes, state_dir, root, prefix, state_path)
+
+    @classmethod
+    def _create_locked(cls, nodes: list[str], state_dir: Path, root: str | None, prefix: str,
+                       state_path: Path) -> LocalRemote:
         free = sorted(set(range(1, 255)) - _used_subnets(state_dir))
         if not free:
             raise ControlError(f"local backend: no free {_SUBNET_BASE}.X.0/24 subnet; run `splitbrain cluster down`")

@@ -406,7 +406,8 @@ class Broker:
         }
         if store is not None:
             info.update({"max_offset": store.max_phys_offset, "min_offset": store.min_phys_offset,
-                         "confirm_offset": store.confirm_offset,
+                         "confirm_offset": store.confirm_offset, "synced_offset": store.synced_offset,
+                         "disk": store.fsync_stats(),
                          "epochs": [[e.epoch, e.start_offset] for e in store.epochs.entries]})
         ha = self.ha_master
         if self.role is Role.MASTER and ha is not None:

@@ -9,7 +9,11 @@ Words:
   so a slave's segment boundaries may differ from its master's while offsets agree.
 * **min / max offset** -- start of the first segment / end of the last byte written.
 * **synced offset** -- every byte below it has been fsynced; bytes above it may vanish in a
-  power cut (the lose-unfsynced-writes nemesis cuts there).
+  power cut.  After every fsync (and truncation) it is published, before anyone is told the bytes
+  are durable, to ``<store>/commitlog.synced`` (20 digits, written but never fsynced: it only has
+  to survive the death of the process, not of the machine).  The lose-unfsynced-writes nemesis
+  kills the process, reads that file and cuts the log there -- dropping only bytes no caller was
+  ever told were durable.
 
 Duties of the caller (the :class:`MessageStore`):
 
@@ -17,8 +21,10 @@ Duties of the caller (the :class:`MessageStore`):
 2. pass only whole frames to :meth:`append_raw`, at exactly ``max_offset``;
 3. truncate only at record boundaries (:meth:`truncate` checks and refuses otherwise).
 
-Failpoints: ``store.write`` (before bytes are written; ``error`` -> :class:`StoreFullError`) and
-``store.before_fsync`` (before each fsync; ``delay`` slows it, ``error`` -> :class:`StoreIOError`).
+Failpoints: ``store.write`` (before bytes are written; ``error`` -> :class:`StoreFullError`,
+``error(5)`` -> :class:`StoreIOError` EIO), ``store.before_fsync`` (before each fsync; ``delay``
+slows it and shows in :meth:`CommitLog.fsync_stats`, ``error`` -> :class:`StoreIOError`) and
+``store.read`` (before commit-log bytes are read; ``error`` -> :class:`StoreIOError` EIO).
 A failed write or a failed fsync in SYNC mode rolls the log back to where the call began, so the
 log never holds bytes the caller was told failed.  Thread-safe (one lock).
 """
@@ -30,6 +36,7 @@ import errno
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,8 +63,20 @@ log = logging.getLogger("splitbrain.broker.store.commitlog")
 
 FP_WRITE = declare("store.write", "before commit-log bytes are written (error -> StoreFullError, DISK_FULL)")
 FP_BEFORE_FSYNC = declare("store.before_fsync", "before the commit log is fsynced (delay = slow disk, error = EIO)")
+FP_READ = declare("store.read", "before commit-log bytes are read (error = EIO)")
 
 COMMITLOG_DIR = "commitlog"
+SYNCED_FILE = "commitlog.synced"
+
+
+def read_synced_file(store_dir: str) -> int | None:
+    """The synced offset the (possibly dead) store last published, or None if it never did."""
+    try:
+        with open(os.path.join(store_dir, SYNCED_FILE), "rb") as f:
+            text = f.read(64).strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def segment_name(start_offset: int) -> str:
@@ -94,15 +113,21 @@ class RecoveryReport:
 class CommitLog:
     """See the module docstring.  Construct with :meth:`open`."""
 
-    def __init__(self, directory: str, config: StoreConfig, segments: list[_Segment]) -> None:
+    def __init__(self, directory: str, config: StoreConfig, segments: list[_Segment], synced_path: str) -> None:
         self.directory = directory
         self.config = config
         self._segs = segments
         self._starts = [s.start for s in segments]
         self._lock = threading.RLock()
         self._dirty: set[int] = set()
-        self._synced = segments[-1].end
+        self._synced_fd = os.open(synced_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._synced = -1
+        self._set_synced(segments[-1].end)
         self._closed = False
+        self._fsyncs = 0
+        self._fsync_total_s = 0.0
+        self._fsync_max_s = 0.0
+        self._fsync_last_s = 0.0
 
     # -- lifecycle -----------------------------------------------------------------------------
     @classmethod
@@ -117,10 +142,11 @@ class CommitLog:
                 continue
             path = os.path.join(directory, name)
             fd = os.open(path, os.O_RDWR)
+            os.fsync(fd)  # whatever the last incarnation left in the page cache is durable from here on
             segs.append(_Segment(int(name), path, fd, os.fstat(fd).st_size))
         if not segs:
             segs.append(cls._create_segment(directory, 0))
-        return cls(directory, config, segs)
+        return cls(directory, config, segs, os.path.join(store_dir, SYNCED_FILE))
 
     @staticmethod
     def _create_segment(directory: str, start: int) -> _Segment:
@@ -141,6 +167,7 @@ class CommitLog:
                 self._closed = True
                 for s in self._segs:
                     os.close(s.fd)
+                os.close(self._synced_fd)
 
     # -- offsets -------------------------------------------------------------------------------
     @property
@@ -155,6 +182,20 @@ class CommitLog:
     def synced_offset(self) -> int:
         """Every byte below this offset is known durable."""
         return self._synced
+
+    def _set_synced(self, offset: int) -> None:
+        """Publish ``offset`` to the synced file, then adopt it (see the module docstring)."""
+        if offset != self._synced:
+            os.pwrite(self._synced_fd, b"%020d\n" % offset, 0)
+        self._synced = offset
+
+    def fsync_stats(self) -> dict[str, float]:
+        """How the disk has behaved: fsync count and latency (ms; the ``store.before_fsync``
+        failpoint's delay counts, as a slow device would)."""
+        n = self._fsyncs
+        return {"fsyncs": n, "fsync_last_ms": round(self._fsync_last_s * 1000, 3),
+                "fsync_max_ms": round(self._fsync_max_s * 1000, 3),
+                "fsync_mean_ms": round(self._fsync_total_s * 1000 / n, 3) if n else 0.0}
 
     def segments(self) -> list[tuple[int, str, int]]:
         """(start offset, path, size) of every segment, oldest first."""
@@ -227,7 +268,11 @@ class CommitLog:
         try:
             hit(FP_WRITE)
         except FailpointError as exc:
-            raise StoreFullError(f"commit log {self.directory}: no space left on device (failpoint: {exc})") from exc
+            if exc.errno in (None, errno.ENOSPC):
+                raise StoreFullError(f"commit log {self.directory}: no space left on device (failpoint: {exc})"
+                                     ) from exc
+            raise StoreIOError(f"commit log {self.directory}: write failed at {begin}: {os.strerror(exc.errno)} "
+                               f"(failpoint: {exc})", exc.errno) from exc
         out: list[tuple[int, int]] = []
         try:
             chunk: list[bytes | memoryview] = []
@@ -295,10 +340,11 @@ class CommitLog:
         if not self._dirty and self._synced == self.max_offset:
             return
         target = self.max_offset
+        t0 = time.monotonic()
         try:
             hit(FP_BEFORE_FSYNC)
         except FailpointError as exc:
-            raise StoreIOError(f"commit log {self.directory}: fsync failed (failpoint: {exc})") from exc
+            raise StoreIOError(f"commit log {self.directory}: fsync failed (failpoint: {exc})", exc.errno or 5) from exc
         by_start = {s.start: s for s in self._segs}
         for start in sorted(self._dirty):
             seg = by_start.get(start)
@@ -307,8 +353,13 @@ class CommitLog:
                     os.fsync(seg.fd)
                 except OSError as exc:
                     raise StoreIOError(f"fsync of {seg.path} failed: {exc}", exc.errno or 5) from exc
+        took = time.monotonic() - t0
+        self._fsyncs += 1
+        self._fsync_total_s += took
+        self._fsync_last_s = took
+        self._fsync_max_s = max(self._fsync_max_s, took)
         self._dirty.clear()
-        self._synced = target
+        self._set_synced(target)
 
     # -- reading -------------------------------------------------------------------------------
     def read(self, phys_offset: int, max_bytes: int) -> bytes:
@@ -325,6 +376,7 @@ class CommitLog:
             self._check_open()
             if phys_offset == self.max_offset:
                 return b""
+            self._hit_read(phys_offset)
             self._check_range(phys_offset)
             out: list[bytes] = []
             pos, remaining = phys_offset, max_bytes
@@ -358,6 +410,7 @@ class CommitLog:
             self._check_range(phys_offset)
             if phys_offset + size > self.max_offset:
                 raise OffsetError(f"span [{phys_offset},{phys_offset + size}) passes the max offset {self.max_offset}")
+            self._hit_read(phys_offset)
             parts: list[bytes] = []
             pos, end = phys_offset, phys_offset + size
             while pos < end:
@@ -366,6 +419,14 @@ class CommitLog:
                 parts.append(os.pread(seg.fd, n, pos - seg.start))
                 pos += n
             return b"".join(parts)
+
+    def _hit_read(self, phys_offset: int) -> None:
+        try:
+            hit(FP_READ)
+        except FailpointError as exc:
+            code = exc.errno or errno.EIO
+            raise StoreIOError(f"commit log {self.directory}: read at {phys_offset} failed: {os.strerror(code)} "
+                               f"(failpoint: {exc})", code) from exc
 
     def _check_range(self, phys_offset: int) -> None:
         if not self.min_offset <= phys_offset <= self.max_offset:
@@ -411,7 +472,7 @@ class CommitLog:
         seg.size = phys_offset - seg.start
         if removed:
             _fileio.fsync_dir(self.directory)
-        self._synced = min(self._synced, phys_offset)
+        self._set_synced(min(self._synced, phys_offset))
 
     def reset_start(self, phys_offset: int) -> None:
         """Make an empty log begin at ``phys_offset`` (a slave that syncs from the master's min offset).
@@ -434,7 +495,7 @@ class CommitLog:
                 _fileio.fsync_dir(self.directory)
             self._segs, self._starts = [new], [new.start]
             self._dirty.clear()
-            self._synced = phys_offset
+            self._set_synced(phys_offset)
 
     # -- recovery ------------------------------------------------------------------------------
     def recover(self, verify_from: int) -> RecoveryReport:

@@ -202,6 +202,10 @@ class MessageStore:
         """Commit-log bytes below this are known durable (for the lose-unfsynced-writes nemesis)."""
         return self.commitlog.synced_offset
 
+    def fsync_stats(self) -> dict[str, float]:
+        """Commit-log fsync count and latency (see :meth:`CommitLog.fsync_stats`)."""
+        return self.commitlog.fsync_stats()
+
     @property
     def confirm_offset(self) -> int:
         return self._confirm

@@ -184,3 +184,30 @@ def test_failpoint_nemesis_arms_on_the_node(tmp_path: Path) -> None:
         assert "unknown failpoint" in done["value"]["results"]["c1"]
 
     with_quorum(body, tmp_path)
+
+
+CONNECT_MS = ("import socket,sys,time\nbest=1e9\nfor _ in range(3):\n"
+              " s=socket.socket(); s.settimeout(5); t=time.monotonic(); s.connect((sys.argv[1], int(sys.argv[2])))\n"
+              " best=min(best,(time.monotonic()-t)*1000); s.close()\nprint(best)")
+
+
+async def connect_ms(test: dict[str, Any], src: str, dst: str) -> float:
+    remote = test["remote"]
+    res = await remote.exec(src, [sys.executable, "-c", CONNECT_MS, remote.address(dst), str(CONTROLLER_PORT)],
+                            timeout_s=30, check=True)
+    return float(res.stdout.strip())
+
+
+def test_packet_delay_between_a_pair_only(tmp_path: Path) -> None:
+    async def body(test: dict[str, Any], db: SplitbrainDB) -> None:
+        nem = await PacketNemesis(db, random.Random(6)).setup(test)
+        done = await nem.invoke(test, op("start-packet", {"targets": "c1", "to": "c2",
+                                                          "behavior": {"delay": {"time_ms": 150}}}))
+        assert "error" not in done and done["value"]["to"] == ["c2"], done
+        # c1's SYN-ACKs to c2 wait 150 ms; to c3 they do not
+        assert await connect_ms(test, "c2", "c1") >= 120
+        assert await connect_ms(test, "c3", "c1") < 100
+        await nem.invoke(test, op("stop-packet"))
+        assert await connect_ms(test, "c2", "c1") < 100
+
+    with_quorum(body, tmp_path)

@@ -1,0 +1,45 @@
+"""The ``disk`` / ``disk-corrupt`` packages: the schedule they generate (pure, simulated in logical time)."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from harness import generator as g
+from nemesis import packages
+from nemesis.disk import CORRUPT_MODES, FAULTS, REPAIRABLE_MODES
+from nemesis.targets import Topology
+
+
+def fake_db() -> Any:
+    nodes = SimpleNamespace(controllers=("c1", "c2", "c3"), broker_sets=(("b1", "b2"),))
+    return SimpleNamespace(spec=SimpleNamespace(nodes=nodes))
+
+
+def schedule(name: str, seed: int) -> list[dict[str, Any]]:
+    composed = packages.build(fake_db(), [name], interval_s=0.5, targets=["one"], seed=seed)
+    history = g.simulate(g.time_limit(200, g.nemesis(composed.generator)), seed=seed, client_threads=1,
+                         max_ops=400)
+    return [op for op in history if op["type"] == "invoke"]
+
+
+@pytest.mark.parametrize("name,modes", [("disk", REPAIRABLE_MODES), ("disk-corrupt", CORRUPT_MODES)])
+def test_disk_schedules_alternate_faults_and_heals_on_brokers_only(name: str, modes: tuple[str, ...]) -> None:
+    ops = schedule(name, seed=3)
+    starts = [op for op in ops if op["f"] != "stop-disk"]
+    assert len(starts) > 20 and sum(op["f"] == "stop-disk" for op in ops) >= len(starts) - 1
+    assert {op["f"] for op in starts} == {"start-disk", "lose-unfsynced", "corrupt-file"}
+    assert {op["value"]["fault"] for op in starts if op["f"] == "start-disk"} == set(FAULTS)
+    assert {op["value"]["mode"] for op in starts if op["f"] == "corrupt-file"} <= set(modes)
+    assert {op["value"]["targets"] for op in starts} <= {"brokers:one", "masters"}
+    assert schedule(name, seed=3) == ops  # same seed, same schedule
+
+
+def test_disk_is_part_of_all_and_heals_with_stop_disk() -> None:
+    assert "disk" in packages.expand(["all"])
+    composed = packages.build(fake_db(), ["disk", "kill"], interval_s=1, targets=["one"], seed=1)
+    assert {"f": "stop-disk"} in composed.heal and {"f": "start"} in composed.heal
+    packages.validate(["disk-corrupt"], ["brokers:one"], Topology(("c1",), (("b1",),)), random.Random(0))
