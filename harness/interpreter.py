@@ -8,7 +8,8 @@ Shape (Jepsen's interpreter, in asyncio):
   from the history clock, records the invocation, hands it to the op's worker, and feeds every
   completion back to the generator (``update``); an op promised for a later time is waited for
   and the generator asked again -- only an op that is due is committed;
-* an invocation that does not complete within ``op_timeout_s`` completes as ``info`` with
+* an invocation that does not complete within ``op_timeout_s`` (or its f's entry in
+  ``op_timeouts``: workloads declare ops they know are slow, e.g. restarting a broker) completes as ``info`` with
   ``error: "timeout"`` (one watchdog task cancels overdue invokes); a client exception completes
   as ``info`` ("indeterminate: ..."); a malformed completion as ``info`` ("invalid completion");
   after any client ``info`` the worker closes its client, reopens it, and continues as a new
@@ -23,7 +24,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +56,7 @@ class Interpreter:
     def __init__(
         self, test: dict[str, Any], writer: HistoryWriter, *, client_threads: int, seed: int,
         op_timeout_s: float, nemesis_timeout_s: float, progress: Progress | None = None,
+        op_timeouts: Mapping[str, float] | None = None,
     ) -> None:
         self.test = test
         self.writer = writer
@@ -62,6 +64,7 @@ class Interpreter:
         self._all_threads = frozenset(self.ctx.threads)
         self.workers: dict[g.Thread, _Worker] = {}
         self.op_timeout_s = op_timeout_s
+        self.op_timeouts = dict(op_timeouts or {})  # f -> seconds for ops a workload knows are slow
         self.nemesis_timeout_s = nemesis_timeout_s
         self.progress = progress
         self.busy: dict[g.Thread, dict[str, Any]] = {}
@@ -111,7 +114,8 @@ class Interpreter:
                 w.waiter = asyncio.get_running_loop().create_future()
                 await w.waiter
             op, w.op = w.op, None
-            comp = await self._invoke(w, op, timeout_s, is_nemesis)
+            comp = await self._invoke(w, op, self.op_timeouts.get(str(op.get("f")), timeout_s) if not is_nemesis
+                                      else timeout_s, is_nemesis)
             self._done.append((w.thread, comp))
             self._wake.set()
 
@@ -184,15 +188,17 @@ class Interpreter:
         self.busy.pop(thread, None)
         if self.progress is not None:
             self.progress.record(rec["type"], rec["process"], rec["f"], rec["value"])
+        # The generator hears the completion while the thread still runs the completing process (as in
+        # the simulator); only then does an ``info`` move the thread to a fresh process.  The other
+        # order made thread-routing generators drop every ``info`` as an event of a stale process.
+        updated = None if gen is None else gen.update(self._context(), rec)
         nxt = self.writer.process_after(rec)
         if nxt != rec["process"]:
             workers = dict(self.ctx.workers)
             workers[thread] = nxt
             self.ctx = g.Context(self.ctx.time_ns, self.ctx.threads, self.ctx.free, workers, self.ctx.rng,
                                  self.ctx.client_threads)
-        if gen is None:
-            return None
-        return gen.update(self._context(), rec)
+        return updated
 
     async def _wait(self, timeout_s: float | None) -> None:
         if self._done:

@@ -81,6 +81,7 @@ class TestParts:
     heal_generator: Any = None
     final_generator: Any = None
     client_nodes: Sequence[str] | None = None
+    op_timeouts: Mapping[str, float] | None = None  # f -> seconds, overriding op_timeout_s for slow ops
 
 
 @dataclass
@@ -126,7 +127,7 @@ async def run_test(
     progress = Progress(quiet=quiet)
     writer = HistoryWriter(run.history, client_threads=spec.concurrency, keep=False)
     interp = Interpreter(test, writer, client_threads=spec.concurrency, seed=spec.seed, op_timeout_s=op_timeout_s,
-                         nemesis_timeout_s=nemesis_timeout_s, progress=progress)
+                         nemesis_timeout_s=nemesis_timeout_s, progress=progress, op_timeouts=parts.op_timeouts)
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
     signals = {"count": 0}
@@ -192,7 +193,8 @@ async def run_test(
         log.error("test crashed: %s\n%s", crash, traceback.format_exc())
     finally:
         with contextlib.suppress(Exception, asyncio.CancelledError):
-            await interp.drain(grace_s if interrupted or crash else op_timeout_s + 1.0)
+            await interp.drain(grace_s if interrupted or crash
+                               else max([op_timeout_s, *(parts.op_timeouts or {}).values()]) + 1.0)
         writer.close()
         progress.phase("teardown")
         await _teardown(test, parts, interp, nemesis, run, spec, remote, set_up)

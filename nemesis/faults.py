@@ -310,13 +310,19 @@ class ClockNemesis(_Base):
         loop = asyncio.get_running_loop()
         end = loop.time() + duration
         high = False
+        unreachable: set[str] = set()  # logged once when a node goes away and once when it is back
         while loop.time() < end:
             high = not high
             for n in nodes:
                 try:
                     await self.set_clock(test, n, offset_ms=delta if high else 0.0)
+                    if n in unreachable:
+                        unreachable.discard(n)
+                        log.info("strobe on %s: reachable again", n)
                 except Exception as exc:
-                    log.info("strobe on %s: %s", n, exc)
+                    if n not in unreachable:
+                        unreachable.add(n)
+                        log.info("strobe on %s: %s (retrying quietly)", n, exc)
             await asyncio.sleep(period)
         for n in nodes:
             try:

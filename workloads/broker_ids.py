@@ -137,8 +137,8 @@ class BrokerIdsOptions:
 
     ``failpoints`` = how many of :data:`FAILPOINTS` get a lane (first N; 0 = allocator only), ``lanes`` = lanes
     running at once, ``base_port`` = first extra broker port, ``spawn_timeout_s`` = how long a crash/start op
-    waits (keep below the runner's op timeout), ``registration_crash`` = also run the ``registration-crash``
-    nemesis package (needs broker nodes).
+    waits (those ops get that plus 10 s before the runner times them out), ``registration_crash`` = also run
+    the ``registration-crash`` nemesis package (needs broker nodes).
     """
 
     virtual_sets: int = 2
@@ -494,5 +494,6 @@ def build_broker_ids(ctx: WorkloadContext) -> Workload:
                   "restarts": RestartChecker(), "stats": StatsChecker(("next-id", "apply-id"), BROKER_IDS_FS)},
         fs=BROKER_IDS_FS,
         nemesis_packages=("registration-crash",) if o.registration_crash and nodes else (),
+        op_timeouts=dict.fromkeys(LANE_FS, o.spawn_timeout_s + 10.0),  # a crash/start waits up to spawn_timeout_s
         extra={"virtual_sets": virtual, "real_sets": real, "lanes": len(lanes), "model": IdAllocator().describe()},
     )

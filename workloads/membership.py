@@ -81,6 +81,7 @@ class MembershipGen:
     options: MembershipOptions
     busy: bool = False
     stale_next: str | None = None  # the slot just bounced: the next lifecycle op replays its old epoch
+    bounced: bool = False  # the first lifecycle op is a bounce, so even a short run has one (stats needs it)
 
     def op(self, ctx: g.Context) -> Any:
         if ctx.free_thread() is None:
@@ -91,12 +92,15 @@ class MembershipGen:
         slot = rng.choice(self.slots)
         if self.stale_next is not None:
             f, value = "stale-heartbeat", {"slot": self.stale_next}
+        elif not self.bounced:
+            f, value = "bounce", {"slot": slot}
         elif rng.random() < self.options.pause_write_fraction:
             f, value = "pause-write", {}
         else:
             f, value = ("bounce" if rng.random() < 0.6 else "leave"), {"slot": slot}
         stale_next = slot if f in ("bounce", "leave") else None
-        return (invocation(ctx, f, value), replace(self, busy=True, stale_next=stale_next))
+        return (invocation(ctx, f, value), replace(self, busy=True, stale_next=stale_next,
+                                                   bounced=self.bounced or f == "bounce"))
 
     def update(self, ctx: g.Context, event: dict[str, Any]) -> MembershipGen:
         if event.get("type") in ("ok", "fail", "info") and event.get("f") in LIFECYCLE_FS:
@@ -391,5 +395,7 @@ def build_membership(ctx: WorkloadContext) -> Workload:
         checkers={"membership": MembershipChecker(), "invariants": MembershipInvariants(),
                   "stats": StatsChecker(("bounce",), MEMBERSHIP_FS)},
         fs=MEMBERSHIP_FS,
+        # leave = controlled shutdown + respawn; bounce = kill + respawn; pause-write outlasts the lease
+        op_timeouts=dict.fromkeys(LIFECYCLE_FS, 2 * o.spawn_timeout_s + o.lease_ms / 1000 + 10.0),
         extra={"broker_set": SET, "slots": [s for _, s in slots]},
     )

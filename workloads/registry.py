@@ -51,6 +51,7 @@ class Workload:
     fs: frozenset[str]  # the op fs this workload's client handles
     final_generator: Any = None
     nemesis_packages: tuple[str, ...] = ()  # extra packages this workload needs (e.g. registration-crash)
+    op_timeouts: dict[str, float] = field(default_factory=dict)  # f -> seconds, for ops slower than the default
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -225,5 +225,6 @@ def build_parts(spec: TestSpec, options: ClusterOptions) -> tuple[TestParts, Spl
         nemesis=composed.nemesis,
         heal_generator=composed.heal,
         final_generator=final_generator(workloads),
+        op_timeouts={f: t for wl in workloads for f, t in wl.op_timeouts.items()},
     )
     return parts, db

@@ -44,6 +44,8 @@ class ScriptedClient:
         f = op["f"]
         if f == "slow":
             await asyncio.sleep(10)
+        if f == "nap":
+            await asyncio.sleep(0.5)
         if f == "stubborn":  # swallows the watchdog's cancellation (a badly written client)
             try:
                 await asyncio.sleep(10)
@@ -146,6 +148,46 @@ def test_timeouts_exceptions_and_renumbering(tmp_path: Path) -> None:
     assert "indeterminate" in done[1].error and "peer reset" in done[1].error  # type: ignore[union-attr]
     assert "invalid completion" in done[2].error  # type: ignore[union-attr]
     assert out.results["client_errors"] and "process must be" in out.results["client_errors"][0]
+
+
+class OneAtATime:
+    """A generator that waits for each op's completion before the next (like the membership workload)."""
+
+    def __init__(self, fs: tuple[str, ...], busy: bool = False) -> None:
+        self.fs, self.busy = fs, busy
+
+    def op(self, ctx: Any) -> Any:
+        if not self.fs:
+            return None
+        if self.busy or ctx.free_thread() is None:
+            return (g.PENDING, self)
+        op = {"type": "invoke", "process": ctx.workers[ctx.free_thread()], "time": ctx.time_ns, "f": self.fs[0]}
+        return (op, OneAtATime(self.fs[1:], busy=True))
+
+    def update(self, ctx: Any, event: dict[str, Any]) -> Any:
+        return OneAtATime(self.fs) if event.get("type") in ("ok", "fail", "info") else self
+
+
+def test_generators_hear_info_completions(tmp_path: Path) -> None:
+    """Regression: the runner moved a thread to its next process before telling the generator, so
+    thread-routed generators dropped every ``info`` as a stale process's event and waited forever."""
+    parts = TestParts(client=ScriptedClient(), checkers={"a": Verdict(True)},
+                      generator=g.clients(OneAtATime(("boom", "slow", "ok", "ok"))))
+    out = run(make_spec(concurrency=2, time_limit_s=3), parts, tmp_path)
+    ops = read_jsonl(out.run_dir.history)
+    assert [(c.f, c.type) for _, c in pair_ops(ops) if c] == [("boom", "info"), ("slow", "info"), ("ok", "ok"),
+                                                                ("ok", "ok")]
+
+
+def test_per_f_op_timeouts_let_slow_ops_finish(tmp_path: Path) -> None:
+    def nap_twice(timeouts: dict[str, float] | None) -> list[tuple[str, str]]:
+        parts = TestParts(client=ScriptedClient(), checkers={"a": Verdict(True)},
+                          generator=g.clients([{"f": "nap"}, {"f": "ok"}]), op_timeouts=timeouts)
+        out = run(make_spec(concurrency=1, time_limit_s=3), parts, tmp_path)
+        return [(c.f, c.type) for _, c in pair_ops(read_jsonl(out.run_dir.history)) if c]
+
+    assert nap_twice(None) == [("nap", "info"), ("ok", "ok")]  # 0.5 s > the 0.2 s default
+    assert nap_twice({"nap": 2.0}) == [("nap", "ok"), ("ok", "ok")]
 
 
 @pytest.mark.parametrize("checkers,valid,code", [
