@@ -19,9 +19,11 @@ returned by any poll.
 
 Anomaly types (``ANOMALY_TYPES``): lost-write, duplicate, unexpected, inconsistent-offsets, poll-skip,
 int-poll-skip, nonmonotonic-poll, int-nonmonotonic-poll, nonmonotonic-send, nonmonotonic-send-realtime and
-unseen.  ``unseen`` only invalidates a history that contains an ok ``drain``.  ``stats`` holds the total-queue
-summary: attempted, acknowledged, failed, indeterminate, delivered, lost, duplicated, recovered, unexpected,
-unseen, plus polls, records_read and drained.
+unseen.  ``unseen`` invalidates a history only for a send acknowledged before an ok ``drain`` of its own queue
+was invoked (a queue whose drain never succeeded proves nothing).  Definitions, examples and likely causes:
+``docs/anomalies.md``.  ``stats`` holds the total-queue summary: attempted, acknowledged, failed,
+indeterminate, delivered, lost (lost-write + unseen_after_drain), duplicated, recovered, unexpected, unseen,
+unseen_after_drain, plus polls, records_read, drained (any ok drain) and drained_queues.
 
 Cost: one pass, O(1) work per op and per polled record, memory O(sends + distinct offsets).  Use
 :func:`check_queue_file` for large histories: it streams the file without building ``Op`` objects.

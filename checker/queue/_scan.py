@@ -36,7 +36,8 @@ except ImportError:  # pragma: no cover - depends on the environment
 DEFAULT_MAX_RECORDS = 1000  # anomaly records kept per type (all are counted)
 _SMALL_GAP = 64  # gaps up to this width are resolved by probing the offset table directly
 
-# indices into a send record (a list, for memory and speed)
+# indices into a send record (a list, for memory and speed); _CMP_IDX: the completion index of the first ok
+# (of the first ok that carried an offset, once there is one)
 _N_OK, _N_INFO, _N_FAIL, _ACK_OFF, _INV_IDX, _CMP_IDX = range(6)
 
 
@@ -84,13 +85,14 @@ def iter_history_dicts(path: str | Path, *, tolerate_torn_tail: bool = True) -> 
 
 
 class _Queue:
-    __slots__ = ("extra", "gaps", "max_acked", "max_polled", "max_polled_idx", "name", "off_val", "reported",
-                 "seen", "sends", "unacked_seen")
+    __slots__ = ("drain_inv", "extra", "gaps", "max_acked", "max_polled", "max_polled_idx", "name",
+                 "off_val", "reported", "seen", "sends", "unacked_seen")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.sends: dict[Any, list[Any]] = {}
         self.off_val: dict[int, Any] = {}
+        self.drain_inv = -1  # invoke index of the latest ok drain of this queue
         self.seen: dict[Any, int] = {}  # value -> first polled offset
         self.extra: dict[Any, dict[int, int]] = {}  # value -> {other offset: op index}
         self.unacked_seen: dict[Any, int] = {}  # value polled before any ok ack -> poll op index
@@ -174,6 +176,8 @@ class QueueScan:
                 if t == "ok":
                     n_ack += 1
                     rec[0] += 1
+                    if rec[_CMP_IDX] is None:
+                        rec[_CMP_IDX] = d["index"]
                     v = d["value"]
                     off = v.get("offset") if v.__class__ is dict else None
                     if off is not None:
@@ -196,7 +200,7 @@ class QueueScan:
             if inv is None:
                 n_unpaired += 1
                 continue
-            _inv_idx, qn, frm, consumer = inv
+            inv_idx, qn, frm, consumer = inv
             ckey = (consumer, qn)
             if t != "ok":
                 if t == "info":
@@ -205,11 +209,13 @@ class QueueScan:
             idx = d["index"]
             v = d["value"]
             recs = (v.get("records") or ()) if v.__class__ is dict else ()
-            if f == "drain":
-                self._drained = True
             q = queues.get(qn)
             if q is None:
                 q = queues[qn] = _Queue(qn)
+            if f == "drain":
+                self._drained = True
+                if inv_idx > q.drain_inv:
+                    q.drain_inv = inv_idx
             n_polls += 1
             if not recs:
                 if frm is not None:
@@ -233,6 +239,7 @@ class QueueScan:
             seen_get = seen.get
             sends_get = q.sends.get
             last = first - 1
+            top = None  # the highest offset read, when it is not the last one (records out of order)
             for o, val in recs:
                 if val.__class__ is not int and val.__class__ is not str:
                     val = _freeze(val)
@@ -260,11 +267,14 @@ class QueueScan:
                     if o <= last:
                         add("int-nonmonotonic-poll", qn, (idx,), {"after_offset": last}, {"offset": o},
                             f"one poll returned offset {o} after offset {last}")
+                        if top is None or last > top:
+                            top = last
                     else:
                         q.gaps.append((last, o, "int-poll-skip", idx, consumer))
                 last = o
-            if last > q.max_polled:
-                q.max_polled = last
+            hi = last if top is None or last > top else top
+            if hi > q.max_polled:
+                q.max_polled = hi
                 q.max_polled_idx = idx
             cursor[ckey] = last
         st = self.stats
@@ -314,19 +324,21 @@ class QueueScan:
                 inv[1].sends[inv[2]][_N_INFO] += 1
                 self.stats["indeterminate"] += 1
         self._open.clear()
-        summary = {"delivered": 0, "lost": 0, "duplicated": 0, "recovered": 0, "unexpected": 0, "unseen": 0}
+        summary = {"delivered": 0, "lost": 0, "duplicated": 0, "recovered": 0, "unexpected": 0, "unseen": 0,
+                   "unseen_after_drain": 0}
         for q in self._queues.values():
             self._classify(q, summary)
             self._resolve_gaps(q)
         summary["unexpected"] = self._counts.get("unexpected", 0)
-        summary["lost"] = self._counts.get("lost-write", 0) + (summary["unseen"] if self._drained else 0)
+        summary["lost"] = self._counts.get("lost-write", 0) + summary["unseen_after_drain"]
         stats: dict[str, Any] = dict(self.stats)
         stats.update(summary)
         stats["queues"] = len(self._queues)
         stats["drained"] = self._drained
+        stats["drained_queues"] = sum(1 for q in self._queues.values() if q.drain_inv >= 0)
         bad = {t.name for t in ANOMALY_TYPES.values() if t.bad}
-        if self._drained:
-            bad.add("unseen")
+        if summary["unseen_after_drain"]:
+            bad.add("unseen")  # some acknowledged send is missing from a drain that began after its ack
         return result_from_anomalies(self._anoms, bad_types=bad, stats=stats, counts=self._counts)
 
     def _classify(self, q: _Queue, summary: dict[str, int]) -> None:
@@ -342,9 +354,7 @@ class QueueScan:
                                   f"{val!r} was acknowledged at offset {ack} of {q.name} but never polled, "
                                   f"although polls read up to offset {q.max_polled}")
                     else:
-                        summary["unseen"] += 1
-                        self._add("unseen", q.name, (rec[_INV_IDX], rec[_CMP_IDX]), {"offset": ack, "value": val},
-                                  None, f"{val!r} was acknowledged at offset {ack} of {q.name} but no poll read it")
+                        self._unseen(q, rec, val, summary)
                     continue
                 summary["delivered"] += 1
                 if ack is not None and ack != o:
@@ -371,6 +381,21 @@ class QueueScan:
                           {"copies": rec[_N_OK]}, {"offsets": offsets, "value": val},
                           f"{val!r} was acknowledged {rec[_N_OK]} time(s) but appears at offsets {offsets} "
                           f"of {q.name}")
+
+    def _unseen(self, q: _Queue, rec: list[Any], val: Any, summary: dict[str, int]) -> None:
+        """An acknowledged send no poll read: bad only if a drain of its queue began after the acknowledgement."""
+        summary["unseen"] += 1
+        ack = rec[_ACK_OFF]
+        at = f"at offset {ack}" if ack is not None else "(without an offset)"
+        if rec[_CMP_IDX] < q.drain_inv:
+            summary["unseen_after_drain"] += 1
+            self._add("unseen", q.name, (rec[_INV_IDX], rec[_CMP_IDX], q.drain_inv), {"offset": ack, "value": val},
+                      None, f"{val!r} was acknowledged {at} of {q.name} but no poll read it, not even the drain "
+                      f"invoked after the acknowledgement (op {q.drain_inv})")
+        else:
+            self._add("unseen", q.name, (rec[_INV_IDX], rec[_CMP_IDX]), {"offset": ack, "value": val}, None,
+                      f"{val!r} was acknowledged {at} of {q.name} but no poll read it (yet: no drain of "
+                      f"{q.name} began after the acknowledgement)")
 
     def _resolve_gaps(self, q: _Queue) -> None:
         if not q.gaps:

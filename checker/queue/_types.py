@@ -31,7 +31,8 @@ _TABLE: tuple[AnomalyType, ...] = (
     AnomalyType("nonmonotonic-send-realtime", True,
                 "a send landed below a send to the same queue that was acknowledged before it was invoked"),
     AnomalyType("unseen", False,
-                "an acknowledged send not read by any poll (yet); invalid only after a final drain"),
+                "an acknowledged send not read by any poll (yet); invalid once an ok drain of its queue that "
+                "began after the acknowledgement missed it"),
 )
 
 ANOMALY_TYPES: dict[str, AnomalyType] = {}

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 
 from checker.compose import UNKNOWN, Result, check_safe, compose, results_to_json
-from checker.invariants import check_invariants
+from checker.history import Op
+from checker.invariants import INVARIANT_TYPES, check_invariants
+from checker.linearizable import check as check_linearizable
+from checker.models import make_model
 from checker.perf import analyze_perf
-from checker.queue import check_queue, parse_history
+from checker.queue import ANOMALY_TYPES, check_queue, parse_history
 from checker.timeline import render_timeline
+
+ANOMALIES_DOC = Path(__file__).resolve().parents[3] / "docs" / "anomalies.md"
 
 CASES = [
     ("clean", "0 send q a@0; 1 send q b@1; 2 poll q 0:a 1:b", {}),
@@ -25,6 +34,13 @@ CASES = [
     ("realtime", "0 send q a@5; 1 send q b@3", {"nonmonotonic-send-realtime": 1}),
     ("info-recovered", "0 send q a?; 2 drain q 0:a", {}),
     ("info-not-lost", "0 send q a?; 0 send q b@0; 2 drain q 0:b", {}),
+    ("info-retry-not-duplicate", "0 send q a?; 1 send q a@1; 2 drain q 0:a 1:a", {"duplicate": 0}),
+    # the highest offset one poll read counts even when the poll returned it before a lower one
+    ("lost-write-after-reordered-poll", "0 send q a@0; 0 send q b@1; 0 send q c@2; 2 poll q 2:c 0:a",
+     {"int-nonmonotonic-poll": 1, "lost-write": 1, "unseen": 0}),
+    ("same-offset-twice", "0 send q a@0; 1 send q b@0", {"inconsistent-offsets": 1, "nonmonotonic-send-realtime": 0}),
+    ("seek-back-is-not-nonmonotonic", "0 send q a@0; 0 send q b@1; 2 poll q 0:a 1:b; 2 poll q from=0 0:a",
+     {"nonmonotonic-poll": 0}),
 ]
 
 
@@ -51,6 +67,65 @@ def test_info_recovered_counts() -> None:
 def test_unseen_only_bad_after_drain() -> None:
     assert check_queue(parse_history("0 send q a@0")).valid is True
     assert check_queue(parse_history("0 send q a@0; 1 send q b@1; 2 drain q 1:b")).valid is False
+
+
+UNSEEN_CASES = [
+    # (id, history, valid, unseen, unseen_after_drain)
+    ("no-drain", "0 send q a@0", True, 1, 0),
+    ("drained-queue-missed-it", "0 send q a@0; 1 drain q", False, 1, 1),
+    ("other-queue-drained", "0 send q a@0; 1 send r b@0; 2 drain q 0:a", True, 1, 0),
+    ("acked-after-drain-began", ">0 send q a; 2 drain q; <0 ok @0", True, 1, 0),
+    ("ok-without-offset", "0 send q a@", True, 1, 0),
+    ("ok-without-offset-drained", "0 send q a@; 1 drain q", False, 1, 1),
+    ("failed-drain-proves-nothing", "0 send q a@0; 1 drain q !", True, 1, 0),
+]
+
+
+@pytest.mark.parametrize(("text", "valid", "unseen", "after"), [c[1:] for c in UNSEEN_CASES],
+                         ids=[c[0] for c in UNSEEN_CASES])
+def test_unseen_is_bad_only_for_a_drain_of_its_queue_after_the_ack(text: str, valid: bool, unseen: int,
+                                                                    after: int) -> None:
+    r = check_queue(parse_history(text))
+    assert (r.valid, r.stats["unseen"], r.stats["unseen_after_drain"], r.stats["lost"]) == (valid, unseen, after,
+                                                                                            after), r.describe()
+    assert all(isinstance(i, int) for a in r.anomalies.get("unseen", []) for i in a.ops)
+
+
+def _doc_examples() -> list[tuple[str, str, str, str]]:
+    """(checker, argument, block text, where) for each ``<!-- check: CHECKER ARG... -->`` + fenced block."""
+    text = ANOMALIES_DOC.read_text(encoding="utf-8")
+    pat = re.compile(r"<!-- check: (\w+) ([^>]*?) -->\n```\w*\n(.*?)```", re.S)
+    out = []
+    for m in pat.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        out.append((m.group(1), m.group(2).strip(), m.group(3), f"docs/anomalies.md:{line}"))
+    return out
+
+
+def test_docs_cover_every_anomaly_type() -> None:
+    text = ANOMALIES_DOC.read_text(encoding="utf-8")
+    checked = {(c, arg) for c, arg, _, _ in _doc_examples()}
+    for name in ANOMALY_TYPES:
+        assert f"### {name}\n" in text and ("queue", name) in checked, f"docs/anomalies.md lacks queue type {name}"
+    for name in INVARIANT_TYPES:
+        assert f"### {name}\n" in text and ("invariants", name) in checked, f"docs/anomalies.md lacks {name}"
+
+
+@pytest.mark.parametrize(("checker", "arg", "block", "where"), _doc_examples(), ids=[e[3] for e in _doc_examples()])
+def test_docs_anomaly_examples(checker: str, arg: str, block: str, where: str) -> None:
+    """Each example in docs/anomalies.md gives the kind its marker names (and an invalid verdict)."""
+    if checker == "queue":
+        r = check_queue(parse_history(block))
+        assert r.valid is False and r.counts.get(arg, 0) >= 1, (where, r.describe())
+    elif checker == "invariants":
+        data = json.loads(block)
+        r = check_invariants(data.get("history", []), data.get("events", []))
+        assert r.valid is False and set(r.counts) == {arg}, (where, r.describe())
+    else:
+        model, verdict = arg.split()
+        ops = [Op.from_dict(json.loads(line)) for line in block.splitlines() if line.strip()]
+        res = check_linearizable(ops, make_model(model))
+        assert str(res.valid).lower() == verdict, (where, res.describe())
 
 
 def test_compose_priority_and_check_safe() -> None:
