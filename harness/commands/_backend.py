@@ -9,10 +9,13 @@ the commands report with exit code 2, never a crashed test.
 from __future__ import annotations
 
 import importlib
+import logging
 from pathlib import Path
 from typing import Any
 
 from harness.spec import SpecError, TestSpec
+
+log = logging.getLogger("splitbrain.backend")
 
 __all__ = ["BackendUnavailable", "backend_module", "open_remote", "ssh_targets"]
 
@@ -72,6 +75,19 @@ async def open_remote(spec: TestSpec, *, nodes_file: str | None = None, state_di
             return await mod.LocalRemote.create(list(spec.nodes.all), state_dir=state_dir)
         if spec.backend == "docker":
             return await mod.DockerRemote.create(list(spec.nodes.all))
-        return await mod.SshRemote.create(ssh_targets(spec, nodes_file))
+        targets = ssh_targets(spec, nodes_file)
+        try:
+            settings = mod.load_nodes_settings(nodes_file)
+        except ValueError as exc:  # NodesFileError: bad python / install value or an unknown key
+            raise SpecError(str(nodes_file), "<file>", None, f"a valid nodes file ({exc})") from None
+        remote = await mod.SshRemote.create(targets, python=settings.python)
+        if settings.install:
+            try:
+                versions = await remote.install_project()
+            except BaseException:
+                await remote.close()
+                raise
+            log.info("installed splitbrain %s on %d ssh node(s)", sorted(set(versions.values())), len(versions))
+        return remote
     except ControlError as exc:
         raise BackendUnavailable(f"backend {spec.backend!r} could not be created: {exc}") from None

@@ -1,7 +1,9 @@
 """The SSH control backend: every node is a host reached over SSH (paramiko).
 
-Nodes come from the spec or a nodes file (:func:`load_nodes_file`)::
+Nodes come from the spec or a nodes file (:func:`load_nodes_file`, :func:`load_nodes_settings`)::
 
+    python: /usr/bin/python3   # the interpreter on the nodes (default python3)
+    install: true              # build this project's wheel and pip-install it on every node first (default)
     defaults: {user: root, port: 22, key_file: ~/.ssh/id_ed25519, sudo: false}
     nodes:
       c1: {host: 10.0.0.11}
@@ -41,7 +43,8 @@ import yaml
 from harness.control.base import CommandFailed, ControlError, ExecResult
 
 __all__ = [
-    "SIGNAL_SCRIPT", "SPAWN_SCRIPT", "TIMEOUT_EXITS", "NodesFileError", "SshRemote", "SshTarget", "load_nodes_file",
+    "SIGNAL_SCRIPT", "SPAWN_SCRIPT", "TIMEOUT_EXITS", "NodesFileError", "NodesSettings", "SshRemote", "SshTarget",
+    "load_nodes_file", "load_nodes_settings",
     "node_argv", "parse_proc_stat", "resolve_target", "shell_command",
 ]
 
@@ -157,14 +160,44 @@ def resolve_target(node: str, raw: Any, *, defaults: Mapping[str, Any] | None = 
         raise NodesFileError(f"ssh node {node}: {exc}") from None
 
 
-def load_nodes_file(path: str | Path, *, ssh_config: str | Path = "~/.ssh/config") -> dict[str, SshTarget]:
-    """Read a nodes file (see the module docstring) into node -> target."""
+_FILE_KEYS = ("nodes", "defaults", "python", "install")
+
+
+@dataclass(frozen=True)
+class NodesSettings:
+    """A nodes file's settings besides the targets."""
+
+    python: str = "python3"
+    install: bool = True
+
+
+def _read_nodes_file(path: str | Path) -> Mapping[str, Any]:
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise NodesFileError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(raw, Mapping) or not isinstance(raw.get("nodes"), Mapping) or not raw["nodes"]:
         raise NodesFileError(f"{path}: expected a mapping with a non-empty 'nodes' mapping (node -> host or map)")
+    unknown = sorted(set(map(str, raw)) - set(_FILE_KEYS))
+    if unknown:
+        raise NodesFileError(f"{path}: unknown top-level key(s) {unknown}; known: {list(_FILE_KEYS)}")
+    return raw
+
+
+def load_nodes_settings(path: str | Path) -> NodesSettings:
+    """``python`` and ``install`` of a nodes file (NodesFileError names the key and the value)."""
+    raw = _read_nodes_file(path)
+    python, install = raw.get("python", "python3"), raw.get("install", True)
+    if not isinstance(python, str) or not python or any(c.isspace() for c in python):
+        raise NodesFileError(f"{path}: python: expected an interpreter path or name, got {python!r}")
+    if not isinstance(install, bool):
+        raise NodesFileError(f"{path}: install: expected true or false, got {install!r}")
+    return NodesSettings(python, install)
+
+
+def load_nodes_file(path: str | Path, *, ssh_config: str | Path = "~/.ssh/config") -> dict[str, SshTarget]:
+    """Read a nodes file (see the module docstring) into node -> target."""
+    raw = _read_nodes_file(path)
     cfg_path = Path(os.path.expanduser(str(ssh_config)))
     cfg_text = cfg_path.read_text(encoding="utf-8") if cfg_path.is_file() else ""
     return {str(n): resolve_target(str(n), v, defaults=raw.get("defaults") or {}, ssh_config_text=cfg_text)
@@ -231,6 +264,43 @@ class SshRemote:
         for n in targets:
             await remote.exec(n, ["mkdir", "-p", str(remote.root / n)], check=True)
         return remote
+
+    async def install_project(self, wheel: str | None = None) -> dict[str, str]:
+        """pip-install this project on every node (in parallel): the dependencies nodes use (not the
+        analysis-only ones, e.g. pyspark; already-satisfied ones need no index), then the wheel (built here
+        unless given) without dependencies, so the nodes run exactly this code.  Returns node -> version.
+
+        Raises:
+            ControlError: building the wheel or installing on a node failed (names the node, pip's stderr).
+        """
+        import tempfile
+
+        from harness.images import REPO_ROOT, ImageError, build_wheel, node_requirements
+
+        requirements = node_requirements((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+        with tempfile.TemporaryDirectory(prefix="splitbrain-wheel-") as tmp:
+            if wheel is None:
+                try:
+                    wheel = str(build_wheel(Path(tmp)))
+                except ImageError as exc:
+                    raise ControlError(f"ssh backend: cannot build the project wheel: {exc}") from None
+            name = Path(wheel).name
+
+            async def one(node: str) -> str:
+                dest = str(self.root / node / name)
+                await self.upload(node, wheel, dest)
+                pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+                for args in (requirements, ["--no-deps", "--force-reinstall", dest]):
+                    res = await self.exec(node, [*pip, *args], timeout_s=900)
+                    if res.exit_code != 0:
+                        raise ControlError(f"ssh backend: installing {name} on node {node} with {self.python} "
+                                           f"failed (exit {res.exit_code}): {res.stderr.strip()[-1500:]}")
+                probe = await self.exec(node, [sys.executable, "-c", "import importlib.metadata as m; "
+                                               "print(m.version('splitbrain'))"], timeout_s=60, check=True)
+                return probe.stdout.strip()
+
+            versions = await asyncio.gather(*(one(n) for n in self.targets))
+        return dict(zip(self.targets, versions))
 
     async def close(self) -> None:
         """Kill the daemons this run started (start time checked) and close the connections."""

@@ -138,3 +138,46 @@ def test_counter_workload_over_ssh(node_image: str, tmp_path: Path) -> None:
             await hosts.close()
 
     assert asyncio.run(main()) == 0
+
+
+def test_real_cluster_over_ssh_installs_the_wheel_and_passes(node_image: str, tmp_path: Path) -> None:
+    """`splitbrain test --backend ssh --nodes-file F`: the CLI builds this project's wheel, pip-installs
+    it on every host (sshd in our containers), starts the real controllers and brokers over SSH, injects
+    partitions and kills, and the queue test is valid."""
+    import subprocess
+
+    import yaml
+
+    key_file, pub = _keypair(tmp_path)
+    names = ["c1", "c2", "c3", "b1", "b2"]
+
+    async def hosts_up() -> DockerRemote:
+        return await _sshd_nodes(node_image, [f"h-{n}" for n in names], pub)
+
+    hosts = asyncio.run(hosts_up())
+    try:
+        nodes_file = tmp_path / "nodes.yaml"
+        nodes_file.write_text(yaml.safe_dump({
+            "python": VENV_PYTHON, "install": True, "defaults": {"user": "root", "key_file": key_file},
+            "nodes": {n: {"host": hosts.address(f"h-{n}")} for n in names}}))
+        spec = tmp_path / "ssh.yaml"
+        spec.write_text(yaml.safe_dump({
+            "name": "queue-ssh", "backend": "ssh", "nodes": {"controllers": names[:3], "broker_sets": [names[3:]]},
+            "workloads": [{"name": "queue", "options": {"queues_per_set": 2}}],
+            "nemesis": {"packages": ["partition", "kill"], "interval_s": 3, "targets": ["one"]},
+            "concurrency": 3, "rate": 30, "time_limit_s": 12, "phases": {"recovery_s": 5, "final_drain_s": 20},
+            "seed": 5}))
+        res = subprocess.run([sys.executable, "-m", "harness.cli", "test", str(spec), "--nodes-file", str(nodes_file),
+                              "--results", str(tmp_path / "results"), "--quiet"],
+                             capture_output=True, text=True, timeout=800, cwd=str(Path(__file__).resolve().parents[2]))
+        assert "installed splitbrain" in res.stderr, res.stderr[-3000:]
+        run_dir = next((tmp_path / "results").glob("queue-ssh/2*"))
+        results = json.loads((run_dir / "results.json").read_text())
+        assert res.returncode == 0 and results["valid"] is True, (res.returncode, res.stderr[-3000:])
+        assert results["checkers"]["queue/queue"]["stats"]["delivered"] > 20, results["checkers"]["queue/queue"]
+        history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+        faults = {op["f"] for op in history if op["process"] == "nemesis" and op["type"] == "info"}
+        assert {"start-partition", "kill"} & faults, faults
+        assert (run_dir / "nodes" / "b1" / "node.log").is_file()
+    finally:
+        asyncio.run(hosts.close())

@@ -19,6 +19,7 @@ from harness.control.ssh import (
     NodesFileError,
     SshTarget,
     load_nodes_file,
+    load_nodes_settings,
     node_argv,
     parse_proc_stat,
     resolve_target,
@@ -126,3 +127,15 @@ def test_spawn_and_signal_scripts_against_a_real_process(tmp_path: Path) -> None
         assert log.read_text() == "started\n"
     finally:
         subprocess.run(["sh", "-c", f"kill -9 {shlex.quote(str(pid))} 2>/dev/null"], check=False)
+
+
+def test_nodes_settings_python_and_install(tmp_path: Path) -> None:
+    f = tmp_path / "nodes.yaml"
+    f.write_text("nodes: {c1: 10.0.0.1}\n")
+    assert (load_nodes_settings(f).python, load_nodes_settings(f).install) == ("python3", True)
+    f.write_text("python: /opt/v/bin/python3\ninstall: false\nnodes: {c1: 10.0.0.1}\n")
+    assert (load_nodes_settings(f).python, load_nodes_settings(f).install) == ("/opt/v/bin/python3", False)
+    for bad, match in (("install: yes please", "install"), ("python: 'a b'", "python"), ("pyhton: x", "unknown")):
+        f.write_text(f"{bad}\nnodes: {{c1: 10.0.0.1}}\n")
+        with pytest.raises(NodesFileError, match=match):
+            load_nodes_settings(f)
