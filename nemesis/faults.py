@@ -516,12 +516,46 @@ class PacketNemesis(_Base):
 
 class FailpointNemesis(_Base):
     """Arm/disarm the cluster's named failpoints at run time:
-    ``arm-failpoint`` {"targets", "name", "action"}; ``disarm-failpoint`` {"targets", "name"} (name '*' = all)."""
+    ``arm-failpoint`` {"targets", "name", "action"}; ``disarm-failpoint`` {"targets", "name"} (name '*' = all);
+    ``crash-at`` {"targets", "name", "timeout_s"}: arm ``1*crash``, wait until the process dies at that step,
+    restart it and wait until it serves.  Per node: ``crashed`` (the step was reached, with the seconds it
+    took) and ``restarted`` ("ready", or why not); a step not reached in time is disarmed and reported."""
 
-    FS = frozenset({"arm-failpoint", "disarm-failpoint"})
+    FS = frozenset({"arm-failpoint", "disarm-failpoint", "crash-at"})
 
     async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        if op["f"] == "crash-at":
+            return await _guard(op, lambda: self._crash_at(test, op.get("value") or {}))
         return await _guard(op, lambda: self._go(test, op["f"], op.get("value") or {}))
+
+    async def _crash_at(self, test: dict[str, Any], value: Mapping[str, Any]) -> dict[str, Any]:
+        name = str(value.get("name") or "")
+        if not name or name == "*":
+            raise ValueError("crash-at: 'name' must name one failpoint (see `splitbrain admin failpoint list`)")
+        timeout_s = float(value.get("timeout_s", 30.0))
+        nodes = [n for n in await self.targets(test, str(value.get("targets", "one"))) if await self.db.alive(test, n)]
+        armed = await admin_failpoints(self.db, test, nodes, "arm-failpoint", name, "1*crash")
+        report: dict[str, Any] = {n: {"armed": r} for n, r in armed.items()}
+        loop = asyncio.get_running_loop()
+        t0, pending = loop.time(), {n for n, r in armed.items() if r == "ok"}
+        while pending and loop.time() - t0 < timeout_s:
+            await asyncio.sleep(0.1)
+            for n in sorted(pending):
+                if not await self.db.alive(test, n):
+                    pending.discard(n)
+                    report[n]["crashed"] = round(loop.time() - t0, 2)
+        for n in sorted(pending):  # never reached: take the trap away again
+            report[n]["crashed"] = False
+            report[n]["disarm"] = (await admin_failpoints(self.db, test, [n], "disarm-failpoint", name))[n]
+        for n, r in report.items():
+            if r.get("crashed"):
+                await self.db.start(test, n)
+                try:
+                    await self.db.wait_ready(test, n, timeout_s=float(value.get("ready_timeout_s", 30.0)))
+                    r["restarted"] = "ready"
+                except TimeoutError as exc:
+                    r["restarted"] = f"not ready: {str(exc)[-300:]}"
+        return {"name": name, "nodes": report}
 
     async def _go(self, test: dict[str, Any], f: str, value: Mapping[str, Any]) -> dict[str, Any]:
         nodes = await self.targets(test, str(value.get("targets", "all")))

@@ -139,6 +139,29 @@ def disk_corrupt_package(db: Any, rng: random.Random, interval_s: float, targets
     return pkg
 
 
+# (failpoint, whom to arm it on): the controller and replication steps the protocol-crash package walks
+PROTOCOL_POINTS = (
+    ("controller.before_propose", "controller-leader"),
+    ("controller.after_commit_before_reply", "controller-leader"),
+    ("raft.after_persist", "controllers:one"),
+    ("raft.before_apply", "controllers:one"),
+    ("broker.master.after_append_before_replication", "masters"),
+)
+
+
+def protocol_crash_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
+    """Crash processes at exact protocol steps, walking :data:`PROTOCOL_POINTS` in order, forever: a
+    controller between deciding and proposing a write, between commit and reply, after persisting and
+    before applying Raft entries, a master between append and replication.  Each is restarted."""
+    points = [(n, t) for n, t in PROTOCOL_POINTS if t != "masters" or db.spec.nodes.broker_sets]
+    steps: list[Any] = []
+    for name, target in points:
+        steps += [g.sleep(interval_s), {"f": "crash-at", "value": {"name": name, "targets": target,
+                                                                 "timeout_s": max(5.0, 2 * interval_s)}}]
+    return Package("protocol-crash", FailpointNemesis(db, rng), g.cycle(steps),
+                   [{"f": "disarm-failpoint", "value": {"targets": "all", "name": "*"}}])
+
+
 def _registration_crash_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
     """Imported lazily: nemesis.registration spawns extra brokers and imports the broker code."""
     from nemesis.registration import registration_crash_package
@@ -154,6 +177,7 @@ BUILDERS: dict[str, Callable[[Any, random.Random, float, Sequence[str]], Package
     "packet": packet_package,
     "disk": disk_package,
     "disk-corrupt": disk_corrupt_package,
+    "protocol-crash": protocol_crash_package,
     "registration-crash": _registration_crash_package,
 }
 ALIASES = {"all": ["partition", "kill", "pause", "clock", "packet", "disk"], "leader-chaos": ["partition", "kill"]}

@@ -5,6 +5,7 @@ progress, a bumped clock moves while the host's does not, netem delay shows in r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import sys
@@ -209,5 +210,37 @@ def test_packet_delay_between_a_pair_only(tmp_path: Path) -> None:
         assert await connect_ms(test, "c3", "c1") < 100
         await nem.invoke(test, op("stop-packet"))
         assert await connect_ms(test, "c2", "c1") < 100
+
+    with_quorum(body, tmp_path)
+
+
+def test_crash_at_kills_the_leader_between_commit_and_reply_and_restarts_it(tmp_path: Path) -> None:
+    async def body(test: dict[str, Any], db: SplitbrainDB) -> None:
+        nem = FailpointNemesis(db, random.Random(7))
+        leader = (await db.primaries(test))[0]
+        old_pid = db.pids[leader]
+        crash = asyncio.ensure_future(nem.invoke(test, op("crash-at", {
+            "targets": "controller-leader", "name": "controller.after_commit_before_reply", "timeout_s": 20})))
+        client = db.client(test, timeout_s=1.0)
+        try:
+            for i in range(200):  # writes until one reaches the step on the leader
+                if crash.done():
+                    break
+                with contextlib.suppress(Exception):
+                    await client.apply_broker_id(db.options.cluster_name, "bs-crash", i + 1, f"code-{i}",
+                                                 f"10.1.1.{i % 250 + 1}:10911")
+                await asyncio.sleep(0.05)
+        finally:
+            await client.close()
+        done = await crash
+        rep = done["value"]["nodes"][leader]
+        assert "error" not in done and rep["armed"] == "ok" and rep["crashed"], done
+        assert rep["restarted"] == "ready" and db.pids[leader] != old_pid, done
+        log_text = (Path(test["remote"].node_dir(leader)) / "node.log").read_text()
+        assert "FAILPOINT controller.after_commit_before_reply: crash" in log_text
+        missing = await nem.invoke(test, op("crash-at", {"targets": "c1", "name": "controller.before_propose",
+                                                         "timeout_s": 0.5}))
+        assert missing["value"]["nodes"]["c1"]["crashed"] is False  # no write: never reached, disarmed
+        assert missing["value"]["nodes"]["c1"]["disarm"] == "ok"
 
     with_quorum(body, tmp_path)

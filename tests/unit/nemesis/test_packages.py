@@ -1,4 +1,4 @@
-"""The ``disk`` / ``disk-corrupt`` packages: the schedule they generate (pure, simulated in logical time)."""
+"""Nemesis package schedules (pure, simulated in logical time): disk, disk-corrupt, protocol-crash."""
 
 from __future__ import annotations
 
@@ -43,3 +43,11 @@ def test_disk_is_part_of_all_and_heals_with_stop_disk() -> None:
     composed = packages.build(fake_db(), ["disk", "kill"], interval_s=1, targets=["one"], seed=1)
     assert {"f": "stop-disk"} in composed.heal and {"f": "start"} in composed.heal
     packages.validate(["disk-corrupt"], ["brokers:one"], Topology(("c1",), (("b1",),)), random.Random(0))
+
+
+def test_protocol_crash_walks_every_point_in_order() -> None:
+    ops = schedule("protocol-crash", seed=1)
+    names = [op["value"]["name"] for op in ops if op["f"] == "crash-at"]
+    points = [p for p, _ in packages.PROTOCOL_POINTS]
+    assert names[: 2 * len(points)] == points + points
+    assert {op["value"]["targets"] for op in ops} == {t for _, t in packages.PROTOCOL_POINTS}
