@@ -40,7 +40,14 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness.control.base import CommandFailed, ControlError, ExecResult, NotPermitted
-from harness.control.ssh import SIGNAL_SCRIPT, SPAWN_SCRIPT, TIMEOUT_EXITS, node_argv, parse_proc_stat
+from harness.control.ssh import (
+    SIGNAL_SCRIPT,
+    SPAWN_SCRIPT,
+    TIMEOUT_EXITS,
+    node_argv,
+    parse_proc_stat,
+    signal_answer,
+)
 
 __all__ = ["LABEL_BACKEND", "LABEL_RUN", "NODE_ROOT", "DockerRemote", "cleanup_all", "cleanup_run", "default_image"]
 
@@ -243,11 +250,13 @@ class DockerRemote:
         return pid
 
     async def signal(self, node: str, pid: int, sig: int) -> None:
-        await self._sh(node, SIGNAL_SCRIPT, [str(pid), str(self._start_of(node, pid)), str(int(sig))])
+        args = [str(pid), str(self._start_of(node, pid)), str(int(sig))]
+        await signal_answer(lambda: self._sh(node, SIGNAL_SCRIPT, args), f"docker backend, node {node}, pid {pid}")
 
     async def is_alive(self, node: str, pid: int) -> bool:
-        res = await self._sh(node, SIGNAL_SCRIPT, [str(pid), str(self._start_of(node, pid)), "0"])
-        return res.stdout.strip() == "alive"
+        args = [str(pid), str(self._start_of(node, pid)), "0"]
+        return await signal_answer(lambda: self._sh(node, SIGNAL_SCRIPT, args),
+                                   f"docker backend, node {node}, pid {pid}")
 
     async def upload(self, node: str, local_path: str, remote_path: str) -> None:
         c = self._container(node)

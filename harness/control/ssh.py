@@ -33,7 +33,7 @@ import shlex
 import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -44,7 +44,7 @@ from harness.control.base import CommandFailed, ControlError, ExecResult
 
 __all__ = [
     "SIGNAL_SCRIPT", "SPAWN_SCRIPT", "TIMEOUT_EXITS", "NodesFileError", "NodesSettings", "SshRemote", "SshTarget",
-    "load_nodes_file", "load_nodes_settings",
+    "load_nodes_file", "load_nodes_settings", "signal_answer",
     "node_argv", "parse_proc_stat", "resolve_target", "shell_command",
 ]
 
@@ -61,6 +61,27 @@ SIGNAL_SCRIPT = (
     '[ "$1" = "$want" ] || { echo dead; exit 0; }; '
     '[ "$sig" = 0 ] || kill -"$sig" "$pid" 2>/dev/null || true; echo alive'
 )
+
+
+async def signal_answer(run: Callable[[], Awaitable[ExecResult]], where: str) -> bool:
+    """Run :data:`SIGNAL_SCRIPT` (``run``) until it answers ``alive`` or ``dead``: an empty or garbled answer
+    (a transport hiccup -- seen from a loaded docker engine) is asked again, never read as "dead".
+
+    Raises:
+        ControlError: three answers in a row were neither (names ``where`` and the last answer).
+    """
+    res: ExecResult | None = None
+    for attempt in range(3):
+        res = await run()
+        answer = res.stdout.strip()
+        if answer in ("alive", "dead"):
+            return answer == "alive"
+        await asyncio.sleep(0.2 * (attempt + 1))
+    assert res is not None
+    raise ControlError(f"{where}: the process check answered {res.stdout!r} (exit {res.exit_code}, "
+                       f"stderr {res.stderr.strip()[-200:]!r}) three times; expected alive or dead")
+
+
 # `timeout -s KILL` signals its whole process group, itself included: docker reports 128+9, while
 # sshd sends exit-signal instead of a status, which paramiko reports as -1.
 TIMEOUT_EXITS = (137, -1)
@@ -370,8 +391,8 @@ class SshRemote:
         return await asyncio.to_thread(self._run_sync, node, cmd, limit_s)
 
     async def _signal_checked(self, node: str, pid: int, start: int, sig: int) -> bool:
-        res = await self._sh(node, SIGNAL_SCRIPT, [str(pid), str(start), str(sig)])
-        return res.stdout.strip() == "alive"
+        return await signal_answer(lambda: self._sh(node, SIGNAL_SCRIPT, [str(pid), str(start), str(sig)]),
+                                   f"ssh backend, node {node}, pid {pid}")
 
     def _start_of(self, node: str, pid: int) -> int:
         try:

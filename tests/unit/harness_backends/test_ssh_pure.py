@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,3 +140,22 @@ def test_nodes_settings_python_and_install(tmp_path: Path) -> None:
         f.write_text(f"{bad}\nnodes: {{c1: 10.0.0.1}}\n")
         with pytest.raises(NodesFileError, match=match):
             load_nodes_settings(f)
+
+
+def test_signal_answer_asks_again_on_a_garbled_answer_and_never_reads_it_as_dead() -> None:
+    import asyncio
+
+    from harness.control.base import ExecResult
+    from harness.control.ssh import signal_answer
+
+    def runner(answers: list[str]) -> Any:
+        it = iter(answers)
+
+        async def run() -> ExecResult:
+            return ExecResult(0, next(it), "")
+        return run
+
+    assert asyncio.run(signal_answer(runner(["", "alive\n"]), "n1")) is True
+    assert asyncio.run(signal_answer(runner(["garbage", "", "dead\n"]), "n1")) is False
+    with pytest.raises(ControlError, match="n1: the process check answered ''"):
+        asyncio.run(signal_answer(runner(["", "", ""]), "n1"))
