@@ -43,9 +43,11 @@ def render() -> str:
 
 ## Rules the harness guarantees
 
-1. **Streaming.** Each op is appended to `history.jsonl` the moment it happens (line-buffered,
-   one `write` per op) and the file is fsynced at the end of every phase. A run that crashes or is
-   interrupted leaves a valid prefix; a torn last line is ignored by `checker.history.read_jsonl`.
+1. **Streaming.** Each op is encoded the moment it happens and reaches the kernel whenever the
+   interpreter is about to wait (one `write` per burst of ops, never more than one loop iteration
+   behind); the file is fsynced at the end of every phase. A run that crashes or is interrupted
+   leaves a valid prefix; a torn last line is ignored by `checker.history.read_jsonl`. Values are
+   encoded with orjson: non-string dict keys become strings, NaN and infinities become `null`.
 2. **Dense indices, one clock.** `index` counts from 0 without gaps; `time` is nanoseconds since the
    history was opened, from the harness's monotonic clock (the same clock the generators see).
 3. **Lifecycle.** A client process has at most one open invocation. Its completion carries the same

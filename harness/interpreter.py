@@ -203,6 +203,7 @@ class Interpreter:
     async def _wait(self, timeout_s: float | None) -> None:
         if self._done:
             return
+        self.writer.flush()  # everything recorded so far reaches the kernel before we block
         self._wake.clear()
         if timeout_s is None:
             await self._wake.wait()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -64,12 +65,15 @@ def test_lifecycle_errors(tmp_path: Path, ops: list[dict[str, object]], match: s
 
 
 def test_streamed_lines_survive_a_crash(tmp_path: Path) -> None:
-    """Every append is on disk at once (line-buffered); a torn tail is ignored by the reader."""
+    """Appends reach the kernel on flush (the interpreter flushes before every wait); a torn tail is
+    ignored by the reader."""
     path = tmp_path / "h.jsonl"
     w = HistoryWriter(path, client_threads=1)
     w.append({"type": "invoke", "process": 0, "f": "read"})
-    w.append({"type": "ok", "process": 0, "f": "read", "value": 1})
+    w.append({"type": "ok", "process": 0, "f": "read", "value": {1: float("nan")}})
+    w.flush()
     assert len(path.read_text().splitlines()) == 2  # visible before close/sync
+    assert json.loads(path.read_text().splitlines()[1])["value"] == {"1": None}  # always valid JSON
     with path.open("a") as fh:
         fh.write('{"index":2,"time":')  # a writer killed mid-line
     assert [o.index for o in read_jsonl(path)] == [0, 1]
