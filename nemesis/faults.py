@@ -463,6 +463,8 @@ class PacketNemesis(_Base):
             args = self.netem_args(shaping) if shaping else []
             for n in nodes:
                 dsts = [remote.address(d) for d in to if d != n]
+                if to and not dsts:  # only itself as the peer: nothing to shape (never all traffic)
+                    continue
                 for cmd in self.tc_tree(args, rate, dsts):
                     await remote.exec(n, ["tc", *cmd], check=True)
             return {"nodes": nodes, **pairs, "mechanism": "netem", "netem": " ".join(args),
@@ -470,6 +472,8 @@ class PacketNemesis(_Base):
         args = self.shaper_args(shaping) if shaping else []
         for n in nodes:
             dsts = [remote.address(d) for d in to if d != n]
+            if to and not dsts:
+                continue
             if shaping:
                 await self._start_shaper(test, n, args, dsts)
             if rate:
