@@ -13,9 +13,12 @@ How nemesis ``f`` names map to windows (:data:`OPEN_VERBS`, :data:`CLOSE_VERBS`;
 
 * ``start-<kind>`` / ``<kind>-start`` opens ``<kind>``; ``stop-<kind>`` / ``heal-<kind>`` / ``<kind>-stop``
   closes it;
-* the bare verbs in :data:`OPEN_VERBS` (``kill``, ``pause``, ``partition`` ...) open their kind and the bare
-  verbs in :data:`CLOSE_VERBS` (``restart`` -> kill, ``resume`` -> pause, ``heal``/``stop`` -> every open
-  window) close it.
+* the bare verbs in :data:`OPEN_VERBS` (``kill``, ``pause``, ``bump-clock`` ...) open their kind and the bare
+  verbs in :data:`CLOSE_VERBS` (``start``/``restart`` -> kill, ``resume`` -> pause, ``heal``/``stop`` -> every
+  open window) close it;
+* the verbs in :data:`INSTANT_VERBS` are faults that undo themselves within one nemesis op (``crash-at``,
+  ``lose-unfsynced``, ``corrupt-file``, ``registration-crash``: kill, damage, restart): the window runs from
+  the op's invocation to its completion.
 
 A start op seen again while its window is open (the completion of the invoke) does not reopen it; a close
 op seen as invoke and then as completion moves ``end_ns`` to the completion.  Pure: no I/O, no clocks.
@@ -27,14 +30,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CLOSE_VERBS", "OPEN_VERBS", "FaultWindow", "fault_windows", "nemesis_verb", "targets_of", "window_seq"]
+__all__ = ["CLOSE_VERBS", "INSTANT_VERBS", "OPEN_VERBS", "FaultWindow", "fault_windows", "nemesis_verb", "targets_of",
+           "window_seq"]
 
 OPEN_VERBS: Mapping[str, str] = {
-    "kill": "kill", "pause": "pause", "partition": "partition", "clock-skew": "clock", "skew": "clock",
-    "corrupt": "disk", "packet-loss": "packet", "failpoint": "failpoint",
+    "kill": "kill", "terminate": "kill", "pause": "pause", "partition": "partition", "clock-skew": "clock",
+    "skew": "clock", "bump-clock": "clock", "strobe-clock": "clock", "skew-clock": "clock", "corrupt": "disk",
+    "packet-loss": "packet", "failpoint": "failpoint",
 }
 CLOSE_VERBS: Mapping[str, str] = {
-    "restart": "kill", "resume": "pause", "unpause": "pause", "reset-clock": "clock", "heal": "*", "stop": "*",
+    "start": "kill", "restart": "kill", "resume": "pause", "unpause": "pause", "reset-clock": "clock", "heal": "*",
+    "stop": "*",
+}
+INSTANT_VERBS: Mapping[str, str] = {
+    "crash-at": "crash", "registration-crash": "crash", "lose-unfsynced": "disk-crash", "corrupt-file": "disk-crash",
 }
 _OPEN_PREFIXES = ("start-",)
 _CLOSE_PREFIXES = ("stop-", "heal-")
@@ -61,7 +70,10 @@ class FaultWindow:
 
 
 def nemesis_verb(f: str) -> tuple[str, str] | None:
-    """``("open" | "close", kind)`` for a nemesis ``f``, or None if it neither opens nor closes a fault."""
+    """``("open" | "close" | "instant", kind)`` for a nemesis ``f``, or None if it neither opens nor closes a
+    fault."""
+    if f in INSTANT_VERBS:
+        return ("instant", INSTANT_VERBS[f])
     for p in _CLOSE_PREFIXES:
         if f.startswith(p) and len(f) > len(p):
             return ("close", f[len(p):])
@@ -112,6 +124,8 @@ def fault_windows(nemesis_ops: Iterable[Mapping[str, Any]], *, last_time_ns: int
             continue
         t = int(op.get("time", 0))
         action, kind = verb
+        if action == "instant":  # opened by its invocation, closed by its own completion
+            action = "open" if op.get("type") == "invoke" else "close"
         if action == "open":
             w = open_.get(kind)
             if w is None or w[2] is not None:

@@ -18,6 +18,8 @@ def nem(t: int, typ: str, f: str, value: Any = None) -> dict[str, Any]:
     ("heal-partition", ("close", "partition")), ("pause-start", ("open", "pause")), ("pause-stop", ("close", "pause")),
     ("kill", ("open", "kill")), ("restart", ("close", "kill")), ("resume", ("close", "pause")),
     ("heal", ("close", "*")), ("check-offsets", None), ("start-", None),
+    ("start", ("close", "kill")), ("bump-clock", ("open", "clock")), ("terminate", ("open", "kill")),
+    ("start-disk", ("open", "disk")), ("crash-at", ("instant", "crash")), ("corrupt-file", ("instant", "disk-crash")),
 ], ids=lambda x: str(x))
 def test_nemesis_verb_table(f: str, expected: Any) -> None:
     assert nemesis_verb(f) == expected
@@ -59,3 +61,12 @@ def test_window_end_before_start_is_rejected() -> None:
 @pytest.mark.parametrize(("t", "expected"), [(0, -1), (9, -1), (10, 0), (25, 0), (30, 1), (1000, 2)])
 def test_window_seq_is_latest_start_at_or_before(t: int, expected: int) -> None:
     assert window_seq([10, 30, 50], t) == expected
+
+
+def test_instant_faults_span_their_own_invocation_to_completion() -> None:
+    ops = [nem(100, "invoke", "crash-at", {"targets": "c1"}), nem(900, "info", "crash-at", {"nodes": {}}),
+           nem(1000, "invoke", "kill", ["b1"]), nem(1010, "info", "kill", ["b1"]),
+           nem(2000, "invoke", "start", None), nem(2300, "info", "start", ["b1"])]
+    ws = fault_windows(ops, last_time_ns=5000)
+    assert [(w.kind, w.start_ns, w.end_ns, w.healed) for w in ws] == [("crash", 100, 900, True),
+                                                                      ("kill", 1000, 2300, True)]
