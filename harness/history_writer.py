@@ -28,12 +28,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from checker.history import NEMESIS, OP_TYPES, HistoryError, Op
 from harness.generator import next_process
 
 __all__ = ["HistoryWriter"]
-
-import orjson
 
 _JSON_ENCODE = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
@@ -44,6 +44,8 @@ def _encode(rec: dict[str, Any]) -> bytes:
         return orjson.dumps(rec, default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
     except (TypeError, orjson.JSONEncodeError):
         return (_JSON_ENCODE(rec) + "\n").encode("utf-8")
+
+
 _BASE = frozenset(("index", "time", "type", "process", "f", "value"))
 _OPTIONAL = frozenset(("node", "error"))
 

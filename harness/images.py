@@ -300,9 +300,10 @@ def bootstrap_base(sources: Sequence[AptSource], tag: str = BASE_TAG) -> None:
 
 
 def _package_dirs() -> list[str]:
+    """The project's top-level packages (pyproject's setuptools ``include`` patterns without the ``*``)."""
     pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     includes = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
-    return sorted({p.rstrip("*").rstrip(".") for p in includes})
+    return sorted({p.rstrip("*") for p in includes})
 
 
 def source_digest(root: Path = REPO_ROOT) -> str:
@@ -329,15 +330,13 @@ def _image_label(client: Any, ref: str, key: str) -> str | None:
 
 def build_wheel(out_dir: Path) -> Path:
     """``pip wheel --no-deps`` of a copy of the project (so the work tree gets no build/ litter)."""
-    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    includes = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
     src = out_dir / "src"
     src.mkdir(parents=True)
     for name in ("pyproject.toml", "README.md"):
         if (REPO_ROOT / name).exists():
             shutil.copy2(REPO_ROOT / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for pkg in sorted({p.rstrip("*") for p in includes}):
+    for pkg in _package_dirs():
         if (REPO_ROOT / pkg).is_dir():
             shutil.copytree(REPO_ROOT / pkg, src / pkg, ignore=ignore)
     wheels = out_dir / "wheels"
@@ -355,8 +354,9 @@ def _pip_config_list() -> str:
     return res.stdout if res.returncode == 0 else ""
 
 
-def build_node(client: Any, base_image: str, tag: str, log: Any = None) -> None:
-    """Stage the context in a temp dir and build ``tag`` FROM ``base_image``."""
+def build_node(client: Any, base_image: str, tag: str, log: Any = None, *, digest: str | None = None) -> None:
+    """Stage the context in a temp dir and build ``tag`` FROM ``base_image`` (``digest``: the work tree's
+    :func:`source_digest`, if the caller has it already)."""
     pyproject_text = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
     config_list = _pip_config_list()
     pip_args = pip_build_args(config_list, os.environ)
@@ -377,7 +377,7 @@ def build_node(client: Any, base_image: str, tag: str, log: Any = None) -> None:
         (ctx / "build" / "sources.list").write_text(render_sources_list(host_apt_sources()), encoding="utf-8")
         labels = {"splitbrain.image": "node", "splitbrain.version": project_version(pyproject_text),
                   "splitbrain.wheel-sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
-                  "splitbrain.source-sha256": source_digest()}
+                  "splitbrain.source-sha256": digest or source_digest()}
         (ctx / "Dockerfile").write_text(render_dockerfile(
             base_image=base_image, requirements=node_requirements(pyproject_text), pip_args=pip_args,
             pip_cert=bool(cert), labels=labels,
@@ -409,7 +409,8 @@ def ensure_images(
     tag = node_tag or node_image_tag(project_version((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")))
     base_built = node_built = False
     base_s = node_s = 0.0
-    stale = _has_image(client, tag) and _image_label(client, tag, "splitbrain.source-sha256") != source_digest()
+    digest = source_digest()
+    stale = _has_image(client, tag) and _image_label(client, tag, "splitbrain.source-sha256") != digest
     if stale:
         print(f"images: {tag} was built from other sources than this work tree; rebuilding it", file=sys.stderr)
     if base is None and not (force or rebuild_base or stale) and _has_image(client, tag):
@@ -425,7 +426,7 @@ def ensure_images(
                          f"images present: {[t for i in client.images.list() for t in i.tags][:20]}")
     if force or rebuild_base or base_built or stale or not _has_image(client, tag):
         t0 = time.monotonic()
-        build_node(client, base, tag, log)
+        build_node(client, base, tag, log, digest=digest)
         node_built, node_s = True, time.monotonic() - t0
     return BuildReport(base, tag, base_built, node_built, base_s, node_s)
 

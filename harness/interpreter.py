@@ -114,8 +114,8 @@ class Interpreter:
                 w.waiter = asyncio.get_running_loop().create_future()
                 await w.waiter
             op, w.op = w.op, None
-            comp = await self._invoke(w, op, self.op_timeouts.get(str(op.get("f")), timeout_s) if not is_nemesis
-                                      else timeout_s, is_nemesis)
+            limit = timeout_s if is_nemesis else self.op_timeouts.get(str(op.get("f")), timeout_s)
+            comp = await self._invoke(w, op, limit, is_nemesis)
             self._done.append((w.thread, comp))
             self._wake.set()
 

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from nemesis.faults import _Base, _guard, admin_failpoints
+from nemesis.faults import _Base, _guard, admin_failpoints, restart_and_wait
 from system_under_test.broker.store.commitlog import COMMITLOG_DIR, read_synced_file
 from system_under_test.broker.store.offline import cut_files_offline
 from system_under_test.broker.store.record import frame_length_at
@@ -249,14 +249,7 @@ class DiskNemesis(_Base):
             entry = await self._node_tool(test, n, [*args, "--store", self.db.store_dir(test, n), *extra])
             entry["was_alive"] = was_alive
             if was_alive:  # a node another nemesis killed stays down for that nemesis to restart
-                await self.db.start(test, n)
-                try:
-                    await self.db.wait_ready(test, n, timeout_s=float(value.get("ready_timeout_s", 20)))
-                    entry["restarted"] = "ready"
-                except TimeoutError as exc:
-                    refusal = [line for line in str(exc).splitlines() if "store refused" in line]
-                    entry["restarted"] = "refused" if refusal else "not ready"
-                    entry["log"] = refusal[-1] if refusal else str(exc)[-600:]
+                entry.update(await restart_and_wait(self.db, test, n, float(value.get("ready_timeout_s", 20))))
             report[n] = entry
         return report
 

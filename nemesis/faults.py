@@ -553,12 +553,7 @@ class FailpointNemesis(_Base):
             report[n]["disarm"] = (await admin_failpoints(self.db, test, [n], "disarm-failpoint", name))[n]
         for n, r in report.items():
             if r.get("crashed"):
-                await self.db.start(test, n)
-                try:
-                    await self.db.wait_ready(test, n, timeout_s=float(value.get("ready_timeout_s", 30.0)))
-                    r["restarted"] = "ready"
-                except TimeoutError as exc:
-                    r["restarted"] = f"not ready: {str(exc)[-300:]}"
+                r.update(await restart_and_wait(self.db, test, n, float(value.get("ready_timeout_s", 30.0))))
         return {"name": name, "nodes": report}
 
     async def _go(self, test: dict[str, Any], f: str, value: Mapping[str, Any]) -> dict[str, Any]:
@@ -566,6 +561,18 @@ class FailpointNemesis(_Base):
         results = await admin_failpoints(self.db, test, nodes, f, str(value.get("name", "*")),
                                          str(value.get("action", "1*crash")))
         return {**dict(value), "results": results}
+
+
+async def restart_and_wait(db: Any, test: dict[str, Any], node: str, timeout_s: float) -> dict[str, str]:
+    """Start ``node`` again and wait until it serves: ``{"restarted": "ready"}``, or ``"refused"`` (a broker
+    whose store refused to open) / ``"not ready"`` with ``log``: the refusal line, else the error's tail."""
+    await db.start(test, node)
+    try:
+        await db.wait_ready(test, node, timeout_s=timeout_s)
+        return {"restarted": "ready"}
+    except TimeoutError as exc:
+        refusal = [line for line in str(exc).splitlines() if "store refused" in line]
+        return {"restarted": "refused" if refusal else "not ready", "log": refusal[-1] if refusal else str(exc)[-600:]}
 
 
 async def admin_failpoints(db: Any, test: dict[str, Any], nodes: Sequence[str], f: str, name: str,

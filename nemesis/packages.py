@@ -102,7 +102,7 @@ def packet_package(db: Any, rng: random.Random, interval_s: float, targets: Sequ
                    [{"f": "stop-packet"}])
 
 
-def _disk_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str], *,
+def _disk_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str], *, name: str,
                   corrupt_modes: Sequence[str]) -> Package:
     """Live disk faults on a broker (or a master), alternating with crashes that lose unsynced writes
     or damage a segment; brokers only (the spec's targets pick controllers as often as brokers)."""
@@ -120,23 +120,21 @@ def _disk_package(db: Any, rng: random.Random, interval_s: float, targets: Seque
             return {"f": "lose-unfsynced", "value": {"targets": target}}
         return {"f": "corrupt-file", "value": {"targets": target, "mode": ctx.rng.choice(list(corrupt_modes))}}
 
-    return Package("disk", DiskNemesis(db, rng), _alternate(interval_s, start, {"f": "stop-disk"}),
+    return Package(name, DiskNemesis(db, rng), _alternate(interval_s, start, {"f": "stop-disk"}),
                    [{"f": "stop-disk"}])
 
 
 def disk_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
     from nemesis.disk import REPAIRABLE_MODES
 
-    return _disk_package(db, rng, interval_s, targets, corrupt_modes=REPAIRABLE_MODES)
+    return _disk_package(db, rng, interval_s, targets, name="disk", corrupt_modes=REPAIRABLE_MODES)
 
 
 def disk_corrupt_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
     """Like ``disk`` but also damages the middle of logs: those brokers refuse to start and stay down."""
     from nemesis.disk import CORRUPT_MODES
 
-    pkg = _disk_package(db, rng, interval_s, targets, corrupt_modes=CORRUPT_MODES)
-    pkg.name = "disk-corrupt"
-    return pkg
+    return _disk_package(db, rng, interval_s, targets, name="disk-corrupt", corrupt_modes=CORRUPT_MODES)
 
 
 # (failpoint, whom to arm it on): the controller and replication steps the protocol-crash package walks
