@@ -31,13 +31,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.local_cluster import LocalQuorum
+from system_under_test import eventloop
 from system_under_test.broker.local_set import LocalBrokerSet
 from system_under_test.client.consumer import Consumer
 from system_under_test.client.producer import Producer, SendError
 
 TARGETS = {"produce_msgs_per_s": 30_000, "consume_msgs_per_s": 100_000, "failover_p50_s": 2.0, "failover_p99_s": 4.0}
 LOWER_IS_BETTER = {"failover_p50_s", "failover_p99_s"}
-BROKER_ARGS = ["--lease-timeout-ms", "1000", "--heartbeat-interval-ms", "200"]
+BROKER_ARGS = ["--lease-timeout-ms", "1000", "--heartbeat-interval-ms", "200", "--flush", "sync"]
 SET = "bench"
 
 
@@ -141,7 +142,7 @@ def main() -> int:
     ap.add_argument("--depth", type=int, default=32, help="sends in flight")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    figures = asyncio.run(run_bench(args.seconds, args.trials, args.batch, args.depth))
+    figures = eventloop.run(run_bench(args.seconds, args.trials, args.batch, args.depth))
     if args.json:
         print(json.dumps({"figures": figures, "targets": TARGETS}))
     else:

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.demo import register_broker
 from harness.local_cluster import LocalQuorum
+from system_under_test import eventloop
 from system_under_test.client.controller_client import ControllerClient
 from system_under_test.protocol import Connection, RequestCode, connect
 
@@ -158,10 +159,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sb-bench-") as d:
         with LocalQuorum(Path(d) / "tp", extra_args=extra) as q:
             q.start_all()
-            figures.update(asyncio.run(bench_throughput(q, args.seconds)))
+            figures.update(eventloop.run(bench_throughput(q, args.seconds)))
         with LocalQuorum(Path(d) / "fo", extra_args=extra) as q:
             q.start_all()
-            figures.update(asyncio.run(bench_failover(q, args.trials)))
+            figures.update(eventloop.run(bench_failover(q, args.trials)))
     if args.json:
         print(json.dumps({"figures": figures, "targets": TARGETS}))
     else:

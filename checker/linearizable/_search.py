@@ -28,6 +28,11 @@ Rules that cut the search without changing the verdict:
    read-only call -- in the window or among the next ``_LOOKAHEAD`` invoked -- can no longer become legal
    with the writers still available.  At most ``_MAX_ASKS`` reads are asked per node, nearest first.
 7. ``model.canonical`` may rewrite the calls so that states no later call can tell apart coincide.
+8. Early stop at a proven-impossible call X (rule 4): no node ever linearizes X, so the return frontier
+   never passes X; the first node whose frontier reaches X fixes the answer (INVALID, failing call X, and
+   that node's path as the longest prefix -- an exhaustive walk would only confirm both).  As a guard
+   against a wrong model pre-check, X is stepped from that node's state: if it is legal there after all,
+   the early stop is disabled and the search runs to exhaustion as without a hint.
 
 The first call that cannot be linearized is the determinate call whose return no explored node got
 past (the deepest "return frontier"), and the path to the deepest node is the longest linearizable prefix.
@@ -113,11 +118,15 @@ class PartitionSearch:
         init = self._intern(model.init())
         self._setup(kept)
         impossible = self._impossible(init) if hint is None else next(c for c in kept if c.id == hint.id)
+        # stop_p: the position in R of the impossible call.  No node can linearize it (rule 8), so the return
+        # frontier never passes it, and the first node whose frontier reaches it settles the search.
+        self.stop_p = -1
         if impossible is not None:
             limit = impossible.ret_time
             self.cut_at = self.original[impossible.id]
             kept = [c for c in kept if c.call_time <= limit]
             self._setup(kept)
+            self.stop_p = next(p for p, i in enumerate(self.R) if self.calls[i].id == impossible.id)
         # DFS stack frames: [j, s, p, children, k, path]: j the call linearized to get here (None at the root),
         # path a linked list (j, s, parent path) of the calls linearized so far, so remembering the deepest
         # node costs O(1).  The linearized set B of the top frame is kept in self.B (not one per frame: a
@@ -301,6 +310,8 @@ class PartitionSearch:
             return
         p = self._advance(0, 0)
         self.best_p = p
+        if p == self.stop_p and self._settled(init, p):
+            return
         self.stack.append([None, init, p, self._children(0, init, p), 0, None])
 
     @property
@@ -377,6 +388,9 @@ class PartitionSearch:
             if p2 > self.best_p:
                 self.best_p = p2
                 self.best_path = path
+                if p2 == self.stop_p and self._settled(s2, p2):
+                    self.steps += steps + 1
+                    return INVALID
             if p2 == nr:
                 self.best_path = path
                 self.status = VALID
@@ -397,6 +411,16 @@ class PartitionSearch:
         self.status = INVALID
         self._release()
         return INVALID
+
+    def _settled(self, s: int, p: int) -> bool:
+        """At the first node whose frontier reaches the impossible call: finish INVALID (rule 8) unless the
+        call is legal in this node's state, which would refute the pre-check (then search on, unhinted)."""
+        if self._next(self.R[p], s) != -1:
+            self.stop_p = -1
+            return False
+        self.status = INVALID
+        self._release()
+        return True
 
     def _release(self) -> None:
         """Free the search structures of a finished partition (keeps the cache size for the statistics)."""

@@ -150,62 +150,83 @@ class KV(Model):
         before the get returns and returning after the append was invoked).  Checks the last
         ``_STALE_WINDOW`` such appends of each get; likewise a put that returned before the get was invoked
         must begin its value unless another put may follow it.  Only puts whose value begins the get's value
-        count as possible resets (the last put before the get determines how its value begins)."""
-        appends: list[tuple[float, float, str]] = []
-        puts: list[tuple[float, float, Any]] = []
-        put_values: list[tuple[float, float, str]] = []
-        gets: list[tuple[float, float, str, int]] = []
-        key = None
+        count as possible resets (the last put before the get determines how its value begins).
+
+        Returns the impossible get that returns first (the earliest in ``ops`` among equal returns).  Gets are
+        visited in that order, so the scan stops at the first hit; per get the work is the puts invoked
+        before it returns plus two windows, O(n * (puts + window)) for the partition.
+        """
+        appends: list[tuple[float, float, str]] = []  # (ret, call, value) of determinate appends
+        puts: list[tuple[float, float, Any]] = []  # (call, ret, value), indeterminate ones included
+        done: list[tuple[float, float, str]] = []  # (ret, call, value) of determinate string puts
+        gets: list[tuple[float, int, float, str]] = []  # (ret, index, call, value read)
+        key: Any = None
         for i, (op, out, call, ret) in enumerate(ops):
             if out is FAILED:
                 continue
-            k, v = _kv_parts(op)
+            v = op.value
+            if type(v) is dict and "key" in v:
+                k, v = v["key"], v.get("value")
+            else:
+                k, v = _kv_parts(op)
             if key is None:
                 key = k
             elif k != key:
                 return self._impossible_per_key(ops)
-            if op.f == "get":
+            f = op.f
+            if f == "get":
                 want = out.get("value") if isinstance(out, dict) else out
                 if out is not UNKNOWN and isinstance(want, str):
-                    gets.append((call, ret, want, i))
-            elif op.f == "append" and isinstance(v, str):
+                    gets.append((ret, i, call, want))
+            elif f == "append" and isinstance(v, str):
                 if out is not UNKNOWN:
                     appends.append((ret, call, v))
-            elif op.f == "put":
+            elif f == "put":
                 puts.append((call, ret, v))
                 if out is not UNKNOWN and isinstance(v, str):
-                    put_values.append((call, ret, v))
+                    done.append((ret, call, v))
             else:
                 return None
         appends.sort()
         puts.sort()
+        done.sort(key=lambda x: x[0])
         append_rets = [a[0] for a in appends]
         put_calls = [p[0] for p in puts]
-        done = sorted(((r, c, v) for c, r, v in put_values), key=lambda x: x[0])
         done_rets = [d[0] for d in done]
-        found: tuple[float, int] | None = None
-        for gcall, gret, want, i in gets:
-            if found is not None and gret >= found[0]:
-                continue
+        gets.sort(key=lambda g: (g[0], g[1]))
+        for gret, i, gcall, want in gets:
             # A put can be the last one before the get only if it is invoked before the get returns and its
             # value begins the get's value; only such puts can "reset" the value between a write and the get.
-            resets = [(r, c) for c, r, v in puts[:bisect_right(put_calls, gret)]
-                      if not isinstance(v, str) or want.startswith(v)]
-            reset_until = max((r for r, _ in resets), default=-INF)
+            # top1: the reset returning last; top2: the one returning last among those unlike top1 (so "some
+            # reset other than X returns at or after t" is one comparison).
+            top1: tuple[float, float] | None = None
+            top2_ret = -INF
+            for c, r, v in puts[:bisect_right(put_calls, gret)]:
+                if isinstance(v, str) and not want.startswith(v):
+                    continue
+                if top1 is None:
+                    top1 = (r, c)
+                elif r > top1[0]:
+                    if (r, c) != top1:
+                        top2_ret = top1[0]
+                    top1 = (r, c)
+                elif (r, c) != top1 and r > top2_ret:
+                    top2_ret = r
+            reset_until = -INF if top1 is None else top1[0]
             j = bisect_left(append_rets, gcall)
             for _, acall, v in reversed(appends[max(0, j - _STALE_WINDOW):j]):
                 if acall > reset_until and v not in want:
-                    found = (gret, i)
-                    break
-            else:
-                # a put that returned before the get was invoked begins its value unless another resetting put
-                # may follow it
-                j = bisect_left(done_rets, gcall)
-                for pret, pcall, v in reversed(done[max(0, j - _STALE_WINDOW):j]):
-                    if not want.startswith(v) and not any(r >= pcall and (r, c) != (pret, pcall) for r, c in resets):
-                        found = (gret, i)
-                        break
-        return None if found is None else found[1]
+                    return i
+            # a put that returned before the get was invoked begins its value unless another resetting put may
+            # follow it
+            j = bisect_left(done_rets, gcall)
+            for pret, pcall, v in reversed(done[max(0, j - _STALE_WINDOW):j]):
+                if want.startswith(v):
+                    continue
+                other = -INF if top1 is None else (top1[0] if top1 != (pret, pcall) else top2_ret)
+                if not other >= pcall:
+                    return i
+        return None
 
     def _impossible_per_key(self, ops: Sequence[tuple[OpInput, Any, float, float]]) -> int | None:
         """``impossible`` of an unpartitioned history: each key on its own, earliest-returning answer."""

@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 
-from system_under_test import failpoints
+from system_under_test import eventloop, failpoints
 from system_under_test.broker.config import BUGS, BrokerConfig, BrokerConfigError, FlushMode
 from system_under_test.controller.main import read_token
 
@@ -119,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         failpoints.load_env()
+        eventloop.chosen()  # a bad SPLITBRAIN_EVENT_LOOP is a config error (exit 2)
         cfg = build_config(args)
     except (BrokerConfigError, ValueError, failpoints.FailpointSpecError) as exc:
         print(f"splitbrain broker: {exc}", file=sys.stderr)
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         profiler = cProfile.Profile()
         profiler.enable()
     try:
-        return asyncio.run(_serve(cfg, args.seed))
+        return eventloop.run(_serve(cfg, args.seed))
     except RegistrationError as exc:
         print(f"splitbrain broker {cfg.broker_name}: registration failed: {exc}", file=sys.stderr)
         return 3

@@ -25,9 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 from system_under_test import failpoints
 from system_under_test.broker.config import FlushMode
+from system_under_test.broker.group_commit import GroupCommit
 from system_under_test.broker.ha import check_min_in_sync
 from system_under_test.broker.roles import Role
-from system_under_test.broker.store import OffsetError, Record, StoreError, StoreFullError, StoreIOError
+from system_under_test.broker.store import (
+    MessageStore,
+    OffsetError,
+    Record,
+    StoreError,
+    StoreFullError,
+    StoreIOError,
+)
 from system_under_test.clock import CLOCK
 from system_under_test.protocol import Connection, Frame, Kind, Reply, RequestCode, ResponseCode
 
@@ -73,6 +81,13 @@ class DataPlane:
 
     def __init__(self, broker: Broker) -> None:
         self.b = broker
+        self._commits: tuple[MessageStore, GroupCommit] | None = None
+
+    def _group_commit(self, store: MessageStore) -> GroupCommit:
+        """The group committer of ``store`` (a new one when the broker reopened its store)."""
+        if self._commits is None or self._commits[0] is not store:
+            self._commits = (store, GroupCommit(store.put))
+        return self._commits[1]
 
     async def handle(self, frame: Frame, conn: Connection) -> Reply | None:
         code = frame.code
@@ -179,7 +194,7 @@ class DataPlane:
         epoch = b.master_epoch
         try:
             if b.cfg.flush is FlushMode.SYNC:
-                results = await asyncio.to_thread(store.put, records)
+                results = await self._group_commit(store).put(records)
             else:
                 results = store.put(records)
         except StoreFullError as exc:

@@ -41,7 +41,7 @@ class DecideContext:
     cluster_id: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # treat as immutable; not frozen: built for every request (see protocol.Frame)
 class Decision:
     """A decided request: the reply so far and the events to replicate (empty = final reply).
 

@@ -298,6 +298,9 @@ def _build_tables(table: tuple[tuple[int, type], ...]) -> tuple[dict[int, type],
 
 
 _BY_ID, _BY_TYPE = _build_tables(EVENT_TYPES)
+# field names per event type, computed once (dataclasses.fields() per event showed on every node's apply)
+_FIELDS: dict[type, tuple[str, ...]] = {cls: tuple(f.name for f in dataclasses.fields(cls)) for _, cls in EVENT_TYPES}
+_FIELD_SETS: dict[type, frozenset[str]] = {cls: frozenset(names) for cls, names in _FIELDS.items()}
 
 
 def event_to_wire(event: Event) -> list[Any]:
@@ -306,9 +309,9 @@ def event_to_wire(event: Event) -> list[Any]:
     if type_id is None:
         raise EventError(f"cannot encode {event!r}: not an event type listed in EVENT_TYPES")
     fields = {}
-    for f in dataclasses.fields(event):
-        value = getattr(event, f.name)
-        fields[f.name] = list(value) if isinstance(value, tuple) else value
+    for name in _FIELDS[type(event)]:
+        value = getattr(event, name)
+        fields[name] = list(value) if isinstance(value, tuple) else value
     return [type_id, fields]
 
 
@@ -320,8 +323,8 @@ def event_from_wire(obj: Any) -> Event:
     cls = _BY_ID.get(type_id)
     if cls is None:
         raise EventError(f"unknown event type id {type_id!r}; known: {sorted(_BY_ID)}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    if set(fields) != names:
+    names = _FIELD_SETS[cls]
+    if fields.keys() != names:
         raise EventError(f"{cls.__name__}: encoded fields {sorted(fields)} != expected {sorted(names)}")
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
     try:

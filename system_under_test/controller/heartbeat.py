@@ -25,7 +25,7 @@ BrokerKey = tuple[str, int]
 DEFAULT_ELECTION_PRIORITY = 2**31 - 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # treat as immutable; not frozen: one per heartbeat (see protocol.Frame)
 class HeartbeatInfo:
     """What one heartbeat reports."""
 
@@ -42,7 +42,7 @@ class HeartbeatInfo:
             raise ValueError(f"HeartbeatInfo.lease_timeout_ms must be > 0, got {self.lease_timeout_ms}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # treat as immutable; not frozen: one per heartbeat (see protocol.Frame)
 class LiveInfo:
     """The manager's record of one broker (the value of the elect policy's live-info getter)."""
 
@@ -109,8 +109,9 @@ class BrokerHeartbeatManager:
         if old is None:
             rec = LiveInfo(key[0], key[1], broker_addr, 0, 0, 0, 0, DEFAULT_ELECTION_PRIORITY, lease_timeout_ms, now_ms)
         else:
-            rec = dataclasses.replace(old, last_update_ms=max(now_ms, old.last_update_ms),
-                                      lease_timeout_ms=lease_timeout_ms, broker_addr=broker_addr or old.broker_addr)
+            rec = LiveInfo(key[0], key[1], broker_addr or old.broker_addr, old.broker_epoch, old.master_epoch,
+                           old.max_offset, old.confirm_offset, old.election_priority, lease_timeout_ms,
+                           max(now_ms, old.last_update_ms))
         self._table[key] = rec
         return rec
 

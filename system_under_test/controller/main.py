@@ -19,7 +19,7 @@ import signal
 import sys
 from pathlib import Path
 
-from system_under_test import failpoints
+from system_under_test import eventloop, failpoints
 from system_under_test.controller.config import ControllerConfig
 from system_under_test.controller.errors import ConfigError
 
@@ -136,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         failpoints.load_env()
+        eventloop.chosen()  # a bad SPLITBRAIN_EVENT_LOOP is a config error (exit 2)
         options = build_options(args)
     except (ValueError, ConfigError, failpoints.FailpointSpecError) as exc:
         print(f"splitbrain controller: {exc}", file=sys.stderr)
@@ -148,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         profiler = cProfile.Profile()
         profiler.enable()
     try:
-        return asyncio.run(_serve(options))
+        return eventloop.run(_serve(options))
     except FormationFailed as exc:
         print(f"splitbrain controller {options.node_id}: formation refused: {exc}", file=sys.stderr)
         return 3

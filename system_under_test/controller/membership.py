@@ -170,8 +170,7 @@ def decide_heartbeat(h: Mapping[str, Any], ctx: DecideContext) -> Decision:
                         RequestCode.BROKER_HEARTBEAT, h)
     if events:
         return decision
-    code, header, body = heartbeat_reply(decision, [], state)
-    return Decision(code, header, body, (), decision.request, h)
+    return Decision(*heartbeat_reply(decision, [], state), (), decision.request, h)
 
 
 def decide_controlled_shutdown(h: Mapping[str, Any], ctx: DecideContext) -> Decision:

@@ -9,7 +9,6 @@ fenced and in-controlled-shutdown flags).  ``set_to_wire``/``set_from_wire`` are
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,8 +77,17 @@ class BrokerSet:
         return self.master_id is None and not self.sync_state_set
 
     def with_broker(self, info: BrokerInfo) -> BrokerSet:
-        others = [b for b in self.brokers if b.broker_id != info.broker_id]
-        return dataclasses.replace(self, brokers=tuple(sorted([*others, info], key=lambda b: b.broker_id)))
+        """This set with ``info`` added or replacing the record of its id (built field by field:
+        ``dataclasses.replace`` was a visible share of every applied address update)."""
+        brokers = self.brokers
+        for pos, b in enumerate(brokers):
+            if b.broker_id == info.broker_id:
+                brokers = (*brokers[:pos], info, *brokers[pos + 1:])
+                break
+        else:
+            brokers = tuple(sorted([*brokers, info], key=lambda b: b.broker_id))
+        return BrokerSet(self.cluster_name, self.broker_name, self.next_broker_id, brokers, self.master_id,
+                         self.master_epoch, self.sync_state_set, self.sync_state_set_epoch)
 
 
 @dataclass(frozen=True, slots=True)

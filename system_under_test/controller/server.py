@@ -34,6 +34,7 @@ import hmac
 import logging
 import random
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from typing import Any
 from system_under_test import failpoints
 from system_under_test.clock import CLOCK
 from system_under_test.controller import formation
+from system_under_test.controller.batching import ProposalBatcher
 from system_under_test.controller.config import ControllerConfig
 from system_under_test.controller.events import decode_events, encode_events
 from system_under_test.controller.heartbeat import BrokerHeartbeatManager
@@ -66,6 +68,8 @@ from system_under_test.raft import ProposalDropped, RaftError, RaftNode, RaftTra
 from system_under_test.raft.types import RaftConfig, message_from_wire
 
 log = logging.getLogger("splitbrain.controller")
+
+_REQUEST_CODES = {int(c): c for c in RequestCode}  # a dict lookup; RequestCode(code) showed per heartbeat
 
 COMMIT_REPLY = failpoints.declare(
     "controller.after_commit_before_reply", "a write is committed and applied, the reply not yet sent"
@@ -170,6 +174,8 @@ class ControllerServer:
         self.sm.on_applied.append(self._after_apply)
         self.heartbeats = BrokerHeartbeatManager()
         self.raft: RaftNode | None = None
+        self.batcher = ProposalBatcher(self._propose_entry)
+        self._ctx_cache: DecideContext | None = None
         self.broker_conns: dict[tuple[str, int], Connection] = {}
         self._leader_since_ms: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -323,7 +329,9 @@ class ControllerServer:
         given = frame.header.get("token")
         return isinstance(given, str) and hmac.compare_digest(given, self.options.token)
 
-    async def _handle(self, frame: Frame, conn: Connection) -> Reply | None:
+    def _handle(self, frame: Frame, conn: Connection) -> Reply | Awaitable[Reply | None] | None:
+        """Answer at once when no wait is needed (heartbeats, refusals, local reads); return an
+        awaitable for requests that wait for a read barrier or a commit."""
         if not self._authorized(frame):
             log.warning("rejected %s from %s: missing or wrong cluster token", _name(frame.code), conn.peer)
             return Reply.error(ResponseCode.UNAUTHORIZED,
@@ -342,55 +350,77 @@ class ControllerServer:
         if code == RequestCode.CONTROLLER_GET_METADATA_INFO:
             return Reply(header=self._metadata())
         if code in ADMIN_CODES:
-            return await self._admin(frame)
+            return self._admin(frame)
         if not self.active or self.raft is None:
             return Reply.error(ResponseCode.FORMATION_PENDING, "the controller quorum is still forming")
         if code == RequestCode.BROKER_HEARTBEAT:
             key = (str(frame.header["broker_name"]), int(frame.header["broker_id"]))
             self.broker_conns[key] = conn
         now_ms = CLOCK.monotonic_ns() // 1_000_000
-        ctx = self._ctx(now_ms)
+        request = _REQUEST_CODES.get(code)
+        if request is None:
+            return Reply.error(ResponseCode.CONTROLLER_INVALID_REQUEST, f"{code} is not a valid RequestCode")
         if not self.raft.is_leader:
             try:
                 if code == RequestCode.BROKER_HEARTBEAT:
-                    decide(RequestCode(code), frame.header, frame.body, ctx)  # records the lease locally
+                    decide(request, frame.header, frame.body, self._ctx(now_ms))  # records the lease locally
                 elif code in READ_CODES and "stale-read" in self.options.bugs:
-                    d = decide(RequestCode(code), frame.header, frame.body, ctx)  # BUG: follower memory
+                    d = decide(request, frame.header, frame.body, self._ctx(now_ms))  # BUG: follower memory
                     return Reply(d.code, d.header, d.body)
             except ValueError as exc:
                 return Reply.error(ResponseCode.CONTROLLER_INVALID_REQUEST, str(exc))
             return Reply.error(ResponseCode.CONTROLLER_NOT_LEADER, f"{self.options.node_id} is not the leader",
                                **self._leader_hint())
         if code in READ_CODES:
-            try:
-                await self.raft.read_barrier(timeout_s=3.0)
-            except (ProposalDropped, RaftError) as exc:
-                return Reply.error(ResponseCode.CONTROLLER_NOT_LEADER, f"read barrier failed: {exc}",
-                                   **self._leader_hint())
-            ctx = self._ctx(now_ms)
+            return self._read_after_barrier(request, frame, now_ms)
+        return self._decide_and_commit(request, frame, now_ms)
+
+    async def _read_after_barrier(self, request: RequestCode, frame: Frame, now_ms: int) -> Reply:
+        assert self.raft is not None
         try:
-            decision = decide(RequestCode(code), frame.header, frame.body, ctx)
+            await self.raft.read_barrier(timeout_s=3.0)
+        except (ProposalDropped, RaftError) as exc:
+            return Reply.error(ResponseCode.CONTROLLER_NOT_LEADER, f"read barrier failed: {exc}",
+                               **self._leader_hint())
+        result = self._decide_and_commit(request, frame, now_ms)
+        return await result if not isinstance(result, Reply) else result
+
+    def _decide_and_commit(self, request: RequestCode, frame: Frame, now_ms: int) -> Reply | Awaitable[Reply]:
+        try:
+            decision = decide(request, frame.header, frame.body, self._ctx(now_ms))
         except ValueError as exc:
             return Reply.error(ResponseCode.CONTROLLER_INVALID_REQUEST, str(exc))
         if not decision.events:
             return Reply(decision.code, decision.header, decision.body)
-        return await self._propose(decision)
+        return self._propose(decision)
 
     def _ctx(self, now_ms: int) -> DecideContext:
-        return DecideContext(state=self.sm.state, heartbeats=self.heartbeats, config=self.options.controller,
-                             now_ms=now_ms, node_id=self.options.node_id, cluster_id=self.cluster_id)
+        """The decide context for ``now_ms``, shared by every request decided against the same
+        state in the same millisecond (building one per heartbeat was a measurable cost)."""
+        ctx = self._ctx_cache
+        state = self.sm.state
+        if ctx is None or ctx.now_ms != now_ms or ctx.state is not state or ctx.cluster_id != self.cluster_id:
+            ctx = DecideContext(state=state, heartbeats=self.heartbeats, config=self.options.controller,
+                                now_ms=now_ms, node_id=self.options.node_id, cluster_id=self.cluster_id)
+            self._ctx_cache = ctx
+        return ctx
+
+    async def _propose_entry(self, data: bytes) -> tuple[int, Any]:
+        if self.raft is None:
+            raise RaftError(f"{self.options.node_id}: raft is not running")
+        return await self.raft.propose(data, timeout_s=5.0)
 
     async def _propose(self, decision: Decision) -> Reply:
         assert self.raft is not None
         await failpoints.ahit(BEFORE_PROPOSE)
         try:
-            _, results = await self.raft.propose(encode_events(list(decision.events)), timeout_s=5.0)
+            results = await self.batcher.submit(decision.events)
         except ProposalDropped as exc:
             return Reply.error(ResponseCode.CONTROLLER_NOT_LEADER, f"proposal dropped: {exc}", **self._leader_hint())
         except RaftError as exc:
             return Reply.error(ResponseCode.CONTROLLER_RAFT_INTERNAL_ERROR, f"commit not confirmed: {exc}")
         await failpoints.ahit(COMMIT_REPLY)
-        code, header, body = complete(decision, list(results or []), self.sm.state)
+        code, header, body = complete(decision, results, self.sm.state)
         return Reply(code, header, body)
 
     def _metadata(self) -> dict[str, Any]:

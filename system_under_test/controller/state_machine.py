@@ -243,7 +243,8 @@ class ControllerState:
         if isinstance(found, ApplyResult):
             return found
         bs, info = found
-        self._sets[ev.broker_name] = bs.with_broker(dataclasses.replace(info, broker_addr=ev.broker_addr))
+        self._sets[ev.broker_name] = bs.with_broker(
+            BrokerInfo(info.broker_id, ev.broker_addr, info.register_code, info.registration))
         return ApplyResult(ResponseCode.SUCCESS, "", index)
 
     def _register(self, ev: RegisterBroker, index: int) -> ApplyResult:
