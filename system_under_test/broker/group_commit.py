@@ -20,6 +20,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from system_under_test import grouping
 from system_under_test.broker.store import OffsetError, PutResult, Record
 
 Put = Callable[[Sequence[Record]], list[PutResult]]
@@ -81,23 +82,12 @@ class GroupCommit:
             results = await asyncio.to_thread(self._put, [r for records, _ in group for r in records])
         except OffsetError as exc:
             if len(group) == 1:
-                _fail(group, exc)
+                grouping.fail(group, exc)
                 return
             for item in group:  # someone's record was refused for its size: find whose, one by one
                 await self._commit([item])
             return
         except Exception as exc:
-            _fail(group, exc)
+            grouping.fail(group, exc)
             return
-        pos = 0
-        for records, fut in group:
-            part = results[pos:pos + len(records)]
-            pos += len(records)
-            if not fut.done():
-                fut.set_result(part)
-
-
-def _fail(group: list[_Item], exc: BaseException) -> None:
-    for _, fut in group:
-        if not fut.done():
-            fut.set_exception(exc)
+        grouping.settle(group, results)

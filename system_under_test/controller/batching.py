@@ -21,6 +21,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from system_under_test import grouping
 from system_under_test.controller.events import Event, encode_events
 from system_under_test.controller.state_machine import ApplyResult
 
@@ -82,14 +83,6 @@ class ProposalBatcher:
                 fut.cancel()
             raise
         except Exception as exc:
-            for _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(exc)
+            grouping.fail(batch, exc)
             return
-        results = list(results or [])
-        pos = 0
-        for evs, fut in batch:
-            part = results[pos:pos + len(evs)]
-            pos += len(evs)
-            if not fut.done():
-                fut.set_result(part)
+        grouping.settle(batch, list(results or []))
