@@ -1,6 +1,6 @@
 """What the two group commits share (controller writes merged into one Raft entry, broker SYNC
 sends merged into one put): handing each member of a merged operation its own slice of the
-results, in submit order, or the failure they all share."""
+results, in submit order, or the failure or cancellation they all share."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from collections.abc import Sequence, Sized
 from typing import TypeVar
 
 T = TypeVar("T")
-
 
 
 def settle(group: Sequence[tuple[Sized, asyncio.Future[list[T]]]], results: Sequence[T]) -> None:
@@ -28,3 +27,9 @@ def fail(group: Sequence[tuple[Sized, asyncio.Future[list[T]]]], exc: BaseExcept
     for _, fut in group:
         if not fut.done():
             fut.set_exception(exc)
+
+
+def cancel(group: Sequence[tuple[Sized, asyncio.Future[list[T]]]]) -> None:
+    """The merged operation was cancelled (the process is stopping): so is every member."""
+    for _, fut in group:
+        fut.cancel()

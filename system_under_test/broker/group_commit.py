@@ -42,8 +42,8 @@ class GroupCommit:
         self.max_records = max_records
         self._queue: deque[_Item] = deque()
         self._runner: asyncio.Task[None] | None = None
-        self.puts = 0  # store puts made (for status and benchmarks)
-        self.sends = 0  # sends carried by them
+        self.puts = 0  # store puts made, counting the one-by-one retries after an OffsetError
+        self.sends = 0  # sends carried by them (sends / puts = how much merging happened)
 
     async def put(self, records: Sequence[Record]) -> list[PutResult]:
         """Append ``records`` durably; returns where each landed.  Raises what ``put`` raises."""
@@ -71,8 +71,7 @@ class GroupCommit:
             try:
                 await self._commit(group)
             except asyncio.CancelledError:
-                for _, fut in group:
-                    fut.cancel()
+                grouping.cancel(group)
                 raise
 
     async def _commit(self, group: list[_Item]) -> None:

@@ -46,8 +46,6 @@ class ProposalBatcher:
         self._batch_events = 0
         self._flush_scheduled = False
         self._tasks: set[asyncio.Task[None]] = set()
-        self.entries = 0  # entries proposed (for status and benchmarks)
-        self.writes = 0  # writes carried by them
 
     def submit(self, events: Sequence[Event]) -> asyncio.Future[list[ApplyResult]]:
         """Queue one write's events; the future resolves with their apply results, in order."""
@@ -74,13 +72,10 @@ class ProposalBatcher:
         task.add_done_callback(self._tasks.discard)
 
     async def _commit(self, batch: list[tuple[Sequence[Event], asyncio.Future[list[ApplyResult]]]]) -> None:
-        self.entries += 1
-        self.writes += len(batch)
         try:
             _, results = await self._propose(encode_events([e for evs, _ in batch for e in evs]))
         except asyncio.CancelledError:
-            for _, fut in batch:
-                fut.cancel()
+            grouping.cancel(batch)
             raise
         except Exception as exc:
             grouping.fail(batch, exc)
