@@ -30,11 +30,18 @@ CONNECT = ("import socket,sys; s=socket.socket(); s.settimeout(0.7)\n"
            "except OSError as e: print('FAIL', e)")
 
 
-async def can_connect(test: dict[str, Any], src: str, dst: str) -> bool:
+async def probe(test: dict[str, Any], src: str, dst: str, script: str, *, timeout_s: float,
+                check: bool = False) -> str:
+    """Run a Python ``script`` on node ``src`` with ``dst``'s address and the controller port as
+    arguments; returns what it printed."""
     remote = test["remote"]
-    res = await remote.exec(src, [sys.executable, "-c", CONNECT, remote.address(dst), str(CONTROLLER_PORT)],
-                            timeout_s=10)
-    return res.stdout.startswith("OK")
+    res = await remote.exec(src, [sys.executable, "-c", script, remote.address(dst), str(CONTROLLER_PORT)],
+                            timeout_s=timeout_s, check=check)
+    return str(res.stdout)
+
+
+async def can_connect(test: dict[str, Any], src: str, dst: str) -> bool:
+    return (await probe(test, src, dst, CONNECT, timeout_s=10)).startswith("OK")
 
 
 LISTEN = ("import socket,sys; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('0.0.0.0', 9555));"
@@ -193,10 +200,7 @@ CONNECT_MS = ("import socket,sys,time\nbest=1e9\nfor _ in range(3):\n"
 
 
 async def connect_ms(test: dict[str, Any], src: str, dst: str) -> float:
-    remote = test["remote"]
-    res = await remote.exec(src, [sys.executable, "-c", CONNECT_MS, remote.address(dst), str(CONTROLLER_PORT)],
-                            timeout_s=30, check=True)
-    return float(res.stdout.strip())
+    return float((await probe(test, src, dst, CONNECT_MS, timeout_s=30, check=True)).strip())
 
 
 def test_packet_delay_between_a_pair_only(tmp_path: Path) -> None:
