@@ -40,7 +40,6 @@ past (the deepest "return frontier"), and the path to the deepest node is the lo
 
 from __future__ import annotations
 
-import dataclasses
 from bisect import bisect_right
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
@@ -108,7 +107,7 @@ class PartitionSearch:
         self.original = {c.id: c for c in kept}
         rewritten = model.canonical([(c.input, c.output) for c in kept])
         if rewritten is not None:
-            kept = [c if (i is c.input and o is c.output) else dataclasses.replace(c, input=i, output=o)
+            kept = [c if (i is c.input and o is c.output) else c._replace(input=i, output=o)
                     for c, (i, o) in zip(kept, rewritten, strict=True)]
         self.states: list[Hashable] = []
         self._ids: dict[Hashable, int] = {}
@@ -116,8 +115,11 @@ class PartitionSearch:
         self.status = RUNNING
         self.cut_at: Call | None = None
         init = self._intern(model.init())
-        self._setup(kept)
-        impossible = self._impossible(init) if hint is None else next(c for c in kept if c.id == hint.id)
+        if hint is None:
+            self._setup(kept)
+            impossible = self._impossible(init)
+        else:  # the history is cut at the hint at once (no need to set up the uncut one first)
+            impossible = next(c for c in kept if c.id == hint.id)
         # stop_p: the position in R of the impossible call.  No node can linearize it (rule 8), so the return
         # frontier never passes it, and the first node whose frontier reaches it settles the search.
         self.stop_p = -1
@@ -161,7 +163,8 @@ class PartitionSearch:
         self.use_reach = bool(getattr(self.model, "has_reach", False))
         self.reach_memo: dict[tuple[int, int, int], bool] = {}
         self.items = [(c.input, c.output) for c in calls]
-        self.writer_mask = _mask([not r for r in self.ro])
+        self.ro_mask = _mask(self.ro)
+        self.writer_mask = ((1 << self.n) - 1) ^ self.ro_mask
         # Counts, not masks (n masks of n bits each would be quadratic memory): upto[i] = number of calls
         # invoked no later than call i returns; window[p] = the same for the p-th earliest return.  The
         # candidate mask of a node is then (1 << window[p]) - 1 minus the linearized set.
@@ -250,29 +253,36 @@ class PartitionSearch:
         w = self.window[p]
         m = ((1 << w) - 1) & ~B
         trans = self.trans
-        ro = self.ro
         rank = self.rank
         found: list[tuple[int, int, int]] = []
         pending_reads: list[int] = []
+        # Read-only candidates first (rule 2: the first legal one is the only child), so a node with a legal
+        # read never looks at its writers.  Same order and same memo side effects as one mixed pass.
+        mr = m & self.ro_mask
+        while mr:
+            low = mr & -mr
+            i = low.bit_length() - 1
+            mr ^= low
+            nxt = trans[i].get(s)
+            if nxt is None:
+                nxt = self._next(i, s)
+            if nxt != -1:
+                return [(i, s)]
+            if self.use_reach:
+                pending_reads.append(i)
+        m &= ~self.ro_mask
         while m:
             low = m & -m
             i = low.bit_length() - 1
             m ^= low
             nxt = trans[i].get(s)
             if nxt is None:
-                if not ro[i]:
-                    found.append((rank[i], i, _LAZY))  # stepped only if the search gets to it
-                    continue
-                nxt = self._next(i, s)
-            if nxt != -1:
-                if ro[i]:
-                    return [(i, s)]
+                found.append((rank[i], i, _LAZY))  # stepped only if the search gets to it
+            elif nxt != -1:
                 if type(nxt) is int:
                     found.append((rank[i], i, nxt))
                 else:
                     found.extend((rank[i], i, t) for t in nxt)
-            elif ro[i] and self.use_reach:
-                pending_reads.append(i)
         if self.use_reach:
             # Look-ahead: reads in the window, then reads invoked soon after it, must stay reachable.  Only the
             # first few illegal ones are asked (each ask costs a model call; the nearest ones prune best).

@@ -9,7 +9,7 @@ Besides ``step``, kv implements the three optional performance hooks of the mode
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -81,6 +81,10 @@ class KV(Model):
         raise ModelError(f"kv: unknown op f={f!r} (expected get, put or append)")
 
     def partition_key(self, op: OpInput) -> Hashable | None:
+        v = op.value
+        if type(v) is dict and "key" in v:  # the common shape, without the general parser
+            k = v["key"]
+            return k if type(k) is str else freeze(k)
         return freeze(_kv_parts(op)[0])
 
     has_reach = True
@@ -96,15 +100,20 @@ class KV(Model):
             return True
         appends: set[str] = set()
         bases: list[str] = []
-        for op, out in writers:
+        for op, out in writers:  # the search's hot loop: _kv_parts inlined for the common dict shape
             if out is FAILED:
                 continue
-            k, v = _kv_parts(op)
+            v = op.value
+            if type(v) is dict and "key" in v:
+                k, v = v["key"], v.get("value")
+            else:
+                k, v = _kv_parts(op)
             if k != key:
                 continue
-            if not isinstance(v, str) or op.f not in ("append", "put"):
+            f = op.f
+            if not isinstance(v, str) or f not in ("append", "put"):
                 return True  # an op this check does not understand: no opinion
-            if op.f == "append":
+            if f == "append":
                 appends.add(v)
             elif want.startswith(v):
                 bases.append(v)
@@ -191,18 +200,35 @@ class KV(Model):
         puts.sort()
         done.sort(key=lambda x: x[0])
         append_rets = [a[0] for a in appends]
-        put_calls = [p[0] for p in puts]
         done_rets = [d[0] for d in done]
+        # Puts by value, so a get finds the puts whose value begins its own with one lookup per distinct put
+        # length instead of a startswith per put (puts with a non-string value always count).
+        by_value: dict[str, list[tuple[float, float]]] = {}
+        any_value: list[tuple[float, float]] = []
+        for c, r, v in puts:
+            if isinstance(v, str):
+                by_value.setdefault(v, []).append((c, r))
+            else:
+                any_value.append((c, r))
+        lengths = sorted({len(v) for v in by_value})
         gets.sort(key=lambda g: (g[0], g[1]))
         for gret, i, gcall, want in gets:
             # A put can be the last one before the get only if it is invoked before the get returns and its
             # value begins the get's value; only such puts can "reset" the value between a write and the get.
             # top1: the reset returning last; top2: the one returning last among those unlike top1 (so "some
-            # reset other than X returns at or after t" is one comparison).
+            # reset other than X returns at or after t" is one comparison).  The outcome does not depend on
+            # the order the resets are visited in.
             top1: tuple[float, float] | None = None
             top2_ret = -INF
-            for c, r, v in puts[:bisect_right(put_calls, gret)]:
-                if isinstance(v, str) and not want.startswith(v):
+            resets = any_value
+            for ln in lengths:
+                if ln > len(want):
+                    break
+                hit = by_value.get(want[:ln])
+                if hit is not None:
+                    resets = resets + hit
+            for c, r in resets:
+                if c > gret:
                     continue
                 if top1 is None:
                     top1 = (r, c)

@@ -26,7 +26,8 @@ indeterminate, delivered, lost (lost-write + unseen_after_drain), duplicated, re
 unseen_after_drain, plus polls, records_read, drained (any ok drain) and drained_queues.
 
 Cost: one pass, O(1) work per op and per polled record, memory O(sends + distinct offsets).  Use
-:func:`check_queue_file` for large histories: it streams the file without building ``Op`` objects.
+:func:`check_queue_file` for large histories: it streams the file without building ``Op`` objects, decoding
+whole blocks of lines into slotted structs when msgspec is installed (``_lines``; figures in docs/anomalies.md).
 """
 
 from __future__ import annotations
@@ -38,12 +39,18 @@ from typing import Any
 
 from checker.compose import Result
 from checker.queue._notation import NotationError, parse_history
-from checker.queue._scan import DEFAULT_MAX_RECORDS, QueueScan, iter_history_chunks, iter_history_dicts
+from checker.queue._scan import (
+    DEFAULT_MAX_RECORDS,
+    QueueScan,
+    iter_history_chunks,
+    iter_history_dicts,
+    iter_history_ops,
+)
 from checker.queue._types import ANOMALY_TYPES, AnomalyType
 
 __all__ = [
     "ANOMALY_TYPES", "AnomalyType", "DEFAULT_MAX_RECORDS", "NotationError", "QueueScan", "check_queue",
-    "check_queue_file", "iter_history_chunks", "iter_history_dicts", "parse_history",
+    "check_queue_file", "iter_history_chunks", "iter_history_dicts", "iter_history_ops", "parse_history",
 ]
 
 
@@ -73,8 +80,11 @@ def check_queue_file(path: str | Path, *, max_records: int = DEFAULT_MAX_RECORDS
     gc.disable()
     try:
         scan = QueueScan(max_records=max_records)
-        for chunk in iter_history_chunks(path):
-            scan.feed(chunk)
+        for decoded, ops in iter_history_ops(path):
+            if decoded:
+                scan.feed_decoded(ops)
+            else:
+                scan.feed(ops)
         return scan.result()
     finally:
         if was_enabled:

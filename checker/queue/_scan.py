@@ -8,8 +8,10 @@ offset, a poll going backwards, a send landing below an earlier acknowledged sen
 ``QueueScan.result`` then walks the per-queue tables once to classify every sent value (delivered, lost,
 unseen, recovered, duplicated, unexpected) and resolves the candidate gaps against the set of known offsets.
 
-Rules of the file: no I/O except :func:`iter_history_dicts`; an ``info`` send is never counted lost and never
-duplicated; every anomaly names its queue, op indices, expected and observed values.
+Rules of the file: no I/O except the ``iter_history_*`` readers (blocks are decoded in ``_lines``); an
+``info`` send is never counted lost and never duplicated; every anomaly names its queue, op indices, expected
+and observed values.  :meth:`QueueScan.feed` (dicts) is the reference; :meth:`QueueScan.feed_decoded` is its
+specialisation for decoded structs and must stay step-for-step equal (``test_block_decoder_agrees...``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from checker.compose import Anomaly, Result, result_from_anomalies
 from checker.history import HistoryError
+from checker.queue._lines import MISSING, QVal, as_dict, iter_blocks
 from checker.queue._types import ANOMALY_TYPES
 
 try:  # orjson is ~4x faster than json for the 10M-op target; the checker works without it
@@ -48,6 +51,28 @@ def _freeze(v: Any) -> Any:
     return json.dumps(v, sort_keys=True, separators=(",", ":"))
 
 
+def _loads_lines(lines: list[bytes], lineno: int, path: str | Path, tolerate_torn_tail: bool) -> list[dict[str, Any]]:
+    """Parse lines (with their newlines; the first is line ``lineno`` of ``path``) into op dicts.
+
+    Raises:
+        HistoryError: a malformed line other than a torn (unterminated) last line.
+    """
+    try:
+        return list(map(_loads, lines))
+    except _LoadError:
+        out = []
+        for i, line in enumerate(lines, lineno):
+            try:
+                out.append(_loads(line))
+            except _LoadError as exc:
+                if not line.strip():
+                    continue
+                if tolerate_torn_tail and not line.endswith(b"\n"):
+                    break
+                raise HistoryError(f"{path}:{i}: not JSON ({exc}); expected one op object per line") from None
+        return out
+
+
 def iter_history_chunks(path: str | Path, *, tolerate_torn_tail: bool = True,
                         chunk_bytes: int = 1 << 20) -> Iterator[list[dict[str, Any]]]:
     """Stream ``history.jsonl`` as lists of op dicts (about ``chunk_bytes`` of text each), no ``Op`` objects.
@@ -56,26 +81,26 @@ def iter_history_chunks(path: str | Path, *, tolerate_torn_tail: bool = True,
         HistoryError: a malformed line other than a torn (unterminated) last line.
     """
     with Path(path).open("rb") as fh:
-        lineno = 0
+        lineno = 1
         while True:
             lines = fh.readlines(chunk_bytes)
             if not lines:
                 return
-            try:
-                yield list(map(_loads, lines))
-            except _LoadError:
-                out = []
-                for i, line in enumerate(lines, lineno + 1):
-                    try:
-                        out.append(_loads(line))
-                    except _LoadError as exc:
-                        if not line.strip():
-                            continue
-                        if tolerate_torn_tail and not line.endswith(b"\n"):
-                            break
-                        raise HistoryError(f"{path}:{i}: not JSON ({exc}); expected one op object per line") from None
-                yield out
+            yield _loads_lines(lines, lineno, path, tolerate_torn_tail)
             lineno += len(lines)
+
+
+def iter_history_ops(path: str | Path, *, tolerate_torn_tail: bool = True,
+                     block_bytes: int = 1 << 20) -> Iterator[tuple[bool, list[Any]]]:
+    """Stream ``history.jsonl`` as ``(decoded, ops)`` blocks for :meth:`QueueScan.feed_decoded` (see ``_lines``).
+
+    Raises:
+        HistoryError: as :func:`iter_history_chunks`.
+    """
+    def loads_lines(lines: list[bytes], lineno: int) -> list[dict[str, Any]]:
+        return _loads_lines(lines, lineno, path, tolerate_torn_tail)
+
+    return iter_blocks(path, loads_lines, block_bytes=block_bytes)
 
 
 def iter_history_dicts(path: str | Path, *, tolerate_torn_tail: bool = True) -> Iterator[dict[str, Any]]:
@@ -142,8 +167,6 @@ class QueueScan:
         open_pop = open_.pop
         queues = self._queues
         cursor = self._cursor
-        add = self._add
-        inconsistent = self._inconsistent
         n_ops = n_att = n_ack = n_fail = n_info = n_polls = n_recs = n_unpaired = 0
         for d in ops:
             n_ops += 1
@@ -181,7 +204,7 @@ class QueueScan:
                     v = d["value"]
                     off = v.get("offset") if v.__class__ is dict else None
                     if off is not None:
-                        self._ack(d, q, rec, val, off, inv_idx, m)
+                        self._ack(d["index"], d["process"], q, rec, val, off, inv_idx, m)
                 elif t == "fail":
                     n_fail += 1
                     rec[_N_FAIL] += 1
@@ -226,57 +249,7 @@ class QueueScan:
             if start is None:
                 c = cursor.get(ckey)
                 start = None if c is None else c + 1
-            first = recs[0][0]
-            if start is not None and first != start:
-                if first < start:
-                    add("nonmonotonic-poll", qn, (idx,), {"from_offset": start}, {"first_offset": first},
-                        f"consumer {consumer!r} resumed at offset {start} but the poll returned offset {first} first")
-                else:
-                    q.gaps.append((start - 1, first, "poll-skip", idx, consumer))
-            off_val = q.off_val
-            ov_get = off_val.get
-            seen = q.seen
-            seen_get = seen.get
-            sends_get = q.sends.get
-            last = first - 1
-            top = None  # the highest offset read, when it is not the last one (records out of order)
-            for o, val in recs:
-                if val.__class__ is not int and val.__class__ is not str:
-                    val = _freeze(val)
-                pv = ov_get(o)
-                if pv is None:
-                    off_val[o] = val
-                elif pv != val:
-                    inconsistent(q, o, pv, val, idx)
-                s = seen_get(val)
-                if s is None:
-                    seen[val] = o
-                    rec = sends_get(val)
-                    if rec is None:
-                        add("unexpected", qn, (idx,), None, {"offset": o, "value": val},
-                            f"poll read {val!r} at offset {o} of {qn} but no send of that value was ever invoked")
-                    elif rec[0] == 0:
-                        q.unacked_seen[val] = idx
-                elif s != o:
-                    ex = q.extra.get(val)
-                    if ex is None:
-                        q.extra[val] = {o: idx}
-                    elif o not in ex:
-                        ex[o] = idx
-                if o != last + 1:
-                    if o <= last:
-                        add("int-nonmonotonic-poll", qn, (idx,), {"after_offset": last}, {"offset": o},
-                            f"one poll returned offset {o} after offset {last}")
-                        if top is None or last > top:
-                            top = last
-                    else:
-                        q.gaps.append((last, o, "int-poll-skip", idx, consumer))
-                last = o
-            hi = last if top is None or last > top else top
-            if hi > q.max_polled:
-                q.max_polled = hi
-                q.max_polled_idx = idx
-            cursor[ckey] = last
+            cursor[ckey] = self._poll_records(q, recs, start, idx, consumer)
         st = self.stats
         st["ops"] += n_ops
         st["attempted"] += n_att
@@ -287,11 +260,187 @@ class QueueScan:
         st["records_read"] += n_recs
         st["unpaired_completions"] += n_unpaired
 
-    def _ack(self, d: dict[str, Any], q: _Queue, rec: list[Any], val: Any, off: int, inv_idx: int,
+    def feed_decoded(self, ops: Iterable[Any]) -> None:
+        """Consume ``QOp`` structs from :func:`iter_history_ops`: the steps of :meth:`feed`, specialised.
+
+        Why a second loop: attribute access on slotted structs is what makes the 10M-op target.  Any op whose
+        shape this loop does not cover exactly (a value that is not an object, a missing key the dict path
+        reads with ``[]``) goes through :meth:`feed` as a dict, so both ways agree (a property test checks it).
+        """
+        open_ = self._open
+        open_pop = open_.pop
+        queues = self._queues
+        cursor = self._cursor
+        feed = self.feed
+        n_ops = n_att = n_ack = n_fail = n_info = n_polls = n_recs = n_unpaired = 0
+        for d in ops:
+            f = d.f
+            if f == "send":
+                v = d.value
+                if v.__class__ is not QVal:
+                    feed((as_dict(d),))
+                    continue
+                t = d.type
+                if t == "invoke":
+                    qn = v.queue
+                    val = v.value
+                    if qn is MISSING or val is MISSING:
+                        feed((as_dict(d),))
+                        continue
+                    n_ops += 1
+                    if val.__class__ is not int and val.__class__ is not str:
+                        val = _freeze(val)
+                    try:
+                        q = queues[qn]
+                    except KeyError:
+                        q = queues[qn] = _Queue(qn)
+                    idx = d.index
+                    sends = q.sends
+                    if val not in sends:
+                        sends[val] = [0, 0, 0, None, idx, None]
+                    open_[d.process] = (idx, q, val, q.max_acked)
+                    n_att += 1
+                    continue
+                n_ops += 1
+                inv = open_pop(d.process, None)
+                if inv is None:
+                    n_unpaired += 1
+                    continue
+                inv_idx, q, val, m = inv
+                rec = q.sends[val]
+                if t == "ok":
+                    n_ack += 1
+                    rec[0] += 1
+                    if rec[_CMP_IDX] is None:
+                        rec[_CMP_IDX] = d.index
+                    off = v.offset
+                    if off is not None:
+                        self._ack(d.index, d.process, q, rec, val, off, inv_idx, m)
+                elif t == "fail":
+                    n_fail += 1
+                    rec[_N_FAIL] += 1
+                else:
+                    n_info += 1
+                    rec[_N_INFO] += 1
+                continue
+            if f != "poll" and f != "drain":
+                n_ops += 1
+                continue
+            v = d.value
+            if v.__class__ is not QVal:
+                feed((as_dict(d),))
+                continue
+            t = d.type
+            if t == "invoke":
+                qn = v.queue
+                if qn is MISSING:
+                    feed((as_dict(d),))
+                    continue
+                n_ops += 1
+                c = v.consumer
+                open_[d.process] = (d.index, qn, v.offset, d.process if c is MISSING else c)
+                continue
+            n_ops += 1
+            inv = open_pop(d.process, None)
+            if inv is None:
+                n_unpaired += 1
+                continue
+            inv_idx, qn, frm, consumer = inv
+            ckey = (consumer, qn)
+            if t != "ok":
+                if t == "info":
+                    cursor.pop(ckey, None)  # we no longer know what this consumer has consumed
+                continue
+            idx = d.index
+            recs = v.records or ()
+            try:
+                q = queues[qn]
+            except KeyError:
+                q = queues[qn] = _Queue(qn)
+            if f == "drain":
+                self._drained = True
+                if inv_idx > q.drain_inv:
+                    q.drain_inv = inv_idx
+            n_polls += 1
+            if not recs:
+                if frm is not None:
+                    cursor[ckey] = frm - 1
+                continue
+            n_recs += len(recs)
+            start = frm
+            if start is None:
+                c = cursor.get(ckey)
+                start = None if c is None else c + 1
+            cursor[ckey] = self._poll_records(q, recs, start, idx, consumer)
+        st = self.stats
+        st["ops"] += n_ops
+        st["attempted"] += n_att
+        st["acknowledged"] += n_ack
+        st["failed"] += n_fail
+        st["indeterminate"] += n_info
+        st["polls"] += n_polls
+        st["records_read"] += n_recs
+        st["unpaired_completions"] += n_unpaired
+
+    def _poll_records(self, q: _Queue, recs: Any, start: int | None, idx: int, consumer: Any) -> int:
+        """Check one ok poll's records (``start``: where the consumer resumed, if known); return the last offset."""
+        first = recs[0][0]
+        if start is not None and first != start:
+            if first < start:
+                self._add("nonmonotonic-poll", q.name, (idx,), {"from_offset": start}, {"first_offset": first},
+                          f"consumer {consumer!r} resumed at offset {start} but the poll returned offset {first} first")
+            else:
+                q.gaps.append((start - 1, first, "poll-skip", idx, consumer))
+        off_val = q.off_val
+        seen = q.seen
+        seen_get = seen.get
+        sends_get = q.sends.get
+        last = first - 1
+        top = None  # the highest offset read, when it is not the last one (records out of order)
+        for o, val in recs:
+            if val.__class__ is not int and val.__class__ is not str:
+                val = _freeze(val)
+            try:  # a hit is the rule (acks fill the table first), and try is cheaper than .get on a hit
+                pv = off_val[o]
+            except KeyError:
+                pv = None
+            if pv is None:
+                off_val[o] = val
+            elif pv != val:
+                self._inconsistent(q, o, pv, val, idx)
+            s = seen_get(val)
+            if s is None:
+                seen[val] = o
+                rec = sends_get(val)
+                if rec is None:
+                    self._add("unexpected", q.name, (idx,), None, {"offset": o, "value": val},
+                              f"poll read {val!r} at offset {o} of {q.name} but no send of that value was ever invoked")
+                elif rec[0] == 0:
+                    q.unacked_seen[val] = idx
+            elif s != o:
+                ex = q.extra.get(val)
+                if ex is None:
+                    q.extra[val] = {o: idx}
+                elif o not in ex:
+                    ex[o] = idx
+            if o != last + 1:
+                if o <= last:
+                    self._add("int-nonmonotonic-poll", q.name, (idx,), {"after_offset": last}, {"offset": o},
+                              f"one poll returned offset {o} after offset {last}")
+                    if top is None or last > top:
+                        top = last
+                else:
+                    q.gaps.append((last, o, "int-poll-skip", idx, consumer))
+            last = o
+        hi = last if top is None or last > top else top
+        if hi > q.max_polled:
+            q.max_polled = hi
+            q.max_polled_idx = idx
+        return last
+
+    def _ack(self, idx: int, p: Any, q: _Queue, rec: list[Any], val: Any, off: int, inv_idx: int,
              m: tuple[int, int] | None) -> None:
         """Record an acknowledged offset: offset table, per-producer and real-time send order."""
-        idx = d["index"]
-        p = d["process"]
         if rec[_ACK_OFF] is None:
             rec[_ACK_OFF] = off
             rec[_CMP_IDX] = idx

@@ -140,6 +140,19 @@ STALE = [
     ("put-overwritten-value", [_kv("put", "p", "p", 0, 1), _kv("get", None, "q", 2, 3)], 1),
     ("put-then-append", [_kv("put", "p", "p", 0, 1), _kv("append", "a", "a", 1, 2), _kv("get", None, "pa", 3, 4)],
      None),
+    # resets are looked up by value (one lookup per distinct put length): every kind of reset must still count
+    ("empty-put-may-reset", [_kv("append", "a", "a", 0, 1), _kv("put", "", "", 1, 9), _kv("get", None, "", 2, 3)],
+     None),
+    ("non-string-put-may-reset", [_kv("append", "a", "a", 0, 1), _kv("put", 7, UNKNOWN, 1, float("inf")),
+                                  _kv("get", None, "", 2, 3)], None),
+    ("longer-put-is-no-reset", [_kv("append", "a", "a", 0, 1), _kv("put", "bb", "bb", 1, 9),
+                                _kv("get", None, "b", 2, 3)], 2),
+    ("put-invoked-after-get-returns", [_kv("append", "a", "a", 0, 1), _kv("put", "b", "b", 4, 9),
+                                       _kv("get", None, "b", 2, 3)], 2),
+    # two done puts tied on return: either may be followed by the other, so neither is stale
+    ("tied-puts", [_kv("put", "p", "p", 0, 2), _kv("put", "q", "q", 1, 2), _kv("get", None, "q", 3, 4)], None),
+    ("tied-puts-other-value", [_kv("put", "p", "p", 0, 2), _kv("put", "q", "q", 1, 2), _kv("get", None, "p", 3, 4)],
+     None),
 ]
 
 
