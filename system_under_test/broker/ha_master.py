@@ -5,7 +5,9 @@ While this broker is master of a broker set, :class:`HaMaster`:
 1. answers HA_HANDSHAKE on the connection a slave opened: reply = master epoch, max/min offset and
    the epoch entries (body ``[[epoch, start_offset], ...]``); the slave truncates to the consistent
    point and sends a first HA_ACK with its max offset, which starts the transfer;
-2. streams HA_TRANSFER one-ways on that connection, one task per slave: each batch is chosen by
+2. streams HA_TRANSFER one-ways on that connection, one task per slave, of bytes below the store's
+   stable offset only (under SYNC: fsynced here, so a slave never holds a record whose append the
+   master then undid, and an acknowledged record is durable on every member); each batch is chosen by
    :func:`~.ha.next_batch` (never crosses an epoch) and cut to whole records by
    :meth:`MessageStore.read_raw`; an idle slave gets an empty batch (heartbeat) every second or
    whenever the confirm offset moved;
@@ -219,7 +221,7 @@ class HaMaster:
             return
         members = effective_set(self.view)
         previous = self.store.confirm_offset
-        new = compute_confirm_offset(self.store.max_phys_offset, members, self.self_id, self._acks(), previous,
+        new = compute_confirm_offset(self.store.stable_offset, members, self.self_id, self._acks(), previous,
                                      all_ack_in_sync_state_set=self.cfg.all_ack_in_sync_state_set)
         if new > previous:
             self.store.set_confirm_offset(new)
@@ -232,7 +234,12 @@ class HaMaster:
                              in_sync_replicas=self.cfg.in_sync_replicas)
 
     def _release_waiters(self) -> None:
-        while self._waiters and self._satisfied(self._waiters[0][0]):
+        if not self._waiters:
+            return
+        members, acks = effective_set(self.view), self._acks()  # once per ack, not once per waiting put
+        while self._waiters and ack_satisfied(self._waiters[0][0], members, self.self_id, acks,
+                                              all_ack_in_sync_state_set=self.cfg.all_ack_in_sync_state_set,
+                                              in_sync_replicas=self.cfg.in_sync_replicas):
             _, fut = self._waiters.popleft()
             if not fut.done():
                 fut.set_result(None)
@@ -292,12 +299,13 @@ class HaMaster:
         if s is None or s.conn is not conn or not self.active:
             return
         ack = int(frame.header["max_offset"])
-        mx = self.store.max_phys_offset
+        mx = self.store.stable_offset
         t = on_ack(self.trackings[s.slave_id], ack, mx, self.now_ms())
         self.trackings[s.slave_id] = t
         if s.transfer_from is None:
-            if ack > mx:
-                conn.close(f"slave {s.slave_id} is at {ack}, beyond master max {mx}: it did not truncate")
+            if ack > self.store.max_phys_offset:
+                conn.close(f"slave {s.slave_id} is at {ack}, beyond master max {self.store.max_phys_offset}: it did "
+                           f"not truncate")
                 return
             s.transfer_from = ack
             s.task = asyncio.get_running_loop().create_task(self._transfer(s))
@@ -325,8 +333,8 @@ class HaMaster:
     def _send_batch(self, s: _Slave) -> int:
         store = self.store
         assert s.transfer_from is not None
-        mx = store.max_phys_offset
-        entries = [(e.epoch, e.start_offset) for e in store.epochs.entries]
+        mx = store.stable_offset  # only finished (under SYNC: fsynced) appends are replicated
+        entries = [(e.epoch, e.start_offset) for e in store.epochs.entries if e.start_offset <= mx]
         batch = next_batch(s.transfer_from, entries, mx, self.cfg.ha_transfer_batch_bytes)
         data = store.read_raw(batch.start, batch.size) if batch.size else b""
         confirm = store.confirm_offset
@@ -346,7 +354,7 @@ class HaMaster:
                 assert s.transfer_from is not None
                 t = self.trackings.get(s.slave_id)
                 acked = max(t.ack_offset, 0) if t is not None else 0
-                if s.transfer_from < self.store.max_phys_offset and s.transfer_from - acked < WINDOW_BYTES:
+                if s.transfer_from < self.store.stable_offset and s.transfer_from - acked < WINDOW_BYTES:
                     await failpoints.ahit(FP_BEFORE_TRANSFER)
                     if not self.active or s.conn.closed:
                         return

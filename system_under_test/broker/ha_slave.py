@@ -13,6 +13,10 @@ session, in order:
    the core decides: append an epoch entry when the epoch changes, append the bytes
    (:meth:`MessageStore.append_raw`), adopt ``min(header confirm, own max)`` as confirm offset,
    ack.  A batch that does not start at our max offset closes the connection (back to 1).
+   The core runs as each batch arrives; the appends run in order in a worker thread (the fsync of
+   ``--flush sync`` must not stall the event loop), and batches that arrive meanwhile are appended
+   together with one write and one fsync.  The confirm offset is adopted and the ack sent only
+   after the append returned -- a slave acks only bytes it has durably appended.
 4. No transfer for ``IDLE_TIMEOUT_S`` (the master sends a heartbeat every second): reconnect.
 """
 
@@ -25,7 +29,14 @@ from collections.abc import Callable
 
 from system_under_test.broker.config import BrokerConfig
 from system_under_test.broker.ha import SlaveLog, TransferError, TransferHeader, on_transfer_header
-from system_under_test.broker.ha.transfer import AppendBytes, AppendEpoch, DropConnection, SendAck, SetConfirmOffset
+from system_under_test.broker.ha.transfer import (
+    AppendBytes,
+    AppendEpoch,
+    DropConnection,
+    SendAck,
+    SetConfirmOffset,
+    SlaveAction,
+)
 from system_under_test.broker.store import EpochEntry, MessageStore, StoreError, explain_consistent_point
 from system_under_test.protocol import (
     Connection,
@@ -69,6 +80,8 @@ class HaSlave:
         self._task: asyncio.Task[None] | None = None
         self._last_transfer_ms = 0
         self._stopped = False
+        self._backlog: list[tuple[Connection, list[SlaveAction], bytes]] = []
+        self._applier: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -82,6 +95,16 @@ class HaSlave:
             self._task.cancel()
             with contextlib.suppress(BaseException):
                 await self._task
+        await self._quiesce()
+
+    async def _quiesce(self) -> None:
+        """Drop batches not yet appended and wait until no append runs (a worker thread cannot be
+        cancelled): the next handshake, a role change or a close must see the final log."""
+        self._backlog.clear()
+        applier = self._applier
+        if applier is not None and not applier.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(applier)
 
     async def _run(self) -> None:
         while not self._stopped:
@@ -135,6 +158,7 @@ class HaSlave:
         finally:
             conn.close("session over")
             self._conn = None
+            await self._quiesce()
 
     def _truncate(self, raw_entries: list[list[int]], master_max: int, master_min: int) -> None:
         store = self.store
@@ -156,7 +180,8 @@ class HaSlave:
         else:
             log.info("consistent point %d = our max offset (%s)", point.offset, point.reason)
 
-    async def _on_frame(self, frame: Frame, conn: Connection) -> Reply | None:
+    def _on_frame(self, frame: Frame, conn: Connection) -> Reply | None:
+        """Answers at once (no task per frame): a transfer only runs the core and queues its actions."""
         if frame.code != RequestCode.HA_TRANSFER:
             if frame.kind == Kind.REQUEST:
                 return Reply.error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "a replication client serves nothing")
@@ -169,28 +194,73 @@ class HaSlave:
         return None
 
     def _apply_transfer(self, frame: Frame, conn: Connection) -> None:
+        """Run the core on one TRANSFER header now; queue its actions for :meth:`_apply_backlog`."""
         h = frame.header
         body = frame.body if isinstance(frame.body, bytes | bytearray) else b""
         header = TransferHeader(int(h["offset"]), int(h["epoch"]), int(h["epoch_start_offset"]),
                                 int(h["confirm_offset"]), len(body))
         local, actions = on_transfer_header(self.local, header)
-        store = self.store
         for action in actions:
             if isinstance(action, DropConnection):
                 log.warning("dropping the replication connection: %s", action.reason)
                 conn.close(action.reason)
                 return
-            if isinstance(action, AppendEpoch):
-                store.epochs.start_epoch(action.epoch, action.start_offset)
-            elif isinstance(action, AppendBytes):
-                store.append_raw(action.offset, bytes(body))
-            elif isinstance(action, SetConfirmOffset):
-                if action.confirm_offset > store.confirm_offset:  # never withdraw what consumers may have read
-                    store.set_confirm_offset(action.confirm_offset)
-            elif isinstance(action, SendAck):
-                conn.send_oneway(RequestCode.HA_ACK, {"max_offset": action.max_offset, "broker_id": self.broker_id})
-        self.local = local
+        self.local = local  # the state once the queued actions are carried out (they run in order)
         self._last_transfer_ms = self.now_ms()
+        self._backlog.append((conn, actions, bytes(body)))
+        if self._applier is None or self._applier.done():
+            self._applier = asyncio.get_running_loop().create_task(self._apply_backlog())
+
+    async def _apply_backlog(self) -> None:
+        """Carry out queued actions in order: epoch entries on the loop, bytes in a worker thread
+        (adjacent batches merged into one append); then adopt the confirm offset and ack."""
+        store = self.store
+        while self._backlog:
+            batch, self._backlog = self._backlog, []
+            conn = batch[-1][0]
+            if any(c is not conn for c, _, _ in batch) or conn.closed:
+                return  # a session ended; the next handshake starts from the store's max offset
+            confirm = ack = None
+            pending: list[bytes] = []
+            pending_at = 0
+            try:
+                for _, actions, body in batch:
+                    for action in actions:
+                        if isinstance(action, AppendBytes):
+                            if pending and pending_at + sum(map(len, pending)) != action.offset:
+                                await self._append(pending_at, pending)
+                                pending = []
+                            if not pending:
+                                pending_at = action.offset
+                            pending.append(body)
+                        elif isinstance(action, AppendEpoch):
+                            if pending:
+                                await self._append(pending_at, pending)
+                                pending = []
+                            store.epochs.start_epoch(action.epoch, action.start_offset)
+                        elif isinstance(action, SetConfirmOffset):
+                            confirm = action.confirm_offset
+                        elif isinstance(action, SendAck):
+                            ack = action.max_offset
+                if pending:
+                    await self._append(pending_at, pending)
+                # never withdraw what consumers may have read
+                if confirm is not None and confirm > store.confirm_offset:
+                    store.set_confirm_offset(confirm)
+            except Exception as exc:  # whatever it is, the session must end rather than stall
+                if isinstance(exc, TransferError | StoreError | OSError | ValueError):
+                    log.error("cannot apply transfer at %s: %s", pending_at, exc)
+                else:
+                    log.exception("applying transfer at %s failed", pending_at)
+                self._backlog.clear()
+                conn.close(f"transfer apply failed: {exc}")
+                return
+            if ack is not None and not conn.closed:
+                conn.send_oneway(RequestCode.HA_ACK, {"max_offset": ack, "broker_id": self.broker_id})
+
+    async def _append(self, offset: int, bodies: list[bytes]) -> None:
+        data = bodies[0] if len(bodies) == 1 else b"".join(bodies)
+        await asyncio.to_thread(self.store.append_raw, offset, data)
 
     def describe(self) -> dict[str, object]:
         return {"master_id": self.master_id, "master_addr": self.master_addr, "master_epoch": self.master_epoch,

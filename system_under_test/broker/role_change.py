@@ -34,16 +34,21 @@ async def become_master(b: Broker, epoch: int, members: frozenset[int], set_epoc
     assert store is not None and ha is not None
     log.info("becoming MASTER of %s epoch %d (was %s epoch %d, via %s)", b.cfg.broker_name, epoch,
              b.role.value, b.master_epoch, source)
-    entries = [(e.epoch, e.start_offset) for e in store.epochs.entries]
-    mx = store.max_phys_offset
-    try:
-        steps = change_to_master_steps(epoch, entries, mx, mx, last_role_was_master=b.role is Role.MASTER)
-    except RoleError as exc:
-        log.error("cannot become master: %s", exc)
-        return
-    if b.ha_slave is not None:
-        await b.ha_slave.stop()
-        b.ha_slave = None
+    for attempt in ("check", "final"):
+        entries = [(e.epoch, e.start_offset) for e in store.epochs.entries]
+        mx = store.max_phys_offset
+        try:
+            steps = change_to_master_steps(epoch, entries, mx, mx, last_role_was_master=b.role is Role.MASTER)
+        except RoleError as exc:
+            log.error("cannot become master: %s", exc)
+            return
+        if attempt == "check" and b.ha_slave is not None:
+            # stop replicating first: a batch still being appended (off the event loop) would land
+            # after the new epoch's start offset; then compute the steps again from the final log
+            await b.ha_slave.stop()
+            b.ha_slave = None
+            continue
+        break
     ha.deactivate("changing to master")
     for step in steps:
         if isinstance(step, TruncateInvalidTail):

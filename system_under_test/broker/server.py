@@ -6,9 +6,12 @@ Wire formats (headers are in ``protocol/schemas.py``; bodies are defined here):
   (``key`` and ``properties`` may be omitted).  All records of one request go to the request's
   queue in one append.  Reply header: ``queue_offset`` and ``phys_offset`` of the first record,
   ``count``, ``master_epoch``, ``broker_id``.
-* PULL_MESSAGE reply body: a list of ``[queue_offset, phys_offset, body, key, properties,
-  store_timestamp_ms]``; header ``next_offset``, ``min_offset``, ``max_offset``.  Only records below
-  the confirm offset are ever returned (they were dispatched to the consume queue).
+* PULL_MESSAGE reply body: the records' commit-log frames back to back (bytes, layout in
+  ``store/record.py``); header ``spans`` = ``[[phys_offset, size], ...]``, the runs of adjacent frames
+  the body holds, in queue order, plus ``next_offset``, ``min_offset``, ``max_offset``.  The broker
+  checks each frame's length and identity against its consume queue; the consumer decodes the frames
+  and verifies their CRCs (``decode_pulled``), so the broker does no per-record decoding.  Only records
+  below the confirm offset are ever returned (they were dispatched to the consume queue).
 
 SEND_MESSAGE, in order: refuse unless master (NOT_MASTER), unfenced (BROKER_FENCED) and the set is
 large enough (IN_SYNC_REPLICAS_NOT_ENOUGH); append; failpoint
@@ -35,6 +38,8 @@ from system_under_test.broker.store import (
     StoreError,
     StoreFullError,
     StoreIOError,
+    trusted_record,
+    trusted_records,
 )
 from system_under_test.clock import CLOCK
 from system_under_test.protocol import Connection, Frame, Kind, Reply, RequestCode, ResponseCode
@@ -50,6 +55,7 @@ FP_AFTER_APPEND = failpoints.declare(
 )
 
 MAX_PULL = 1024
+_SAFE_KEY_CHARS = 0xFFFF // 4  # a key this short is within Record's 65535 utf-8 bytes whatever its characters
 
 _TOKEN_CODES = frozenset({
     RequestCode.HA_HANDSHAKE, RequestCode.ADMIN_FAILPOINT_ARM, RequestCode.ADMIN_FAILPOINT_DISARM,
@@ -61,6 +67,11 @@ def decode_send_body(topic: str, queue_id: int, body: Any, born_ms: int) -> list
     """Records of a SEND_MESSAGE body.  Raises ValueError naming the bad entry."""
     if not isinstance(body, list) or not body:
         raise ValueError(f"SEND_MESSAGE body must be a non-empty list of [body, key, properties], got {body!r:.80}")
+    Record(topic, queue_id, b"", born_timestamp_ms=born_ms)  # validates what every record shares, once
+    if all(type(it) is list and len(it) == 3 and type(it[0]) is bytes and type(it[1]) is str
+           and len(it[1]) <= _SAFE_KEY_CHARS and type(it[2]) is dict and not it[2] for it in body):
+        # what Producer sends: [body, key, {}] -- nothing left to validate per record
+        return trusted_records(topic, queue_id, born_ms, [it[0] for it in body], [it[1] for it in body])
     out = []
     for i, item in enumerate(body):
         if isinstance(item, bytes | bytearray):
@@ -72,7 +83,10 @@ def decode_send_body(topic: str, queue_id: int, body: Any, born_ms: int) -> list
         props = item[2] if len(item) > 2 else {}
         if not isinstance(payload, bytes | bytearray) or not isinstance(key, str) or not isinstance(props, dict):
             raise ValueError(f"SEND_MESSAGE record {i}: body must be bytes, key str, properties map")
-        out.append(Record(topic, queue_id, bytes(payload), key, props, born_timestamp_ms=born_ms))
+        if props or len(key) > _SAFE_KEY_CHARS:  # anything left to validate: the full constructor does it
+            out.append(Record(topic, queue_id, bytes(payload), key, props, born_timestamp_ms=born_ms))
+        else:
+            out.append(trusted_record(topic, queue_id, bytes(payload), key, {}, born_ms, 0, 0))
     return out
 
 
@@ -229,10 +243,9 @@ class DataPlane:
             return Reply.error(ResponseCode.OFFSET_OUT_OF_RANGE, f"{topic}/{queue_id}: offset {offset} outside "
                                f"[{lo}, {hi}]", min_offset=lo, max_offset=hi)
         try:
-            res = b.store.get(topic, queue_id, offset, count)
+            res = b.store.get_raw(topic, queue_id, offset, count)
         except StoreError as exc:
             return Reply.error(ResponseCode.STORE_ERROR, str(exc))
-        body = [[d.record.queue_offset, d.offset, d.record.body, d.record.key, dict(d.record.properties),
-                 d.record.store_timestamp_ms] for d in res.records]
         return Reply(header={"next_offset": res.next_offset, "min_offset": res.min_offset,
-                             "max_offset": res.max_offset, "role": b.role.value, "broker_id": b.broker_id}, body=body)
+                             "max_offset": res.max_offset, "spans": [list(sp) for sp in res.spans],
+                             "role": b.role.value, "broker_id": b.broker_id}, body=res.data)

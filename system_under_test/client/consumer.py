@@ -1,8 +1,11 @@
 """Consumer: pulls records of a queue by logical offset from the master or a named replica, commits offsets.
 
 A broker returns only records below its confirm offset, so everything a consumer sees is held by
-every SyncStateSet member and survives a failover.  Offsets are committed on the broker the
-consumer reads from (they are not replicated between brokers; see ``broker/consumer_offsets.py``).
+every SyncStateSet member and survives a failover.  A PULL_MESSAGE reply carries the records' raw
+commit-log frames; the consumer decodes them and verifies every CRC and that the records are the
+queue's, in order (a damaged or misplaced record raises STORE_ERROR, as a broker-side check would).
+Offsets are committed on the broker the consumer reads from (they are not replicated between
+brokers; see ``broker/consumer_offsets.py``).
 
 :class:`SyncConsumer` wraps it for scripts.
 """
@@ -11,10 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
+from system_under_test.broker.store import decode_pulled
 from system_under_test.client.controller_client import ControllerClient
 from system_under_test.client.producer import BrokerConnections
 from system_under_test.protocol import ConnectionLost, Frame, RequestCode, RequestTimeout, ResponseCode, RpcError
@@ -22,16 +27,18 @@ from system_under_test.protocol import ConnectionLost, Frame, RequestCode, Reque
 _REROUTE = frozenset({ResponseCode.BROKER_FENCED, ResponseCode.NOT_READY, ResponseCode.NOT_MASTER})
 
 
-@dataclass(frozen=True)
-class Message:
-    """One pulled record."""
+class Message(NamedTuple):
+    """One pulled record (a named tuple: a pull builds a thousand of them per reply)."""
 
     queue_offset: int
     phys_offset: int
     body: bytes
     key: str = ""
-    properties: dict[str, str] = field(default_factory=dict)
+    properties: dict[str, str] = {}  # a shared default: pulls always pass their own dict; never mutate it
     store_timestamp_ms: int = 0
+
+
+_MAKE_MESSAGE = functools.partial(tuple.__new__, Message)  # a Message from its field tuple, with no Python call
 
 
 @dataclass(frozen=True)
@@ -94,37 +101,61 @@ class Consumer:
         A resolved address that fails (unreachable, fenced, not ready) is resolved again once.
 
         Raises:
-            RpcError: e.g. OFFSET_OUT_OF_RANGE; ConnectionLost / RequestTimeout; NoRoute.
+            RpcError: e.g. OFFSET_OUT_OF_RANGE, or STORE_ERROR for a record that fails its CRC;
+                ConnectionLost / RequestTimeout; NoRoute.
         """
-        header = {"topic": topic, "queue_id": queue_id, "queue_offset": offset, "max_count": max_count}
-        if addr is None:
-            target = await self.resolve(broker_name, replica)
-            try:
-                resp = await self._call(target, RequestCode.PULL_MESSAGE, header)
-            except (ConnectionLost, RequestTimeout, RpcError) as exc:
-                if isinstance(exc, RpcError) and exc.code not in _REROUTE:
-                    raise
-                target = await self.resolve(broker_name, replica, refresh=True)
-                resp = await self._call(target, RequestCode.PULL_MESSAGE, header)
-            addr = target
-        else:
-            resp = await self._call(addr, RequestCode.PULL_MESSAGE, header)
+        resp, used = await self._pull_reply(broker_name, topic, queue_id, offset, max_count, replica, addr)
         h = resp.header
-        msgs = [Message(int(r[0]), int(r[1]), bytes(r[2]), str(r[3]), dict(r[4]), int(r[5])) for r in resp.body or []]
-        return PullResult(msgs, int(h["next_offset"]), int(h["min_offset"]), int(h["max_offset"]), addr)
+        next_offset = int(h["next_offset"])
+        msgs = messages_of(resp, topic, queue_id, offset, next_offset, used)
+        return PullResult(msgs, next_offset, int(h["min_offset"]), int(h["max_offset"]), used)
+
+    async def _pull_reply(self, broker_name: str, topic: str, queue_id: int, offset: int, max_count: int,
+                          replica: int | None, addr: str | None) -> tuple[Frame, str]:
+        """The PULL_MESSAGE reply (undecoded) and the address that gave it."""
+        header = {"topic": topic, "queue_id": queue_id, "queue_offset": offset, "max_count": max_count}
+        if addr is not None:
+            return await self._call(addr, RequestCode.PULL_MESSAGE, header), addr
+        target = await self.resolve(broker_name, replica)
+        try:
+            return await self._call(target, RequestCode.PULL_MESSAGE, header), target
+        except (ConnectionLost, RequestTimeout, RpcError) as exc:
+            if isinstance(exc, RpcError) and exc.code not in _REROUTE:
+                raise
+            target = await self.resolve(broker_name, replica, refresh=True)
+            return await self._call(target, RequestCode.PULL_MESSAGE, header), target
 
     async def pull_all(self, broker_name: str, topic: str, queue_id: int, *, start: int = 0,
                        replica: int | None = None, addr: str | None = None, max_rounds: int = 100_000) -> list[Message]:
-        """Every visible record from ``start`` to the current max offset."""
+        """Every visible record from ``start`` to the current max offset.
+
+        The next pull is sent as soon as a reply's header names its ``next_offset``, so the broker
+        reads the next batch while this one is decoded and checked (each reply is still checked
+        before its records are returned, and a failure cancels the pull in flight).
+        """
         out: list[Message] = []
         offset = start
-        for _ in range(max_rounds):
-            res = await self.pull(broker_name, topic, queue_id, offset, 1024, replica=replica, addr=addr)
-            out.extend(res.messages)
-            if res.next_offset >= res.max_offset or res.next_offset == offset:
-                return out
-            offset = res.next_offset
-        return out
+        loop = asyncio.get_running_loop()
+        pending = loop.create_task(self._pull_reply(broker_name, topic, queue_id, offset, 1024, replica, addr))
+        try:
+            for _ in range(max_rounds):
+                resp, used = await pending
+                h = resp.header
+                next_offset = int(h["next_offset"])
+                done = next_offset >= int(h["max_offset"]) or next_offset == offset
+                if not done:
+                    pending = loop.create_task(self._pull_reply(broker_name, topic, queue_id, next_offset, 1024,
+                                                                replica, addr))
+                out.extend(messages_of(resp, topic, queue_id, offset, next_offset, used))
+                if done:
+                    return out
+                offset = next_offset
+            return out
+        finally:
+            if not pending.done():
+                pending.cancel()
+                with contextlib.suppress(BaseException):
+                    await pending
 
     async def commit(self, broker_name: str, topic: str, queue_id: int, offset: int, *,
                      replica: int | None = None) -> None:
@@ -152,6 +183,26 @@ class Consumer:
     async def __aexit__(self, *exc: object) -> None:
         with contextlib.suppress(Exception):
             await self.close()
+
+
+def messages_of(resp: Frame, topic: str, queue_id: int, offset: int, next_offset: int, addr: str) -> list[Message]:
+    """The records of a PULL_MESSAGE reply, CRC-checked and checked to be ``topic/queue_id`` at
+    increasing queue offsets in ``[offset, next_offset)``.
+
+    Raises:
+        RpcError: STORE_ERROR naming the broker and the offset, for a damaged or misplaced record.
+    """
+    body = resp.body
+    spans = resp.header.get("spans") or []
+    if body is None and not spans:
+        return []
+    try:
+        if not isinstance(body, bytes | bytearray):
+            raise ValueError(f"the reply body must be bytes (record frames), got {type(body).__name__}")
+        return decode_pulled(bytes(body), spans, topic, queue_id, offset, next_offset, _MAKE_MESSAGE)
+    except ValueError as exc:
+        raise RpcError(ResponseCode.STORE_ERROR, f"PULL_MESSAGE {topic}/{queue_id}@{offset} from {addr}: {exc}",
+                       dict(resp.header)) from exc
 
 
 def is_out_of_range(exc: BaseException) -> bool:

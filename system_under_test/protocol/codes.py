@@ -176,7 +176,11 @@ RESPONSE_INFO: dict[ResponseCode, CodeInfo] = {
 
 REQUEST_DOCS: dict[RequestCode, str] = {
     RequestCode.SEND_MESSAGE: "Append one or more records to a queue on the master.",
-    RequestCode.PULL_MESSAGE: "Read records from a queue by logical offset (never beyond confirmOffset).",
+    RequestCode.PULL_MESSAGE: (
+        "Read records from a queue by logical offset (never beyond confirmOffset). Reply: body = the records' "
+        "commit-log frames back to back (bytes), header `spans` = [[phys_offset, size], ...] runs of adjacent "
+        "frames, `next_offset`, `min_offset`, `max_offset`; the consumer verifies each frame's CRC."
+    ),
     RequestCode.QUERY_CONSUMER_OFFSET: "Read a consumer group's committed offset for a queue.",
     RequestCode.UPDATE_CONSUMER_OFFSET: "Commit a consumer group's offset for a queue.",
     RequestCode.GET_MAX_OFFSET: "Max logical offset of a queue.",

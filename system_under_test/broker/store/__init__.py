@@ -2,10 +2,11 @@
 
 Public surface (everything else is internal):
 
-* :class:`MessageStore` -- the façade the broker and HA code use (``open``, ``put``, ``get``,
+* :class:`MessageStore` -- the façade the broker and HA code use (``open``, ``put``, ``get``, ``get_raw``,
   ``append_raw``, ``read_raw``, ``truncate``, ``set_confirm_offset``, ``flush``, ``close``);
 * :class:`StoreConfig`, :class:`FlushPolicy`;
-* :class:`Record` and its frame codec (:func:`encode`, :func:`decode`, :func:`decode_many`);
+* :class:`Record` and its frame codec (:func:`encode`, :func:`decode`, :func:`decode_many`,
+  :func:`decode_pulled` for the frames a PULL_MESSAGE reply carries);
 * :class:`EpochFileCache`, :class:`EpochEntry`, :class:`EpochRange`, :class:`EpochHistory`;
 * :func:`find_consistent_point` (RIP-44 slave truncation point);
 * signatures: :class:`StoreState`, :func:`inspect_store`, :class:`FinalSignature`;
@@ -41,9 +42,12 @@ from system_under_test.broker.store.record import (
     StopKind,
     decode,
     decode_many,
+    decode_pulled,
     encode,
+    trusted_record,
+    trusted_records,
 )
-from system_under_test.broker.store.results import GetResult, PutResult
+from system_under_test.broker.store.results import GetResult, PutResult, RawGetResult
 from system_under_test.broker.store.signature import (
     FinalSignature,
     InitialSignature,
@@ -58,12 +62,16 @@ __all__ = [
     "MessageStore",
     "PutResult",
     "GetResult",
+    "RawGetResult",
     "StoreConfig",
     "FlushPolicy",
     "Record",
+    "trusted_record",
+    "trusted_records",
     "encode",
     "decode",
     "decode_many",
+    "decode_pulled",
     "Decoded",
     "DecodeResult",
     "DecodeStop",

@@ -26,19 +26,28 @@ Failpoints: ``store.write`` (before bytes are written; ``error`` -> :class:`Stor
 slows it and shows in :meth:`CommitLog.fsync_stats`, ``error`` -> :class:`StoreIOError`) and
 ``store.read`` (before commit-log bytes are read; ``error`` -> :class:`StoreIOError` EIO).
 A failed write or a failed fsync in SYNC mode rolls the log back to where the call began, so the
-log never holds bytes the caller was told failed.  Thread-safe (one lock).
+log never holds bytes the caller was told failed.
+
+Thread-safe, with two locks so that a read never waits for an fsync: ``_lock`` guards the
+in-memory state (segments, sizes, dirty set) and is held only briefly; ``io_lock`` serialises
+everything that writes, fsyncs, truncates or closes -- its holder owns the file descriptors, so an
+fsync runs holding ``io_lock`` alone.  Lock order: ``io_lock`` before ``_lock``.  Readers can
+therefore see bytes that are written but not yet fsynced (up to :attr:`max_offset`); whoever must
+only hand out durable bytes bounds its reads by :attr:`synced_offset`.
 """
 
 from __future__ import annotations
 
 import bisect
 import errno
+import itertools
 import logging
 import os
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from system_under_test.broker.store import _fileio
 from system_under_test.broker.store.config import FlushPolicy, StoreConfig
@@ -50,6 +59,9 @@ from system_under_test.broker.store.errors import (
     StoreIOError,
 )
 from system_under_test.broker.store.record import (
+    FRAME_PREFIX,
+    HEADER_BYTES,
+    MAGIC,
     Decoded,
     Record,
     decode_many,
@@ -119,6 +131,7 @@ class CommitLog:
         self._segs = segments
         self._starts = [s.start for s in segments]
         self._lock = threading.RLock()
+        self.io_lock = threading.RLock()  # see the module docstring
         self._dirty: set[int] = set()
         self._synced_fd = os.open(synced_path, os.O_RDWR | os.O_CREAT, 0o644)
         self._synced = -1
@@ -157,12 +170,12 @@ class CommitLog:
 
     def close(self, sync: bool = True) -> None:
         """fsync (unless ``sync`` is False: a simulated crash) and close every segment.  Idempotent."""
-        with self._lock:
+        with self.io_lock, self._lock:
             if self._closed:
                 return
             try:
                 if sync:
-                    self._fsync_locked()
+                    self._fsync_io_locked()
             finally:
                 self._closed = True
                 for s in self._segs:
@@ -224,8 +237,11 @@ class CommitLog:
             StoreIOError: another write error, or in SYNC mode a failed fsync; nothing was appended.
         """
         frames = [encode(r) for r in records]
-        with self._lock:
-            return self._append_frames_locked(frames)
+        with self.io_lock:
+            begin = self.max_offset
+            locs = self.write(frames)
+            self.sync_written(begin)
+            return locs
 
     def append_raw(self, phys_offset: int, data: bytes) -> list[Decoded]:
         """Append replicated bytes at ``phys_offset`` (which must equal :attr:`max_offset`).
@@ -245,34 +261,90 @@ class CommitLog:
                 path="<replication>",
                 offset=result.stop.offset,
             )
-        with self._lock:
-            self._check_open()
+        with self.io_lock:
             if phys_offset != self.max_offset:
                 raise OffsetError(
                     f"append_raw at {phys_offset} but the commit log ends at {self.max_offset}; "
                     f"replication must resume from the slave's max offset"
                 )
             mv = memoryview(data)
-            frames = [mv[d.offset - phys_offset : d.end - phys_offset] for d in result.records]
-            self._append_frames_locked(frames)
+            self.write([mv[d.offset - phys_offset : d.end - phys_offset] for d in result.records])
+            self.sync_written(phys_offset)
         return result.records
 
-    def _append_frames_locked(self, frames: Sequence[bytes | memoryview]) -> list[tuple[int, int]]:
+    def write(self, frames: Sequence[bytes | memoryview]) -> list[tuple[int, int]]:
+        """Write whole ``frames`` at the max offset *without* fsyncing; returns (offset, size) per frame.
+
+        The first half of an append: the caller makes sure nothing else writes between this call
+        and :meth:`sync_written` (:meth:`append` holds :attr:`io_lock`; ``MessageStore`` holds its
+        writer lock) and does its own bookkeeping in between, without making readers wait for the
+        fsync.
+
+        Raises:
+            OffsetError: a frame larger than ``max_message_bytes``; nothing was written.
+            StoreFullError, StoreIOError: the write failed; nothing was appended.
+        """
+        with self.io_lock, self._lock:
+            return self._append_frames_locked(frames)
+
+    def write_run(self, data: bytes | memoryview, sizes: Sequence[int]) -> list[tuple[int, int]]:
+        """:meth:`write` for frames of ``sizes`` that lie back to back in ``data`` (one write when no
+        segment rolls over; replicated batches come this way)."""
+        if sum(sizes) != len(data):
+            raise OffsetError(f"frame sizes add up to {sum(sizes)}, the data holds {len(data)} bytes")
+        with self.io_lock, self._lock:
+            return self._append_frames_locked((), data, sizes)
+
+    def sync_written(self, begin: int) -> None:
+        """The second half of an append begun at ``begin``: under SYNC, fsync what was written; if that
+        fails, roll the log back to ``begin`` (nothing of the append stays) and raise.  Under ASYNC a
+        no-op (the background flush makes it durable later).
+
+        Raises:
+            StoreIOError: the fsync failed (or the ``store.before_fsync`` failpoint).
+        """
+        if self.config.flush_policy is not FlushPolicy.SYNC:
+            return
+        with self.io_lock:
+            try:
+                self._fsync_io_locked()
+            except OSError as exc:
+                with self._lock:
+                    self._rollback_locked(begin, exc)
+                raise
+
+    def _append_frames_locked(self, frames: Sequence[bytes | memoryview], data: bytes | memoryview | None = None,
+                              sizes: Sequence[int] | None = None) -> list[tuple[int, int]]:
+        """Write ``frames`` -- or ``data`` holding frames of ``sizes`` back to back -- at the max offset."""
         self._check_open()
-        if not frames:
+        if sizes is None:
+            sizes = [len(f) for f in frames]
+        if not sizes:
             return []
-        for f in frames:
-            if len(f) > self.config.max_message_bytes:
-                raise OffsetError(f"record of {len(f)}B exceeds max_message_bytes={self.config.max_message_bytes}")
+        if max(sizes) > self.config.max_message_bytes:
+            raise OffsetError(f"record of {max(sizes)}B exceeds max_message_bytes={self.config.max_message_bytes}")
         begin = self.max_offset
+        seg = self._segs[-1]
+        total = sum(sizes)
+        if seg.size + total <= self.config.segment_bytes:  # the common case: no roll, one write
+            try:
+                hit(FP_WRITE)
+            except FailpointError as exc:
+                self._raise_write_failpoint(exc, begin)
+            try:
+                self._write_locked([data if data is not None else b"".join(frames)])
+            except OSError as exc:
+                self._fail_write_locked(exc, begin)
+            starts = list(itertools.accumulate(sizes, initial=begin))
+            return list(zip(starts, sizes))
+        if data is not None:
+            mv = memoryview(data)
+            starts = list(itertools.accumulate(sizes, initial=0))
+            frames = [mv[a:b] for a, b in itertools.pairwise(starts)]
         try:
             hit(FP_WRITE)
         except FailpointError as exc:
-            if exc.errno in (None, errno.ENOSPC):
-                raise StoreFullError(f"commit log {self.directory}: no space left on device (failpoint: {exc})"
-                                     ) from exc
-            raise StoreIOError(f"commit log {self.directory}: write failed at {begin}: {os.strerror(exc.errno)} "
-                               f"(failpoint: {exc})", exc.errno) from exc
+            self._raise_write_failpoint(exc, begin)
         out: list[tuple[int, int]] = []
         try:
             chunk: list[bytes | memoryview] = []
@@ -287,16 +359,24 @@ class CommitLog:
                 chunk.append(f)
                 chunk_bytes += len(f)
             self._write_locked(chunk)
-            if self.config.flush_policy is FlushPolicy.SYNC:
-                self._fsync_locked()
         except OSError as exc:
-            self._rollback_locked(begin, exc)
-            if isinstance(exc, StoreIOError | StoreFullError):
-                raise
-            if exc.errno == errno.ENOSPC:
-                raise StoreFullError(f"commit log {self.directory}: no space left on device ({exc})") from exc
-            raise StoreIOError(f"commit log {self.directory}: write failed at {begin}: {exc}", exc.errno or 5) from exc
+            self._fail_write_locked(exc, begin)
         return out
+
+    def _raise_write_failpoint(self, exc: FailpointError, begin: int) -> NoReturn:
+        if exc.errno in (None, errno.ENOSPC):
+            raise StoreFullError(f"commit log {self.directory}: no space left on device (failpoint: {exc})") from exc
+        raise StoreIOError(f"commit log {self.directory}: write failed at {begin}: {os.strerror(exc.errno)} "
+                           f"(failpoint: {exc})", exc.errno) from exc
+
+    def _fail_write_locked(self, exc: OSError, begin: int) -> NoReturn:
+        """Roll back a failed write to ``begin`` and raise the store error for it."""
+        self._rollback_locked(begin, exc)
+        if isinstance(exc, StoreIOError | StoreFullError):
+            raise exc
+        if exc.errno == errno.ENOSPC:
+            raise StoreFullError(f"commit log {self.directory}: no space left on device ({exc})") from exc
+        raise StoreIOError(f"commit log {self.directory}: write failed at {begin}: {exc}", exc.errno or 5) from exc
 
     def _write_locked(self, chunk: list[bytes | memoryview]) -> None:
         if not chunk:
@@ -331,35 +411,47 @@ class CommitLog:
             StoreIOError: the fsync failed (or the ``store.before_fsync`` failpoint); nothing
                 becomes more durable.
         """
-        with self._lock:
-            self._check_open()
-            self._fsync_locked()
+        with self.io_lock:
+            with self._lock:
+                self._check_open()
+            self._fsync_io_locked()
             return self._synced
 
-    def _fsync_locked(self) -> None:
-        if not self._dirty and self._synced == self.max_offset:
-            return
-        target = self.max_offset
+    def _fsync_io_locked(self) -> None:
+        """fsync the dirty segments holding :attr:`io_lock` only (readers go on meanwhile)."""
+        with self._lock:
+            self._check_open()
+            if not self._dirty and self._synced == self.max_offset:
+                return
+            target = self.max_offset
+            dirty = sorted(self._dirty)
+            by_start = {s.start: s for s in self._segs}
+            self._dirty.clear()
         t0 = time.monotonic()
         try:
-            hit(FP_BEFORE_FSYNC)
-        except FailpointError as exc:
-            raise StoreIOError(f"commit log {self.directory}: fsync failed (failpoint: {exc})", exc.errno or 5) from exc
-        by_start = {s.start: s for s in self._segs}
-        for start in sorted(self._dirty):
-            seg = by_start.get(start)
-            if seg is not None:
-                try:
-                    os.fsync(seg.fd)
-                except OSError as exc:
-                    raise StoreIOError(f"fsync of {seg.path} failed: {exc}", exc.errno or 5) from exc
+            try:
+                hit(FP_BEFORE_FSYNC)
+            except FailpointError as exc:
+                raise StoreIOError(f"commit log {self.directory}: fsync failed (failpoint: {exc})",
+                                   exc.errno or 5) from exc
+            for start in dirty:
+                seg = by_start.get(start)
+                if seg is not None:  # the fd stays open: closing and truncating need io_lock
+                    try:
+                        os.fsync(seg.fd)
+                    except OSError as exc:
+                        raise StoreIOError(f"fsync of {seg.path} failed: {exc}", exc.errno or 5) from exc
+        except BaseException:
+            with self._lock:
+                self._dirty.update(dirty)
+            raise
         took = time.monotonic() - t0
-        self._fsyncs += 1
-        self._fsync_total_s += took
-        self._fsync_last_s = took
-        self._fsync_max_s = max(self._fsync_max_s, took)
-        self._dirty.clear()
-        self._set_synced(target)
+        with self._lock:
+            self._fsyncs += 1
+            self._fsync_total_s += took
+            self._fsync_last_s = took
+            self._fsync_max_s = max(self._fsync_max_s, took)
+            self._set_synced(target)
 
     # -- reading -------------------------------------------------------------------------------
     def read(self, phys_offset: int, max_bytes: int) -> bytes:
@@ -379,14 +471,15 @@ class CommitLog:
             self._hit_read(phys_offset)
             self._check_range(phys_offset)
             out: list[bytes] = []
+            unpack_prefix = FRAME_PREFIX.unpack_from
             pos, remaining = phys_offset, max_bytes
             while pos < self.max_offset and remaining > 0:
                 seg = self._segs[self._index_of(pos)]
                 buf = os.pread(seg.fd, min(seg.end - pos, remaining), pos - seg.start)
-                cut = 0
-                while True:
-                    total = frame_length_at(buf, cut)
-                    if total is None or cut + total > len(buf):
+                cut, n = 0, len(buf)
+                while cut + 8 <= n:  # frame_length_at, inlined: this walk visits every replicated record
+                    total, magic = unpack_prefix(buf, cut)
+                    if magic != MAGIC or total < HEADER_BYTES or cut + total > n:
                         break
                     cut += total
                 if cut == 0:
@@ -439,7 +532,7 @@ class CommitLog:
         Raises:
             OffsetError: outside the log or not on a record boundary.
         """
-        with self._lock:
+        with self.io_lock, self._lock:
             self._check_open()
             if phys_offset == self.max_offset:
                 return
@@ -480,7 +573,7 @@ class CommitLog:
         Raises:
             OffsetError: the log is not empty.
         """
-        with self._lock:
+        with self.io_lock, self._lock:
             self._check_open()
             if self.max_offset != self.min_offset:
                 raise OffsetError(
@@ -508,7 +601,7 @@ class CommitLog:
         Raises:
             StoreCorruption: damage followed by valid data, or overlapping segments (file + offset).
         """
-        with self._lock:
+        with self.io_lock, self._lock:
             self._check_open()
             for a, b in zip(self._segs, self._segs[1:]):
                 if a.end > b.start:

@@ -114,16 +114,28 @@ class ConsumeQueue:
         n = min(max_count, self.count - logical_offset)
         return decode_entries(os.pread(self._fd, n * ENTRY_BYTES, entry_position(logical_offset)))
 
+    def read_rows(self, logical_offset: int, max_count: int) -> list[tuple[int, int, int]]:
+        """As :meth:`read`, as plain ``(phys_offset, size, tag_hash)`` tuples (cheaper, for hot paths)."""
+        if logical_offset >= self.count or max_count <= 0:
+            return []
+        n = min(max_count, self.count - logical_offset)
+        buf = os.pread(self._fd, n * ENTRY_BYTES, entry_position(logical_offset))
+        return list(_ENTRY.iter_unpack(buf[: len(buf) - len(buf) % ENTRY_BYTES]))
+
     def put(self, logical_offset: int, phys_offset: int, size: int, tag_hash: int) -> None:
         """Write the entry at ``logical_offset`` (filling holes before it if needed)."""
-        raw = encode_entry(phys_offset, size, tag_hash)
+        self.put_run(logical_offset, encode_entry(phys_offset, size, tag_hash))
+
+    def put_run(self, logical_offset: int, raw: bytes | bytearray) -> None:
+        """Write encoded entries for consecutive offsets from ``logical_offset`` with one pwrite
+        (filling holes before them if needed)."""
         if logical_offset > self.count:
             raw = _HOLE * (logical_offset - self.count) + raw
             pos = entry_position(self.count)
         else:
             pos = entry_position(logical_offset)
         os.pwrite(self._fd, raw, pos)
-        self.count = max(self.count, logical_offset + 1)
+        self.count = max(self.count, logical_offset + len(raw) // ENTRY_BYTES)
         self.dirty = True
         if self._min is not None and logical_offset < self._min:
             self._min = logical_offset
@@ -151,6 +163,9 @@ class ConsumeQueue:
         if self.dirty:
             os.fsync(self._fd)
             self.dirty = False
+
+    def fsync(self) -> None:
+        os.fsync(self._fd)
 
     def close(self) -> None:
         os.close(self._fd)
@@ -197,10 +212,40 @@ class ConsumeQueues:
             assert q is not None
             q.put(queue_offset, phys_offset, size, tag)
 
+    def dispatch_many(self, items: Iterable[tuple[str, int, int, int, int, int]]) -> None:
+        """Dispatch ``(topic, queue_id, queue_offset, phys_offset, size, tag)`` entries in log order;
+        each queue's run of consecutive queue offsets is written with one pwrite."""
+        runs: dict[tuple[str, int], tuple[int, bytearray]] = {}
+        nexts: dict[tuple[str, int], int] = {}  # the queue offset that continues each open run
+        pack = _ENTRY.pack
+        with self._lock:
+            for topic, queue_id, queue_offset, phys_offset, size, tag in items:
+                key = (topic, queue_id)
+                if nexts.get(key) == queue_offset:
+                    runs[key][1].extend(pack(phys_offset, size, tag))
+                else:
+                    if key in runs:
+                        self._put_run(key, *runs[key])
+                    runs[key] = (queue_offset, bytearray(pack(phys_offset, size, tag)))
+                nexts[key] = queue_offset + 1
+            for key, run in runs.items():
+                self._put_run(key, *run)
+
+    def _put_run(self, key: tuple[str, int], first: int, raw: bytearray) -> None:
+        q = self._get(key[0], key[1], True)
+        assert q is not None
+        q.put_run(first, raw)
+
     def read(self, topic: str, queue_id: int, logical_offset: int, max_count: int) -> list[CqEntry]:
         with self._lock:
             q = self._get(topic, queue_id, False)
             return [] if q is None else q.read(logical_offset, max_count)
+
+    def read_rows(self, topic: str, queue_id: int, logical_offset: int, max_count: int) -> list[tuple[int, int, int]]:
+        """:meth:`read` as plain ``(phys_offset, size, tag_hash)`` tuples."""
+        with self._lock:
+            q = self._get(topic, queue_id, False)
+            return [] if q is None else q.read_rows(logical_offset, max_count)
 
     def bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
         """(min, max) logical offsets visible in the queue; (0, 0) for an unknown queue."""
@@ -246,9 +291,20 @@ class ConsumeQueues:
         return fixed
 
     def flush(self) -> None:
+        """fsync every queue written since its last flush.  The fsyncs run without the lock, so
+        dispatch goes on meanwhile (the store serialises flush with close, which closes the files)."""
         with self._lock:
-            for q in self._queues.values():
-                q.flush()
+            dirty = [q for q in self._queues.values() if q.dirty]
+            for q in dirty:
+                q.dirty = False
+        for i, q in enumerate(dirty):
+            try:
+                q.fsync()
+            except OSError:
+                with self._lock:
+                    for left in dirty[i:]:
+                        left.dirty = True
+                raise
 
     def close(self) -> None:
         with self._lock:

@@ -38,14 +38,19 @@ import enum
 import re
 import struct
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 MAGIC = 0x53425231
 _MAGIC_BYTES = struct.pack(">I", MAGIC)
 _HEAD = struct.Struct(">IIIIQQQHHII")
 HEADER_BYTES = _HEAD.size  # 52
+FRAME_HEAD = _HEAD
+"""The fixed frame header (the table above) as a :class:`struct.Struct`, for hot loops that
+check headers without decoding records (``MessageStore.get_raw``)."""
 _PREFIX = struct.Struct(">II")  # total length, magic
+FRAME_PREFIX = _PREFIX  # (total length, magic): enough to walk trusted frames (``CommitLog.read``)
 _U16 = struct.Struct(">H")
 #: Largest frame the decoder accepts; anything claiming more is treated as damage.
 MAX_FRAME_BYTES = 1 << 30
@@ -144,6 +149,24 @@ def trusted_record(
     return r
 
 
+def trusted_records(topic: str, queue_id: int, born_timestamp_ms: int, bodies: Sequence[bytes],
+                    keys: Sequence[str]) -> list[Record]:
+    """Records of one queue without properties, from validated parts -- the caller checked the
+    shared fields once (e.g. by building one :class:`Record`) and each body and key; what
+    :func:`trusted_record` does per record, for a whole SEND_MESSAGE batch at once."""
+    base = {"topic": topic, "queue_id": queue_id, "born_timestamp_ms": born_timestamp_ms, "store_timestamp_ms": 0,
+            "queue_offset": 0}
+    out = []
+    new, set_dict = object.__new__, object.__setattr__
+    for body, key in zip(bodies, keys, strict=True):
+        fields = base.copy()
+        fields["body"], fields["key"], fields["properties"] = body, key, {}
+        r = new(Record)
+        set_dict(r, "__dict__", fields)
+        out.append(r)
+    return out
+
+
 def restamped(record: Record, queue_offset: int, store_timestamp_ms: int) -> Record:
     """``record`` with a new queue offset and store timestamp (both validated here)."""
     if not 0 <= queue_offset <= _U64_MAX or not 0 <= store_timestamp_ms <= _U64_MAX:
@@ -161,6 +184,8 @@ def restamped(record: Record, queue_offset: int, store_timestamp_ms: int) -> Rec
 
 
 def _encode_properties(props: Mapping[str, str]) -> bytes:
+    if not props:
+        return b""
     parts: list[bytes] = []
     for k in sorted(props):
         kb, vb = k.encode(), props[k].encode()
@@ -188,8 +213,17 @@ def _decode_properties(raw: bytes) -> dict[str, str]:
     return props
 
 
-def encode(record: Record) -> bytes:
-    """The frame of ``record`` (see the module docstring for the layout)."""
+def encode(record: Record, *, queue_offset: int | None = None, store_timestamp_ms: int | None = None) -> bytes:
+    """The frame of ``record`` (see the module docstring for the layout), optionally with another
+    queue offset and store timestamp (a put stamps records without copying them first).
+
+    Raises:
+        ValueError: the frame would exceed MAX_FRAME_BYTES, or a stamp is outside u64.
+    """
+    qo = record.queue_offset if queue_offset is None else queue_offset
+    stored = record.store_timestamp_ms if store_timestamp_ms is None else store_timestamp_ms
+    if not 0 <= qo <= _U64_MAX or not 0 <= stored <= _U64_MAX:
+        raise ValueError(f"queue offset {qo} / store timestamp {stored} out of u64 range")
     topic = record.topic.encode()
     key = record.key.encode()
     props = _encode_properties(record.properties)
@@ -201,9 +235,9 @@ def encode(record: Record) -> bytes:
         MAGIC,
         0,
         record.queue_id,
-        record.queue_offset,
+        qo,
         record.born_timestamp_ms,
-        record.store_timestamp_ms,
+        stored,
         len(topic),
         len(key),
         len(props),
@@ -212,6 +246,45 @@ def encode(record: Record) -> bytes:
     rest = b"".join((head[12:], topic, key, props, record.body))
     crc = zlib.crc32(rest, zlib.crc32(head[:8]))
     return b"".join((head[:8], struct.pack(">I", crc), rest))
+
+
+_META = struct.Struct(">IQQQHHII")  # frame bytes [12, 52): queue id .. body length
+_CRC = struct.Struct(">I")
+
+
+def encode_stamped(records: Sequence[Record], queue_offsets: Sequence[int],
+                   store_timestamp_ms: int) -> tuple[bytes, list[int]]:
+    """The frames of ``records`` with the given queue offsets and store timestamp, back to back, and
+    their sizes: what :func:`encode` gives record by record (a test checks it), in one pass -- a
+    master's put encodes every record it appends.
+
+    Raises:
+        ValueError: a frame would exceed MAX_FRAME_BYTES, or a stamp is outside u64.
+    """
+    if not 0 <= store_timestamp_ms <= _U64_MAX:
+        raise ValueError(f"store timestamp {store_timestamp_ms} out of u64 range")
+    parts: list[bytes] = []
+    sizes: list[int] = []
+    topics: dict[str, bytes] = {}
+    crc32, prefix_pack, meta_pack, crc_pack = zlib.crc32, _PREFIX.pack, _META.pack, _CRC.pack
+    for r, qo in zip(records, queue_offsets, strict=True):
+        tb = topics.get(r.topic)
+        if tb is None:
+            tb = topics[r.topic] = r.topic.encode()
+        kb = r.key.encode() if r.key else b""
+        pb = _encode_properties(r.properties) if r.properties else b""
+        body = r.body
+        total = HEADER_BYTES + len(tb) + len(kb) + len(pb) + len(body)
+        if total > MAX_FRAME_BYTES:
+            raise ValueError(f"record frame of {total} bytes exceeds MAX_FRAME_BYTES={MAX_FRAME_BYTES}")
+        if not 0 <= qo <= _U64_MAX:
+            raise ValueError(f"queue offset {qo} out of u64 range")
+        prefix = prefix_pack(total, MAGIC)
+        meta = meta_pack(r.queue_id, qo, r.born_timestamp_ms, store_timestamp_ms, len(tb), len(kb), len(pb),
+                         len(body)) + tb + kb + pb
+        parts += (prefix, crc_pack(crc32(body, crc32(meta, crc32(prefix)))), meta, body)
+        sizes.append(total)
+    return b"".join(parts), sizes
 
 
 class StopKind(enum.Enum):
@@ -387,6 +460,133 @@ def decode_many(buf: bytes | memoryview, base_offset: int = 0, *, start: int = 0
         out.append(got)
         pos += got.size
     return DecodeResult(out, base_offset + pos, None)
+
+
+def check_identity(buf: bytes | memoryview, pos: int, size: int, topic: bytes, queue_id: int,
+                   queue_offset: int) -> str | None:
+    """None if the frame at ``pos`` claims ``size`` bytes and holds record ``topic/queue_id@queue_offset``;
+    else what differs.  Header fields only, no CRC: the cheap check a broker makes before it hands
+    raw frames to a consumer, which verifies the CRC itself (:func:`decode_pulled`)."""
+    if pos + HEADER_BYTES > len(buf):
+        return f"only {len(buf) - pos} bytes where a {size}-byte frame should start"
+    (total, magic, _, qid, qo, _, _, tlen, _, _, _) = _HEAD.unpack_from(buf, pos)
+    if magic != MAGIC or total != size:
+        return f"magic 0x{magic:08x} / length {total}, expected 0x{MAGIC:08x} / {size} (the index's size)"
+    p = pos + HEADER_BYTES
+    if qid != queue_id or qo != queue_offset or buf[p : p + tlen] != topic:
+        return (f"holds {bytes(buf[p : p + tlen]).decode(errors='replace')}/{qid}@{qo}, expected "
+                f"{topic.decode()}/{queue_id}@{queue_offset}")
+    return None
+
+
+T = TypeVar("T")
+
+
+PulledFields = tuple[int, int, bytes, str, dict[str, str], int]
+"""``(queue_offset, phys_offset, body, key, properties, store_timestamp_ms)`` of a pulled record."""
+
+
+def decode_pulled(data: bytes, spans: Sequence[Sequence[int]], topic: str, queue_id: int, first_offset: int,
+                  next_offset: int, make: Callable[[PulledFields], T]) -> list[T]:
+    """Decode the frames of a PULL_MESSAGE reply, checking every CRC (the consumer's side of the pull).
+
+    Args:
+        data: the frames of ``spans`` back to back.
+        spans: ``[(phys_offset, size), ...]`` runs of the commit log that ``data`` holds.
+        topic, queue_id: the queue asked for; every record must belong to it.
+        first_offset, next_offset: every queue offset must lie in ``[first_offset, next_offset)`` and
+            increase from record to record.
+        make: builds one result from a :data:`PulledFields` tuple -- the caller's message type, built
+            once (``functools.partial(tuple.__new__, SomeNamedTuple)`` costs no Python call).
+
+    Raises:
+        ValueError: a damaged frame, a record of another queue or out of order, or frames that do not
+            exactly tile their spans (names the physical offset).
+    """
+    out: list[T] = []
+    append = out.append
+    mv = memoryview(data)
+    n = len(data)
+    unpack, crc32 = _HEAD.unpack_from, zlib.crc32
+    prefix_crcs: dict[int, int] = {}  # CRC of bytes [0, 8) by frame length (the magic is checked)
+    topic_b = topic.encode()
+    prev = first_offset - 1
+    pos = 0
+    for span in spans:
+        phys, size = int(span[0]), int(span[1])
+        end = pos + size
+        if size < 0 or end > n:
+            raise ValueError(f"span ({phys}, {size}) passes the end of the {n}-byte data")
+        base = phys - pos
+        while pos < end:
+            if pos + HEADER_BYTES > end:
+                raise ValueError(f"record at offset {base + pos}: {end - pos} bytes left, a frame needs {HEADER_BYTES}")
+            (total, magic, stored, qid, qo, _, st, tlen, klen, plen, blen) = unpack(data, pos)
+            fend = pos + total
+            pcrc = prefix_crcs.get(total)
+            if pcrc is None:
+                pcrc = prefix_crcs[total] = crc32(_PREFIX.pack(total, MAGIC))
+            if (magic != MAGIC or fend > end or HEADER_BYTES + tlen + klen + plen + blen != total
+                    or crc32(mv[pos + 12 : fend], pcrc) != stored):
+                got = decode_at(mv[:end], pos, base)  # says exactly what is wrong
+                why = got.detail if isinstance(got, DecodeStop) else "field lengths do not add up"
+                raise ValueError(f"record at offset {base + pos}: {why}")
+            p = pos + HEADER_BYTES
+            if qid != queue_id or not prev < qo < next_offset or data[p : p + tlen] != topic_b:
+                raise ValueError(f"record at offset {base + pos} is {bytes(data[p : p + tlen])!r}/{qid}@{qo}, "
+                                 f"expected {topic}/{queue_id} at a queue offset in ({prev}, {next_offset})")
+            prev = qo
+            p += tlen
+            try:
+                key = data[p : p + klen].decode() if klen else ""
+                props = _decode_properties(data[p + klen : p + klen + plen]) if plen else {}
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise ValueError(f"record at offset {base + pos}: malformed key or properties: {exc}") from exc
+            append(make((qo, base + pos, data[p + klen + plen : fend], key, props, st)))
+            pos = fend
+    if pos != n:
+        raise ValueError(f"{n - pos} bytes of data beyond the spans {list(spans)!r:.80}")
+    return out
+
+
+def frame_facts(buf: bytes, base_offset: int = 0) -> list[tuple[int, int, str, int, int, str]]:
+    """``(offset, size, topic, queue_id, queue_offset, tags)`` of every frame of ``buf``, which must be
+    whole, CRC-valid frames back to back (replicated data); cheaper than :func:`decode_many`, which
+    builds every record.
+
+    Raises:
+        ValueError: a frame is incomplete or damaged (names the absolute offset and why).
+    """
+    out: list[tuple[int, int, str, int, int, str]] = []
+    mv = memoryview(buf)
+    n = len(buf)
+    unpack, crc32, topics = _HEAD.unpack_from, zlib.crc32, _topic_cache
+    pos = 0
+    while pos < n:
+        fast = pos + HEADER_BYTES <= n
+        if fast:
+            (total, magic, stored, queue_id, queue_offset, _, _, tlen, klen, plen, blen) = unpack(buf, pos)
+            end = pos + total
+            p = pos + HEADER_BYTES
+            topic = topics.get(buf[p : p + tlen])
+            fast = (topic is not None and magic == MAGIC and end <= n
+                    and HEADER_BYTES + tlen + klen + plen + blen == total
+                    and crc32(mv[pos + 12 : end], crc32(mv[pos : pos + 8])) == stored)
+        if not fast:  # unusual topic or damage: the full decoder validates the topic or says what is wrong
+            got = decode_at(buf, pos, base_offset)
+            if isinstance(got, DecodeStop):
+                raise ValueError(f"{got.kind.value} at offset {got.offset}: {got.detail}")
+            r = got.record
+            out.append((got.offset, got.size, r.topic, r.queue_id, r.queue_offset, r.tags))
+            pos += got.size
+            continue
+        tags = ""
+        if plen:
+            q = p + tlen + klen
+            tags = _decode_properties(buf[q : q + plen]).get(TAGS_PROPERTY, "")
+        out.append((base_offset + pos, total, topic, queue_id, queue_offset, tags))  # type: ignore[arg-type]
+        pos = end
+    return out
 
 
 def iter_frames(buf: bytes | memoryview, base_offset: int = 0) -> Iterator[tuple[int, int]]:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from system_under_test.broker.store.record import Decoded
 
 
-@dataclass(frozen=True)
-class PutResult:
-    """Where a put record landed."""
+class PutResult(NamedTuple):
+    """Where a put record landed (a named tuple: a put makes one per record)."""
 
     topic: str
     queue_id: int
@@ -36,8 +36,27 @@ class GetResult:
 
 
 @dataclass(frozen=True)
-class QueueItem:
-    """A record's consume-queue facts, as found in the commit log."""
+class RawGetResult:
+    """Records read from one queue as undecoded frames (what PULL_MESSAGE sends).
+
+    Attributes:
+        data: the frames of ``spans`` back to back.
+        spans: ``(phys_offset, size)`` of each run of adjacent frames, in queue order.
+        count: how many frames ``data`` holds.
+        next_offset, min_offset, max_offset: as in :class:`GetResult`.
+    """
+
+    data: bytes
+    spans: list[tuple[int, int]]
+    count: int
+    next_offset: int
+    min_offset: int
+    max_offset: int
+
+
+class QueueItem(NamedTuple):
+    """A record's consume-queue facts, as found in the commit log (a named tuple: one is built per
+    record appended, on the hot path of every put and every replicated batch)."""
 
     topic: str
     queue_id: int

@@ -26,7 +26,13 @@ Visibility rule (RIP-44 confirmOffset): a record is dispatched to its consume qu
 visible to :meth:`get` -- only once its end is <= the confirm offset.  The master raises the
 confirm offset as its sync-state set acknowledges; a slave takes ``min(master's, own max)``.
 
-Thread-safe: one lock serialises every operation (the background flusher included).
+Thread-safe, with two locks so that readers never wait for a disk flush: ``_write_lock``
+serialises everything that changes the files (put, append_raw, truncate, reset_start, flush,
+close); ``_lock`` guards the in-memory state and is held only briefly -- not across an fsync.  A put
+under SYNC writes and publishes its records under ``_lock``, then fsyncs holding ``_write_lock``
+alone, and undoes everything if the fsync fails.  Until then its bytes are above
+:attr:`stable_offset`: the master neither replicates nor confirms them, so nobody can see a record
+that is then undone.  Lock order: ``_write_lock``, ``_lock``, then the commit log's locks.
 """
 
 from __future__ import annotations
@@ -40,20 +46,25 @@ from collections.abc import Sequence
 
 from system_under_test.broker.store.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from system_under_test.broker.store.commitlog import CommitLog, RecoveryReport
-from system_under_test.broker.store.config import StoreConfig
+from system_under_test.broker.store.config import FlushPolicy, StoreConfig
 from system_under_test.broker.store.consume_queue import ConsumeQueues
 from system_under_test.broker.store.epoch_file import EPOCH_FILE_NAME, EpochFileCache
 from system_under_test.broker.store.errors import OffsetError, StoreClosed, StoreCorruption, StoreError
 from system_under_test.broker.store.record import (
+    FRAME_HEAD,
+    HEADER_BYTES,
+    MAGIC,
     Decoded,
     DecodeStop,
     Record,
+    check_identity,
     decode_at,
+    encode_stamped,
+    frame_facts,
     frame_header,
-    restamped,
     tag_hash,
 )
-from system_under_test.broker.store.results import GetResult, PutResult, QueueItem
+from system_under_test.broker.store.results import GetResult, PutResult, QueueItem, RawGetResult
 from system_under_test.broker.store.signature import (
     FinalSignature,
     StoreState,
@@ -110,6 +121,7 @@ class MessageStore:
         self.cluster_id = cluster_id
         self._clock = clock
         self._lock = threading.RLock()
+        self._write_lock = threading.RLock()
         self._closed = False
         os.makedirs(directory, exist_ok=True)
         existed = has_data(directory)
@@ -198,6 +210,14 @@ class MessageStore:
         return self.commitlog.max_offset
 
     @property
+    def stable_offset(self) -> int:
+        """End of the bytes whose append has finished: under SYNC the synced offset (an append is done
+        when fsynced), else the max offset.  A master replicates and confirms only below it."""
+        if self.config.flush_policy is FlushPolicy.SYNC:
+            return min(self.commitlog.synced_offset, self.commitlog.max_offset)
+        return self.commitlog.max_offset
+
+    @property
     def synced_offset(self) -> int:
         """Commit-log bytes below this are known durable (for the lose-unfsynced-writes nemesis)."""
         return self.commitlog.synced_offset
@@ -237,60 +257,89 @@ class MessageStore:
 
         All records of one call are written with one write (and, under SYNC, one fsync).
         They become visible to :meth:`get` only when the confirm offset passes their end.
+        Records are encoded and fsynced without holding the read lock (see the module docstring).
 
         Raises:
             StoreFullError: disk full; nothing was appended.
             StoreIOError: write/fsync failure; nothing was appended.
             OffsetError: a record larger than ``max_message_bytes``.
         """
-        with self._lock:
+        with self._write_lock:
             self._check_open()
             now = self._clock.wall_ms()
-            next_qo = dict(self._next_qo)
-            assigned = []
+            next_qo = dict(self._next_qo)  # only writers change it, and we are the writer
+            offsets = []
             for r in records:
                 key = (r.topic, r.queue_id)
                 qo = next_qo.get(key, 0)
                 next_qo[key] = qo + 1
-                assigned.append(restamped(r, qo, now))
-            locs = self.commitlog.append(assigned)
-            self._next_qo = next_qo
-            out = []
-            for r, (phys, size) in zip(assigned, locs):
-                self._pending.append(QueueItem(r.topic, r.queue_id, r.queue_offset, phys, size, tag_hash(r.tags)))
-                out.append(PutResult(r.topic, r.queue_id, r.queue_offset, phys, size))
-            return out
+                offsets.append(qo)
+            data, sizes = encode_stamped(records, offsets, now)
+            with self._lock:
+                self._check_open()
+                begin = self.commitlog.max_offset
+                locs = self.commitlog.write_run(data, sizes)
+                previous_qo, self._next_qo = self._next_qo, next_qo
+                items = [QueueItem(r.topic, r.queue_id, qo, phys, size, tag_hash(r.tags) if r.properties else 0)
+                         for r, qo, (phys, size) in zip(records, offsets, locs)]
+                self._pending.extend(items)
+            self._sync_or_undo(begin, previous_qo)
+            return [PutResult(*it[:5]) for it in items]
+
+    def _sync_or_undo(self, begin: int, previous_qo: dict[tuple[str, int], int]) -> None:
+        """Finish an append begun at ``begin`` (fsync under SYNC); if that fails, drop what it
+        published and restore the queue offsets.  Caller holds ``_write_lock``."""
+        try:
+            self.commitlog.sync_written(begin)  # rolls the commit log back itself on failure
+        except BaseException:
+            with self._lock:
+                self._next_qo = previous_qo
+                while self._pending and self._pending[-1].phys_offset >= begin:
+                    self._pending.pop()
+            raise
 
     def append_raw(self, phys_offset: int, data: bytes) -> int:
         """Append replicated bytes (whole frames) at ``phys_offset`` == max offset; returns the new max.
 
         Each record keeps the queue offset the master gave it; a queue offset that does not
-        continue its queue is refused (and the append undone).
+        continue its queue is refused (nothing is appended).  Frames are CRC-checked and fsynced
+        (under SYNC) without holding the read lock.
 
         Raises:
             OffsetError: ``phys_offset`` is not the max offset, or a queue offset does not continue.
             StoreCorruption: ``data`` is not whole valid frames.
             StoreFullError, StoreIOError: as for :meth:`put`.
         """
-        with self._lock:
+        try:
+            items = [QueueItem(topic, qid, qo, off, size, tag_hash(tags))
+                     for off, size, topic, qid, qo, tags in frame_facts(data, phys_offset)]
+        except ValueError as exc:
+            raise StoreCorruption(f"replicated data at {phys_offset} ({len(data)}B) is not whole valid records: {exc}",
+                                  path="<replication>", offset=phys_offset) from exc
+        with self._write_lock:
             self._check_open()
-            decoded = self.commitlog.append_raw(phys_offset, data)
+            if phys_offset != self.commitlog.max_offset:
+                raise OffsetError(
+                    f"append_raw at {phys_offset} but the commit log ends at {self.commitlog.max_offset}; "
+                    f"replication must resume from the slave's max offset"
+                )
             next_qo = dict(self._next_qo)
-            for d in decoded:
-                key = (d.record.topic, d.record.queue_id)
+            for it in items:
+                key = (it.topic, it.queue_id)
                 want = next_qo.get(key)
-                if want is not None and d.record.queue_offset != want:
-                    self.commitlog.truncate(phys_offset)
+                if want is not None and it.queue_offset != want:
                     raise OffsetError(
-                        f"replicated record at {d.offset} for {key[0]}/{key[1]} has queue offset "
-                        f"{d.record.queue_offset}, expected {want}; append undone (master and slave disagree)"
+                        f"replicated record at {it.phys_offset} for {key[0]}/{key[1]} has queue offset "
+                        f"{it.queue_offset}, expected {want}; nothing appended (master and slave disagree)"
                     )
-                next_qo[key] = d.record.queue_offset + 1
-            self._next_qo = next_qo
-            for d in decoded:
-                r = d.record
-                self._pending.append(QueueItem(r.topic, r.queue_id, r.queue_offset, d.offset, d.size, tag_hash(r.tags)))
-            return self.commitlog.max_offset
+                next_qo[key] = it.queue_offset + 1
+            with self._lock:
+                self._check_open()
+                self.commitlog.write_run(data, [it.size for it in items])
+                previous_qo, self._next_qo = self._next_qo, next_qo
+                self._pending.extend(items)
+            self._sync_or_undo(phys_offset, previous_qo)
+            return phys_offset + len(data)
 
     def read_raw(self, phys_offset: int, max_bytes: int) -> bytes:
         """Whole frames from ``phys_offset`` (for replication); see :meth:`CommitLog.read`."""
@@ -300,7 +349,7 @@ class MessageStore:
 
     def reset_start(self, phys_offset: int) -> None:
         """Let an empty store begin at ``phys_offset`` (a slave copying from the master's min offset)."""
-        with self._lock:
+        with self._write_lock, self._lock:
             self._check_open()
             self.commitlog.reset_start(phys_offset)
             self._confirm = self._dispatched = phys_offset
@@ -358,6 +407,66 @@ class MessageStore:
                 i = j
             return GetResult(out, logical_offset + len(entries), lo, hi)
 
+    def get_raw(self, topic: str, queue_id: int, logical_offset: int, max_count: int) -> RawGetResult:
+        """Like :meth:`get`, but the records stay frames: one bytes blob plus the spans it covers.
+
+        Each frame's length and identity (topic, queue id, queue offset) are checked against the
+        index here; its CRC is not -- the reader verifies it (``record.decode_pulled``), so a
+        consumer still never accepts a damaged record while the broker skips decoding.
+
+        Raises:
+            StoreCorruption: a frame is not the record the index promised.
+        """
+        if logical_offset < 0 or max_count < 0:
+            raise OffsetError(f"get needs logical_offset >= 0 and max_count >= 0, got {logical_offset}, {max_count}")
+        topic_b = topic.encode()
+        with self._lock:
+            self._check_open()
+            lo, hi = self.cqs.bounds(topic, queue_id)
+            entries = self.cqs.read_rows(topic, queue_id, logical_offset, max_count)
+            # runs of adjacent frames (holes end a run); a read covers runs close together in the log
+            runs: list[list[int]] = []  # [first index, phys start, phys end, last index]
+            for k, (phys, size, _) in enumerate(entries):
+                if not size:
+                    continue
+                if runs and runs[-1][2] == phys and runs[-1][3] == k - 1:
+                    runs[-1][2] = phys + size
+                    runs[-1][3] = k
+                else:
+                    runs.append([k, phys, phys + size, k])
+            parts: list[memoryview] = []
+            spans: list[tuple[int, int]] = []
+            count = 0
+            head = FRAME_HEAD
+            r = 0
+            while r < len(runs):
+                q = r + 1
+                while (q < len(runs) and runs[q][1] - runs[q - 1][2] <= _READ_GAP
+                       and runs[q][2] - runs[r][1] <= _READ_SPAN):
+                    q += 1
+                start = runs[r][1]
+                buf = memoryview(self.commitlog.read_span(start, runs[q - 1][2] - start))
+                for first, a, b, _ in runs[r:q]:
+                    k, pos = first, a - start
+                    while pos < b - start:
+                        phys, size, _ = entries[k]
+                        if size >= HEADER_BYTES:  # inline check_identity: the common case costs one unpack
+                            (total, magic, _, qid, qo, _, _, tlen, _, _, _) = head.unpack_from(buf, pos)
+                            p = pos + HEADER_BYTES
+                        if (size < HEADER_BYTES or total != size or magic != MAGIC or qid != queue_id
+                                or qo != logical_offset + k or buf[p : p + tlen] != topic_b):
+                            why = check_identity(buf, pos, size, topic_b, queue_id, logical_offset + k)
+                            path, fpos = self.commitlog.file_for_offset(phys)
+                            raise StoreCorruption(f"consume queue {topic}/{queue_id}@{logical_offset + k} points at "
+                                                  f"{phys} ({path} +{fpos}): {why}", path=path, offset=phys)
+                        pos += size
+                        k += 1
+                    parts.append(buf[a - start : b - start])
+                    spans.append((a, b - a))
+                    count += k - first
+                r = q
+            return RawGetResult(b"".join(parts), spans, count, logical_offset + len(entries), lo, hi)
+
     # -- confirm offset ------------------------------------------------------------------------
     def set_confirm_offset(self, offset: int) -> None:
         """Set the confirm offset and dispatch (or withdraw) consume-queue entries accordingly.
@@ -380,10 +489,12 @@ class MessageStore:
                     self._dispatched = redo[0].phys_offset
                 log.info("store %s: confirm offset lowered %d -> %d", self.directory, self._confirm, offset)
             self._confirm = offset
-            while self._pending and self._pending[0].end <= offset:
-                it = self._pending.popleft()
-                self.cqs.dispatch(it.topic, it.queue_id, it.queue_offset, it.phys_offset, it.size, it.tag)
-                self._dispatched = it.end
+            pending, batch = self._pending, []
+            while pending and pending[0][3] + pending[0][4] <= offset:  # .end, without a property call per record
+                batch.append(pending.popleft())
+            if batch:
+                self.cqs.dispatch_many(batch)
+                self._dispatched = batch[-1].end
 
     # -- truncation ----------------------------------------------------------------------------
     def truncate(self, phys_offset: int) -> None:
@@ -393,7 +504,7 @@ class MessageStore:
         Raises:
             OffsetError: outside the log or not a record boundary.
         """
-        with self._lock:
+        with self._write_lock, self._lock:
             self._check_open()
             if phys_offset > self.max_phys_offset or phys_offset < self.min_phys_offset:
                 raise OffsetError(
@@ -432,15 +543,21 @@ class MessageStore:
         Raises:
             StoreIOError: an fsync failed (the checkpoint is not written).
         """
-        with self._lock:
+        with self._write_lock:  # not _lock: readers and dispatch go on during the fsyncs
             self._check_open()
             synced = self.commitlog.flush()
-            self.cqs.flush()
-            self._save_checkpoint()
+            with self._lock:
+                dispatched = self._dispatched
+            self.cqs.flush()  # every entry below ``dispatched`` is durable from here on
+            with self._lock:
+                cp = Checkpoint(self.commitlog.synced_offset, dispatched, self._confirm)
+            self._save_checkpoint(cp)
             return synced
 
-    def _save_checkpoint(self) -> None:
-        cp = Checkpoint(self.commitlog.synced_offset, self._dispatched, self._confirm)
+    def _save_checkpoint(self, cp: Checkpoint | None = None) -> None:
+        """Write the checkpoint (default: the current offsets) unless unchanged; caller holds ``_write_lock``."""
+        if cp is None:
+            cp = Checkpoint(self.commitlog.synced_offset, self._dispatched, self._confirm)
         if cp != self._last_checkpoint:  # an idle store does no checkpoint I/O
             save_checkpoint(self.directory, cp)
             self._last_checkpoint = cp
@@ -465,7 +582,7 @@ class MessageStore:
         self._stop.set()
         if self._flusher is not None and self._flusher is not threading.current_thread():
             self._flusher.join(timeout=30)
-        with self._lock:
+        with self._write_lock, self._lock:
             if self._closed:
                 return
             error: BaseException | None = None

@@ -209,3 +209,67 @@ def test_alter_refused_definitely_is_abandoned(tmp_path: Path) -> None:
         store.close()
 
     asyncio.run(go())
+
+
+def test_sync_flush_replicates_only_fsynced_bytes_and_acks_only_fsynced_bytes(tmp_path: Path) -> None:
+    """Under SYNC the master sends only bytes below its stable (synced) offset; the slave appends
+    off the event loop, merging the batches that queue up during a slow fsync, and acks only what
+    it has fsynced."""
+    from system_under_test import failpoints
+    from system_under_test.broker.store import FP_BEFORE_FSYNC, FlushPolicy
+
+    sync = StoreConfig(segment_bytes=64 * 1024, max_message_bytes=16 * 1024, background_flush=False,
+                       flush_policy=FlushPolicy.SYNC)
+
+    async def go() -> None:
+        m_store = MessageStore.open(str(tmp_path / "m"), sync, "cid")
+        s_store = MessageStore.open(str(tmp_path / "s"), sync, "cid")
+        ha = HaMaster(m_store, CFG, lambda members, epoch: _accept(members, epoch), now_ms)
+        violations: list[str] = []
+        read_raw, handle_ack = m_store.read_raw, ha.handle_ack
+
+        def checked_read_raw(phys_offset: int, max_bytes: int) -> bytes:
+            data = read_raw(phys_offset, max_bytes)
+            if phys_offset + len(data) > m_store.stable_offset:
+                violations.append(f"sent [{phys_offset}, {phys_offset + len(data)}) past {m_store.stable_offset}")
+            return data
+
+        def checked_ack(frame: Frame, conn: Connection) -> None:
+            if int(frame.header["max_offset"]) > s_store.synced_offset:
+                violations.append(f"ack {frame.header['max_offset']} past synced {s_store.synced_offset}")
+            handle_ack(frame, conn)
+
+        m_store.read_raw = checked_read_raw  # type: ignore[method-assign]
+        ha.handle_ack = checked_ack  # type: ignore[method-assign]
+        server, addr = await serve(ha)
+        m_store.epochs.start_epoch(1, 0)
+        ha.activate(1, 1, frozenset({1}), 1)
+        slave = HaSlave(s_store, CFG, 2, 1, addr, 1, now_ms)
+        slave.start()
+        await until(lambda: sorted(ha.view.members) == [1, 2], "the set to expand")
+        failpoints.arm(FP_BEFORE_FSYNC, "delay(30)")  # slow disks: transfers queue up behind each append
+        try:
+            ends = []
+            start, fsyncs_before = m_store.max_phys_offset, s_store.fsync_stats()["fsyncs"]
+            for i in range(3):  # each put is ~40 transfer batches (4 KiB) that reach the slave at once
+                ends.append(await asyncio.to_thread(put, m_store, 150, f"p{i}"))
+                ha.on_appended()
+            results = await asyncio.gather(*(ha.wait_replicated(e) for e in ends))
+        finally:
+            failpoints.disarm(FP_BEFORE_FSYNC)
+        assert results == [None] * len(ends)
+        await until(lambda: same_log(m_store, s_store), "the slave to copy the log")
+        batches = (m_store.max_phys_offset - start) // CFG.ha_transfer_batch_bytes
+        assert s_store.fsync_stats()["fsyncs"] - fsyncs_before < batches / 4, "queued batches share an fsync"
+        assert violations == []
+        await slave.stop()
+        await ha.close()
+        await server.stop()
+        m_store.close()
+        s_store.close()
+
+    asyncio.run(go())
+
+
+async def _accept(members: frozenset[int], epoch: int) -> tuple[frozenset[int], int]:
+    return members, epoch + 1

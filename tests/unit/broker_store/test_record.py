@@ -6,8 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from system_under_test.broker.store import Record, StopKind, decode, decode_many, encode
-from system_under_test.broker.store.record import HEADER_BYTES, find_next_valid, frame_header, tag_hash
+from system_under_test.broker.store import Record, StopKind, decode, decode_many, decode_pulled, encode
+from system_under_test.broker.store.record import (
+    HEADER_BYTES,
+    encode_stamped,
+    find_next_valid,
+    frame_facts,
+    frame_header,
+    tag_hash,
+)
 
 CASES = [
     ("minimal", Record("t", 0, b"")),
@@ -127,3 +134,83 @@ def test_tag_hash_is_stable_and_zero_for_no_tag() -> None:
     assert tag_hash("") == 0
     assert tag_hash("red") == tag_hash("red") != tag_hash("blue")
     assert 0 < tag_hash("red") < 2**64
+
+
+# -- the hot-path codecs: each checked against the plain one (differential) ----------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(records_st, max_size=8), st.integers(0, 2**64 - 1))
+def test_encode_stamped_equals_encode_record_by_record(records: list[Record], now: int) -> None:
+    offsets = list(range(3, 3 + len(records)))
+    data, sizes = encode_stamped(records, offsets, now)
+    frames = [encode(r, queue_offset=qo, store_timestamp_ms=now) for r, qo in zip(records, offsets, strict=True)]
+    assert data == b"".join(frames)
+    assert sizes == [len(f) for f in frames]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(records_st, max_size=8), st.integers(0, 10**12))
+def test_frame_facts_agree_with_decode_many(records: list[Record], base: int) -> None:
+    buf = b"".join(encode(r) for r in records)
+    facts = frame_facts(buf, base)
+    assert facts == [(d.offset, d.size, d.record.topic, d.record.queue_id, d.record.queue_offset, d.record.tags)
+                     for d in decode_many(buf, base).records]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(records_st, min_size=1, max_size=5), st.data())
+def test_frame_facts_refuse_damage_naming_the_offset(records: list[Record], data: st.DataObject) -> None:
+    frames = [encode(r) for r in records]
+    i = data.draw(st.integers(0, len(frames) - 1))
+    damaged = bytearray(frames[i])
+    damaged[data.draw(st.integers(0, len(damaged) - 1))] ^= 0xFF
+    start = 500 + sum(map(len, frames[:i]))
+    with pytest.raises(ValueError, match=f"at offset {start}"):
+        frame_facts(b"".join(frames[:i]) + bytes(damaged) + b"".join(frames[i + 1 :]), 500)
+
+
+def _queue_records(n: int, first_qo: int = 0) -> list[Record]:
+    return [Record("q", 2, b"m%d" % i, key=("k" if i % 2 else ""), properties=({"TAGS": "a"} if i % 3 else {}),
+                   queue_offset=first_qo + i, store_timestamp_ms=i) for i in range(n)]
+
+
+def _spans_of(records: list[Record], base: int, split: int) -> tuple[bytes, list[list[int]]]:
+    frames = [encode(r) for r in records]
+    a, b = b"".join(frames[:split]), b"".join(frames[split:])
+    spans = [[base, len(a)], [base + len(a) + 999, len(b)]]  # a gap: another queue's records
+    return a + b, [s for s in spans if s[1]]
+
+
+def test_decode_pulled_round_trip_with_offsets_and_fields() -> None:
+    records = _queue_records(5, first_qo=10)
+    data, spans = _spans_of(records, 7000, 2)
+    got = decode_pulled(data, spans, "q", 2, 10, 15, tuple)
+    assert [g[0] for g in got] == [10, 11, 12, 13, 14]
+    assert [g[2] for g in got] == [r.body for r in records]
+    assert [(g[3], g[4], g[5]) for g in got] == [(r.key, r.properties, r.store_timestamp_ms) for r in records]
+    assert got[0][1] == 7000 and got[2][1] == spans[1][0]
+
+
+PULL_BAD = [
+    ("flipped-body-byte", lambda d: d[:-1] + bytes([d[-1] ^ 1]), "CRC mismatch"),
+    ("truncated", lambda d: d[:-3], "passes the end"),
+    ("extra-bytes", lambda d: d + b"xx", "beyond the spans"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "why"), [c[1:] for c in PULL_BAD], ids=[c[0] for c in PULL_BAD])
+def test_decode_pulled_refuses_damaged_data(mutate: object, why: str) -> None:
+    data, spans = _spans_of(_queue_records(3), 0, 1)
+    with pytest.raises(ValueError, match=why):
+        decode_pulled(mutate(data), spans, "q", 2, 0, 3, tuple)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(("topic", "queue_id", "first", "nxt"), [("other", 2, 0, 3), ("q", 1, 0, 3), ("q", 2, 1, 3),
+                                                                  ("q", 2, 0, 2)],
+                         ids=["other-topic", "other-queue", "before-first", "at-next-offset"])
+def test_decode_pulled_refuses_records_of_another_queue_or_range(topic: str, queue_id: int, first: int,
+                                                                  nxt: int) -> None:
+    data, spans = _spans_of(_queue_records(3), 0, 1)
+    with pytest.raises(ValueError, match="expected"):
+        decode_pulled(data, spans, topic, queue_id, first, nxt, tuple)

@@ -30,6 +30,7 @@ from system_under_test.broker.store import (
     StoreIOError,
     StoreState,
     cut_files_offline,
+    decode_pulled,
     inspect_store,
     load_checkpoint,
     save_checkpoint,
@@ -385,3 +386,51 @@ def test_close_with_failing_fsync_leaves_store_dirty(d: str) -> None:
     again = MessageStore.open(d, cfg, "c1")
     assert again.state_on_open is StoreState.DIRTY and again.max_phys_offset == s.max_phys_offset
     again.close()
+
+
+def test_get_raw_frames_decode_to_what_get_returns(d: str) -> None:
+    s = MessageStore.open(d, CFG, "c1")
+    s.put(msgs(30, queues=3, tag="x"))  # interleaved queues: runs of one frame, gaps between them
+    s.put(msgs(6, queues=1))  # adjacent frames of one queue: one run
+    half = s.max_phys_offset
+    s.put(msgs(4, queues=1))
+    s.set_confirm_offset(half)
+    for qid in range(3):
+        want = s.get("t", qid, 1, 100)
+        raw = s.get_raw("t", qid, 1, 100)
+        got = decode_pulled(raw.data, raw.spans, "t", qid, 1, raw.next_offset, tuple)
+        assert [(g[0], g[1], g[2], g[3]) for g in got] == [
+            (r.record.queue_offset, r.offset, r.record.body, r.record.key) for r in want.records]
+        assert (raw.count, raw.next_offset, raw.min_offset, raw.max_offset) == (
+            len(want.records), want.next_offset, want.min_offset, want.max_offset)
+    assert len(s.get_raw("t", 0, 10, 100).spans) == 1  # the 6 adjacent records of queue 0 below the confirm offset
+    s.close()
+
+
+def test_get_raw_refuses_a_frame_that_is_not_the_indexed_record(d: str) -> None:
+    s = MessageStore.open(d, CFG, "c1")
+    res = s.put(msgs(4, queues=2))
+    s.set_confirm_offset(s.max_phys_offset)
+    # point queue 0's entry 1 at queue 1's record: the index and the log disagree
+    s.cqs.truncate_phys(res[2].phys_offset)
+    s.cqs.dispatch("t", 0, 1, res[3].phys_offset, res[3].size, 0)
+    with pytest.raises(StoreCorruption, match=r"t/0@1 points at .*holds t/1@1"):
+        s.get_raw("t", 0, 0, 10)
+    s.close()
+
+
+def test_failed_fsync_undoes_the_put_while_readers_go_on(d: str) -> None:
+    s = MessageStore.open(d, CFG, "c1")
+    s.put(msgs(3))
+    before, stable = s.max_phys_offset, s.stable_offset
+    assert before == stable
+    failpoints.arm(FP_BEFORE_FSYNC, "1*error")
+    try:
+        with pytest.raises(StoreIOError):
+            s.put(msgs(3))
+    finally:
+        failpoints.disarm(FP_BEFORE_FSYNC)
+    assert (s.max_phys_offset, s.stable_offset, s.next_queue_offset("t", 0)) == (before, stable, 3)
+    res = s.put(msgs(1))
+    assert res[0].queue_offset == 3 and res[0].phys_offset == before and s.stable_offset == s.max_phys_offset
+    s.close()
