@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine, Generator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -54,3 +54,45 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` on the chosen loop implementation."""
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         return runner.run(main)
+
+
+def start_eagerly(coro: Coroutine[Any, Any, Any]) -> Awaitable[Any] | None:
+    """Run ``coro`` now, up to its first suspension, in the caller's stack (no task).
+
+    Returns None when it finished without suspending (its return value is dropped; an exception
+    propagates to the caller), else an awaitable that finishes the rest.  For steps that almost
+    never wait, such as an unarmed failpoint on every write: a task per step would cost more than
+    the step (Python 3.12's eager tasks do the same).
+    """
+    try:
+        first = coro.send(None)
+    except StopIteration:
+        return None
+    return _Resume(coro, first)
+
+
+class _Resume:
+    """Awaitable for the rest of a coroutine :func:`start_eagerly` suspended: ``yield from`` by
+    hand, starting with the value the coroutine already yielded (the future it waits on)."""
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self._coro = coro
+        self._first = first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, value = self._coro, self._first
+        while True:
+            try:
+                sent = yield value
+            except BaseException as exc:  # cancellation (or a thrown error) goes to the coroutine
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value

@@ -35,12 +35,16 @@ class ProposalBatcher:
         propose: proposes one encoded entry and resolves with (index, apply results), as
             ``RaftNode.propose`` does; its exceptions reach every write of the entry.
         max_events: an entry never carries more events than this (a larger backlog is split).
+        encode: turns the events of one entry into its data (the server's remembers them, so the
+            leader applies its own entries without decoding them again).
     """
 
-    def __init__(self, propose: Propose, *, max_events: int = 1024) -> None:
+    def __init__(self, propose: Propose, *, max_events: int = 1024,
+                 encode: Callable[[list[Event]], bytes] = encode_events) -> None:
         if max_events < 1:
             raise ValueError(f"max_events must be >= 1, got {max_events}")
         self._propose = propose
+        self._encode = encode
         self.max_events = max_events
         self._batch: list[tuple[Sequence[Event], asyncio.Future[list[ApplyResult]]]] = []
         self._batch_events = 0
@@ -73,7 +77,7 @@ class ProposalBatcher:
 
     async def _commit(self, batch: list[tuple[Sequence[Event], asyncio.Future[list[ApplyResult]]]]) -> None:
         try:
-            _, results = await self._propose(encode_events([e for evs, _ in batch for e in evs]))
+            _, results = await self._propose(self._encode([e for evs, _ in batch for e in evs]))
         except asyncio.CancelledError:
             grouping.cancel(batch)
             raise

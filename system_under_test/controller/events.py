@@ -23,12 +23,14 @@ Wire form: ``msgpack([[type_id, {field: value}], ...])``; type ids live in one t
 from __future__ import annotations
 
 import dataclasses
+import operator
 from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
 from system_under_test.controller.errors import EventError
+from system_under_test.controller.records import slot_constructor
 
 
 def _check_name(event: str, field: str, value: Any) -> None:
@@ -298,25 +300,35 @@ def _build_tables(table: tuple[tuple[int, type], ...]) -> tuple[dict[int, type],
 
 
 _BY_ID, _BY_TYPE = _build_tables(EVENT_TYPES)
-# field names per event type, computed once (dataclasses.fields() per event showed on every node's apply)
+# Per event type, computed once (this runs for every event on the leader's encode and every node's
+# apply): field names, one getter for all of them, and whether a field is a tuple (the wire form
+# has lists there; types without one skip the per-value conversion both ways).
 _FIELDS: dict[type, tuple[str, ...]] = {cls: tuple(f.name for f in dataclasses.fields(cls)) for _, cls in EVENT_TYPES}
 _FIELD_SETS: dict[type, frozenset[str]] = {cls: frozenset(names) for cls, names in _FIELDS.items()}
+_GETTERS: dict[type, operator.attrgetter[Any]] = {cls: operator.attrgetter(*names) for cls, names in _FIELDS.items()}
+_WITH_TUPLES: frozenset[type] = frozenset(
+    cls for _, cls in EVENT_TYPES if any(str(f.type).startswith("tuple") for f in dataclasses.fields(cls))
+)
+_VALUES: dict[type, operator.itemgetter[Any]] = {cls: operator.itemgetter(*names) for cls, names in _FIELDS.items()}
+_MAKERS: dict[type, Any] = {cls: slot_constructor(cls) for _, cls in EVENT_TYPES}
 
 
 def event_to_wire(event: Event) -> list[Any]:
     """``[type_id, {field: value}]`` with tuples turned into lists (msgpack-friendly)."""
-    type_id = _BY_TYPE.get(type(event))
+    cls = type(event)
+    type_id = _BY_TYPE.get(cls)
     if type_id is None:
         raise EventError(f"cannot encode {event!r}: not an event type listed in EVENT_TYPES")
-    fields = {}
-    for name in _FIELDS[type(event)]:
-        value = getattr(event, name)
-        fields[name] = list(value) if isinstance(value, tuple) else value
-    return [type_id, fields]
+    values = _GETTERS[cls](event)  # every event type has several fields: a tuple
+    if cls in _WITH_TUPLES:
+        values = [list(v) if isinstance(v, tuple) else v for v in values]
+    return [type_id, dict(zip(_FIELDS[cls], values))]
 
 
 def event_from_wire(obj: Any) -> Event:
-    """Inverse of :func:`event_to_wire`; validates through the event's constructor."""
+    """Inverse of :func:`event_to_wire`; validates with the event's own ``__post_init__``, as its
+    constructor would (built through :func:`slot_constructor`: this runs for every event on every
+    node)."""
     if not isinstance(obj, (list, tuple)) or len(obj) != 2 or not isinstance(obj[1], dict):
         raise EventError(f"encoded event must be [type_id, {{fields}}], got {obj!r:.200}")
     type_id, fields = obj
@@ -326,11 +338,11 @@ def event_from_wire(obj: Any) -> Event:
     names = _FIELD_SETS[cls]
     if fields.keys() != names:
         raise EventError(f"{cls.__name__}: encoded fields {sorted(fields)} != expected {sorted(names)}")
-    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
-    try:
-        event: Event = cls(**kwargs)
-    except TypeError as exc:
-        raise EventError(f"{cls.__name__}: cannot build from {fields!r:.200}: {exc}") from exc
+    values = _VALUES[cls](fields)
+    if cls in _WITH_TUPLES:
+        values = [tuple(v) if isinstance(v, list) else v for v in values]
+    event: Event = _MAKERS[cls](*values)
+    event.__post_init__()
     return event
 
 

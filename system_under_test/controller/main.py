@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -24,6 +25,24 @@ from system_under_test.controller.config import ControllerConfig
 from system_under_test.controller.errors import ConfigError
 
 log = logging.getLogger("splitbrain.controller")
+
+#: Allocations (net of frees) between two young-generation collections of the cyclic GC in a
+#: controller process; CPython's default is 700.
+GC_YOUNG_THRESHOLD = 20_000
+
+
+def tune_gc() -> None:
+    """Run the cyclic garbage collector in larger, rarer batches.
+
+    Every request allocates dozens of containers (frames, dicts, futures), so under load the
+    default threshold ran a young collection every few requests: about 6% of the leader's CPU at
+    8k writes/s, mostly spent walking the objects still in flight.  Collections stay automatic
+    (cycles are still freed); the objects alive at start-up (modules, code, tables) are frozen out
+    of every later full collection.
+    """
+    gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, gen1, gen2)
 
 
 def parse_peers(raw: str) -> dict[str, str]:
@@ -141,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, ConfigError, failpoints.FailpointSpecError) as exc:
         print(f"splitbrain controller: {exc}", file=sys.stderr)
         return 2
+    tune_gc()
     profile_path = os.environ.get("SPLITBRAIN_PROFILE")
     profiler = None
     if profile_path:  # engineers: SPLITBRAIN_PROFILE=/tmp/c1.prof writes cProfile stats on orderly exit

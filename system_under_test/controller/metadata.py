@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from system_under_test.controller.records import slot_constructor
+
 FIRST_BROKER_ID = 1
 
 
@@ -41,6 +43,10 @@ class BrokerInfo:
     def describe(self) -> str:
         reg = "unregistered" if self.registration is None else self.registration.describe()
         return f"{self.broker_id} {self.broker_addr} {reg}"
+
+    def with_address(self, broker_addr: str) -> BrokerInfo:
+        """This record with another address (register code and registration kept)."""
+        return _new_broker_info(self.broker_id, broker_addr, self.register_code, self.registration)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +82,18 @@ class BrokerSet:
         """No master and no SyncStateSet yet: nobody holds data the controller must protect."""
         return self.master_id is None and not self.sync_state_set
 
+    def with_address(self, broker_id: int, broker_addr: str) -> BrokerSet | None:
+        """This set with a new address for ``broker_id`` (None if the id is not assigned): one scan
+        of the brokers, as this runs on every node for every address update."""
+        brokers = self.brokers
+        for pos, b in enumerate(brokers):
+            if b.broker_id == broker_id:
+                brokers = (*brokers[:pos], b.with_address(broker_addr), *brokers[pos + 1:])
+                return _new_broker_set(self.cluster_name, self.broker_name, self.next_broker_id, brokers,
+                                       self.master_id, self.master_epoch, self.sync_state_set,
+                                       self.sync_state_set_epoch)
+        return None
+
     def with_broker(self, info: BrokerInfo) -> BrokerSet:
         """This set with ``info`` added or replacing the record of its id (built field by field:
         ``dataclasses.replace`` was a visible share of every applied address update)."""
@@ -86,8 +104,12 @@ class BrokerSet:
                 break
         else:
             brokers = tuple(sorted([*brokers, info], key=lambda b: b.broker_id))
-        return BrokerSet(self.cluster_name, self.broker_name, self.next_broker_id, brokers, self.master_id,
-                         self.master_epoch, self.sync_state_set, self.sync_state_set_epoch)
+        return _new_broker_set(self.cluster_name, self.broker_name, self.next_broker_id, brokers, self.master_id,
+                               self.master_epoch, self.sync_state_set, self.sync_state_set_epoch)
+
+
+_new_broker_info = slot_constructor(BrokerInfo)
+_new_broker_set = slot_constructor(BrokerSet)
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,6 +63,14 @@ from system_under_test.protocol.codes import RequestCode, ResponseCode
 
 __all__ = ["DecideContext", "Decision", "complete", "decide"]
 
+# Members used on every request, as module globals: ``RequestCode.X`` goes through EnumType's
+# ``__getattr__`` hook on Python 3.11 (about 0.2 us a lookup).
+_ELECT_MASTER, _ALTER_SYNC_STATE_SET = RequestCode.CONTROLLER_ELECT_MASTER, RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET
+_REGISTER_BROKER, _APPLY_BROKER_ID = RequestCode.CONTROLLER_REGISTER_BROKER, RequestCode.CONTROLLER_APPLY_BROKER_ID
+_LENIENT = frozenset({RequestCode.BROKER_HEARTBEAT, RequestCode.CONTROLLER_CONTROLLED_SHUTDOWN})
+_READ_REQUESTS = frozenset({RequestCode.CONTROLLER_GET_REPLICA_INFO, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
+                            RequestCode.CONTROLLER_GET_BROKER_EPOCHS})
+
 
 # ---- ids ---------------------------------------------------------------------------------------
 def _get_next_broker_id(h: Mapping[str, Any], ctx: DecideContext) -> Decision:
@@ -270,9 +278,10 @@ def decide(code: RequestCode, header: Mapping[str, Any], body: Any, ctx: DecideC
     Raises:
         ValueError: a header value is out of range (reply CONTROLLER_INVALID_REQUEST).
     """
-    read = _read(code, header, ctx)
-    if read is not None:
-        return read
+    if code in _READ_REQUESTS:
+        read = _read(code, header, ctx)
+        if read is not None:
+            return read
     decider = _DECIDERS.get(code)
     if decider is None:
         return refuse(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"controller core does not handle {code.name}")
@@ -299,22 +308,22 @@ def complete(decision: Decision, results: list[ApplyResult], state: ControllerSt
         return ResponseCode.SYSTEM_ERROR, {
             "message": f"{len(decision.events)} events proposed but {len(results)} apply results returned"}, None
     req = decision.request
-    if req == RequestCode.CONTROLLER_ELECT_MASTER:
+    if req == _ELECT_MASTER:
         return _elect_reply(decision, results, state)
-    if req == RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET:
+    if req == _ALTER_SYNC_STATE_SET:
         return _alter_reply(decision, results, state)
-    lenient = req in (RequestCode.BROKER_HEARTBEAT, RequestCode.CONTROLLER_CONTROLLED_SHUTDOWN)
+    lenient = req in _LENIENT
     for ev, res in zip(decision.events, results):
         if not res.ok and not (lenient and isinstance(ev, ElectMaster)):
             header: dict[str, Any] = {"message": res.message}
             if isinstance(ev, ApplyBrokerId):
                 header["next_broker_id"] = state.next_broker_id(ev.broker_name)
             return res.code, header, None
-    if req == RequestCode.CONTROLLER_REGISTER_BROKER:
+    if req == _REGISTER_BROKER:
         return register_reply(decision, results, state)
     if lenient:
         return heartbeat_reply(decision, results, state)
-    if req == RequestCode.CONTROLLER_APPLY_BROKER_ID:
+    if req == _APPLY_BROKER_ID:
         ev0 = decision.events[0]
         return ResponseCode.SUCCESS, {"broker_id": decision.header.get("broker_id"),
                                       "next_broker_id": state.next_broker_id(ev0.broker_name)}, None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import struct
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,18 @@ class Kind(enum.IntEnum):
 
 
 _KINDS = (Kind.REQUEST, Kind.RESPONSE, Kind.ONEWAY)  # by value: cheaper than Kind(kind) per frame
+_is_str = str.__instancecheck__  # isinstance(k, str) without a generator frame per key
+
+
+class _Packers(threading.local):
+    """One reusable msgpack Packer per thread: ``msgpack.packb`` builds a new Packer (and its
+    buffer) per call, a visible share of every RPC; a Packer is not safe to share between threads."""
+
+    def __init__(self) -> None:
+        self.packer = msgpack.Packer(use_bin_type=True)
+
+
+_PACKERS = _Packers()
 
 
 @dataclass(slots=True)
@@ -68,9 +81,7 @@ def encode_frame(frame: Frame) -> bytes:
     if not isinstance(frame.header, dict):
         raise LocalProtocolError(f"header must be a dict, got {type(frame.header).__name__}")
     try:
-        payload = msgpack.packb(
-            [int(frame.kind), frame.request_id, int(frame.code), frame.header, frame.body], use_bin_type=True
-        )
+        payload = _PACKERS.packer.pack([int(frame.kind), frame.request_id, int(frame.code), frame.header, frame.body])
     except (TypeError, ValueError, OverflowError) as exc:
         raise LocalProtocolError(f"cannot encode {frame.describe()}: {exc}") from exc
     return _LEN.pack(len(payload)) + payload
@@ -92,7 +103,7 @@ def _decode_payload(payload: bytes) -> Frame:
         raise RemoteProtocolError(f"field 'code' must be an int, got {code!r:.50}")
     if header is None:
         header = {}
-    if not isinstance(header, dict) or not all(isinstance(k, str) for k in header):
+    if not isinstance(header, dict) or not all(map(_is_str, header)):
         raise RemoteProtocolError(f"field 'header' must be a map with string keys, got {header!r:.200}")
     return Frame(_KINDS[kind], request_id, code, header, body)
 

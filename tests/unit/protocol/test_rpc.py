@@ -125,3 +125,64 @@ def test_server_can_push_oneway_to_client() -> None:
 def test_encode_frame_is_what_decoder_expects() -> None:
     data = encode_frame(Frame(Kind.ONEWAY, 0, 1))
     assert data[:4] == struct.pack(">I", len(data) - 4)
+
+
+def test_future_answers_reply_from_their_callback_without_a_task() -> None:
+    """A handler may return an asyncio.Future resolved by someone else (the controller's group
+    commit): its result, exception or cancellation becomes the reply, no reply, or an error reply."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        waiting: list[asyncio.Future[Reply]] = []
+
+        def deferred(frame: Frame, conn: Connection) -> asyncio.Future[Reply]:
+            fut: asyncio.Future[Reply] = loop.create_future()
+            waiting.append(fut)
+            return fut
+
+        server = RpcServer(deferred)
+        host, port = await server.start("127.0.0.1", 0)
+        conn = await connect(f"{host}:{port}")
+        calls = [asyncio.ensure_future(conn.request(RequestCode.ADMIN_STATUS, {}, timeout_s=2)) for _ in range(3)]
+        while len(waiting) < 3:
+            await asyncio.sleep(0.01)
+        tasks_before = len(asyncio.all_tasks())
+        waiting[0].set_result(Reply(header={"n": 0}))
+        waiting[1].set_exception(RuntimeError("late boom"))
+        waiting[2].cancel()
+        assert (await calls[0]).header == {"n": 0}
+        with pytest.raises(RpcError) as err:
+            await calls[1]
+        assert err.value.code == ResponseCode.SYSTEM_ERROR and "late boom" in err.value.message
+        with pytest.raises(RequestTimeout):  # a cancelled answer sends no reply
+            await calls[2]
+        assert len(asyncio.all_tasks()) <= tasks_before
+        conn.close()
+        await server.stop()
+
+    asyncio.run(main())
+
+
+def test_a_short_timeout_after_a_long_one_still_fires_on_time() -> None:
+    """Request deadlines share one connection timer: a shorter deadline re-arms it, an answered
+    request leaves it, and every waiting request still times out by its own deadline."""
+
+    async def main() -> None:
+        server, addr = await _server()
+        conn = await connect(addr)
+        loop = asyncio.get_running_loop()
+        slow = asyncio.ensure_future(conn.request(RequestCode.ADMIN_SHUTDOWN, {}, timeout_s=0.6))
+        await asyncio.sleep(0)
+        t0 = loop.time()
+        with pytest.raises(RequestTimeout):
+            await conn.request(RequestCode.ADMIN_SHUTDOWN, {}, timeout_s=0.05)
+        assert loop.time() - t0 < 0.4
+        assert (await conn.request(RequestCode.ADMIN_STATUS, {}, b"x", timeout_s=5)).header == {"echo": b"x"}
+        with pytest.raises(RequestTimeout):
+            await slow
+        assert 0.5 <= loop.time() - t0 < 2.0
+        assert not conn._deadlines  # nothing left behind
+        conn.close()
+        await server.stop()
+
+    asyncio.run(main())
