@@ -229,36 +229,11 @@ class QueueScan:
                 if t == "info":
                     cursor.pop(ckey, None)  # we no longer know what this consumer has consumed
                 continue
-            idx = d["index"]
             v = d["value"]
             recs = (v.get("records") or ()) if v.__class__ is dict else ()
-            q = queues.get(qn)
-            if q is None:
-                q = queues[qn] = _Queue(qn)
-            if f == "drain":
-                self._drained = True
-                if inv_idx > q.drain_inv:
-                    q.drain_inv = inv_idx
             n_polls += 1
-            if not recs:
-                if frm is not None:
-                    cursor[ckey] = frm - 1
-                continue
-            n_recs += len(recs)
-            start = frm
-            if start is None:
-                c = cursor.get(ckey)
-                start = None if c is None else c + 1
-            cursor[ckey] = self._poll_records(q, recs, start, idx, consumer)
-        st = self.stats
-        st["ops"] += n_ops
-        st["attempted"] += n_att
-        st["acknowledged"] += n_ack
-        st["failed"] += n_fail
-        st["indeterminate"] += n_info
-        st["polls"] += n_polls
-        st["records_read"] += n_recs
-        st["unpaired_completions"] += n_unpaired
+            n_recs += self._poll_ok(f, inv_idx, qn, frm, consumer, ckey, d["index"], recs)
+        self._tally(n_ops, n_att, n_ack, n_fail, n_info, n_polls, n_recs, n_unpaired)
 
     def feed_decoded(self, ops: Iterable[Any]) -> None:
         """Consume ``QOp`` structs from :func:`iter_history_ops`: the steps of :meth:`feed`, specialised.
@@ -351,27 +326,13 @@ class QueueScan:
                 if t == "info":
                     cursor.pop(ckey, None)  # we no longer know what this consumer has consumed
                 continue
-            idx = d.index
-            recs = v.records or ()
-            try:
-                q = queues[qn]
-            except KeyError:
-                q = queues[qn] = _Queue(qn)
-            if f == "drain":
-                self._drained = True
-                if inv_idx > q.drain_inv:
-                    q.drain_inv = inv_idx
             n_polls += 1
-            if not recs:
-                if frm is not None:
-                    cursor[ckey] = frm - 1
-                continue
-            n_recs += len(recs)
-            start = frm
-            if start is None:
-                c = cursor.get(ckey)
-                start = None if c is None else c + 1
-            cursor[ckey] = self._poll_records(q, recs, start, idx, consumer)
+            n_recs += self._poll_ok(f, inv_idx, qn, frm, consumer, ckey, d.index, v.records or ())
+        self._tally(n_ops, n_att, n_ack, n_fail, n_info, n_polls, n_recs, n_unpaired)
+
+    def _tally(self, n_ops: int, n_att: int, n_ack: int, n_fail: int, n_info: int, n_polls: int, n_recs: int,
+               n_unpaired: int) -> None:
+        """Add one pass's counters (kept in locals while it runs) to the statistics."""
         st = self.stats
         st["ops"] += n_ops
         st["attempted"] += n_att
@@ -381,6 +342,31 @@ class QueueScan:
         st["polls"] += n_polls
         st["records_read"] += n_recs
         st["unpaired_completions"] += n_unpaired
+
+    def _poll_ok(self, f: str, inv_idx: int, qn: Any, frm: int | None, consumer: Any, ckey: tuple[Any, Any],
+                 idx: int, recs: Any) -> int:
+        """One ok poll or drain of queue ``qn`` (invoked at ``inv_idx``, from offset ``frm`` if it named one):
+        note a drain, move the consumer's cursor, check the records; return how many it read."""
+        queues = self._queues
+        try:
+            q = queues[qn]
+        except KeyError:
+            q = queues[qn] = _Queue(qn)
+        if f == "drain":
+            self._drained = True
+            if inv_idx > q.drain_inv:
+                q.drain_inv = inv_idx
+        cursor = self._cursor
+        if not recs:
+            if frm is not None:
+                cursor[ckey] = frm - 1
+            return 0
+        start = frm
+        if start is None:
+            c = cursor.get(ckey)
+            start = None if c is None else c + 1
+        cursor[ckey] = self._poll_records(q, recs, start, idx, consumer)
+        return len(recs)
 
     def _poll_records(self, q: _Queue, recs: Any, start: int | None, idx: int, consumer: Any) -> int:
         """Check one ok poll's records (``start``: where the consumer resumed, if known); return the last offset."""
