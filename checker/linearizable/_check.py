@@ -1,12 +1,13 @@
 """The entry point: build calls, partition them, and schedule one WGL search per partition fairly.
 
-Scheduling: partitions that the model's cheap ``impossible`` pre-check proves invalid go first (searched
-only up to the impossible call, to find the first op that cannot be linearized).  Then the others are
-searched round-robin, smallest first, each round with twice the step quantum of the last, so a cheap
-partition is never stuck behind an expensive one; the first invalid partition decides the verdict and
-stops the rest.  Budgets: a time limit (needs an injected ``clock``)
-and a cap on cache entries summed over partitions; exceeding either gives ``"unknown"`` with the
-cause, never a hang or an out-of-memory crash.
+Scheduling: partitions that the model's cheap ``impossible`` pre-check proves invalid go first (each search
+stops where its frontier reaches the impossible call, having found the first op that cannot be linearized;
+a wrong hint caught by the search's guard just means a full search).  Then the others are searched
+round-robin, smallest first (a hinted search counts the calls invoked before its impossible call returns),
+each round with twice the step quantum of the last, so a cheap partition is never stuck behind an expensive
+one; the first invalid partition decides the verdict and stops the rest.  Budgets: a time limit (needs an
+injected ``clock``) and a cap on cache entries summed over partitions; exceeding either gives ``"unknown"``
+with the cause, never a hang or an out-of-memory crash.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def _check(
     groups = partition_calls(calls, model) if partition else [(None, calls)]
     desc = model.describe()
     nparts = len(groups)
-    # Partitions the model's cheap pre-check proves invalid are searched first (only up to the impossible
+    # Partitions the model's cheap pre-check proves invalid are searched first (each stops at its impossible
     # call), before the others are even set up.
     hinted: list[tuple[float, Hashable, list[Call], Call]] = []
     plain: list[tuple[Hashable, list[Call]]] = []
@@ -97,13 +98,7 @@ def _check(
     batches: list[list[tuple[Hashable, list[Call], Call | None]]] = [
         [(key, group, hint) for _, key, group, hint in hinted], [(key, group, None) for key, group in plain],
     ]
-    for n_batch, batch in enumerate(batches):
-        if n_batch == 1:
-            # A hinted prefix that turned out linearizable means the model's pre-check was wrong: check the
-            # whole partition normally rather than trust it.
-            retry = [s for s in searches if s.status == VALID and s.cut_at is not None]
-            batch = batch + [(s.key, list(s.given), None) for s in retry]
-            searches = [s for s in searches if s not in retry]
+    for batch in batches:
         live: list[PartitionSearch] = []
         for key, group, hint in batch:
             s = PartitionSearch(model, group, key, hint)
@@ -136,7 +131,7 @@ def _drive(
     for s in searches:
         if s.status == INVALID:
             return INVALID, s
-    live = sorted((s for s in searches if s.status == RUNNING), key=lambda s: s.n)
+    live = sorted((s for s in searches if s.status == RUNNING), key=lambda s: s.size)
     quantum = _FIRST_QUANTUM
     while live:
         still: list[PartitionSearch] = []
@@ -158,7 +153,7 @@ def _drive(
 
 def _unknown(desc: str, cause: str, searches: list[PartitionSearch], nparts: int) -> Result:
     running = [s for s in searches if s.status == RUNNING]
-    biggest = max(running, key=lambda s: s.n, default=None)
+    biggest = max(running, key=lambda s: s.size, default=None)
     return Result(
         UNKNOWN_VERDICT, desc, cause=cause, partitions=nparts, steps=sum(s.steps for s in searches),
         cache_entries=sum(s.cache_entries for s in searches),

@@ -20,19 +20,27 @@ Rules that cut the search without changing the verdict:
    and they constrain nothing since they never return).  The cache keeps, per (D, s), the I sets seen and
    prunes any superset.
 4. Necessary-condition prefilter: the states reachable by applying calls in any order (bounded work).  A
-   determinate call legal in none of them is impossible; the history is then cut just after the earliest
-   impossible call's return (later invokes cannot affect any earlier return), which bounds the search.
-   A model's own ``impossible`` pre-check (run by the caller) cuts the history the same way.
+   determinate call legal in none of them is impossible, and the search stops where it must fail (rule 8).
+   A model's own ``impossible`` pre-check (run by the caller) gives such a call the same way.  The history
+   is not cut there: while the frontier has not passed the impossible call, only calls invoked before it
+   returns are candidates anyway, and a cut would hide from the look-ahead (rule 6) the writers that a read
+   returning after the cut may still use, so it would prune more than an unhinted search and could report
+   an earlier failing op (it did on about 5% of generated bad kv histories).
 5. Children are generated lazily: a candidate's step is computed only when the search reaches it.
 6. Model look-ahead (``has_reach``/``could_reach``): a node is abandoned when some pending determinate
    read-only call -- in the window or among the next ``_LOOKAHEAD`` invoked -- can no longer become legal
-   with the writers still available.  At most ``_MAX_ASKS`` reads are asked per node, nearest first.
+   with the writers still available.  At most ``_MAX_ASKS`` reads are asked per node, nearest first.  A
+   model's ``reach_planner`` states the same answer as sets of writers, one of which must all be unlinearized
+   (or the state alone makes the read legal), so an ask is a memoised state test plus a few ``&`` on masks.
 7. ``model.canonical`` may rewrite the calls so that states no later call can tell apart coincide.
 8. Early stop at a proven-impossible call X (rule 4): no node ever linearizes X, so the return frontier
    never passes X; the first node whose frontier reaches X fixes the answer (INVALID, failing call X, and
-   that node's path as the longest prefix -- an exhaustive walk would only confirm both).  As a guard
-   against a wrong model pre-check, X is stepped from that node's state: if it is legal there after all,
-   the early stop is disabled and the search runs to exhaustion as without a hint.
+   that node's path as the longest prefix -- an exhaustive walk would only confirm both).  Since the hint
+   only decides where to stop, a hinted search explores the same nodes in the same order as an unhinted
+   one and reports the same failing call.  As a guard against a wrong model pre-check, X is stepped from
+   that node's state: if it is legal there after all, the early stop is disabled and the search runs on as
+   without a hint.  (A guard, not a proof: X illegal there but legal at another node would go unnoticed,
+   so ``impossible`` must be sound.)
 
 The first call that cannot be linearized is the determinate call whose return no explored node got
 past (the deepest "return frontier"), and the path to the deepest node is the longest linearizable prefix.
@@ -52,6 +60,7 @@ _CLOSURE_STATE_CAP = 64
 _LOOKAHEAD = 24
 _MAX_ASKS = 5
 _LAZY = -2  # a child whose step has not been computed yet
+_UNPLANNED: Any = object()
 
 
 def _mask(flags: list[bool]) -> int:
@@ -93,14 +102,13 @@ class _Writers(Sequence[tuple[Any, Any]]):
 class PartitionSearch:
     """A resumable WGL search of one partition: call ``run(max_steps)`` until it returns VALID/INVALID.
 
-    ``hint`` is a call the model's ``impossible`` pre-check proved illegal: the search is then cut after its
-    return (and the bounded reachability pre-check is skipped).
+    ``hint`` is a call the model's ``impossible`` pre-check proved illegal: the search stops where its frontier
+    reaches it (rule 8), and the bounded reachability pre-check is skipped.
     """
 
     def __init__(self, model: Model, calls: Sequence[Call], key: Hashable = None, hint: Call | None = None) -> None:
         self.model = model
         self.key = key
-        self.given = calls
         kept = [c for c in calls if c.determinate or not model.read_only(c.input, c.output)]
         kept.sort(key=lambda c: (c.call_time, c.id))
         self.all_calls: list[Call] = kept
@@ -113,22 +121,18 @@ class PartitionSearch:
         self._ids: dict[Hashable, int] = {}
         self.steps = 0
         self.status = RUNNING
-        self.cut_at: Call | None = None
         init = self._intern(model.init())
-        if hint is None:
-            self._setup(kept)
-            impossible = self._impossible(init)
-        else:  # the history is cut at the hint at once (no need to set up the uncut one first)
-            impossible = next(c for c in kept if c.id == hint.id)
+        self._setup(kept)
+        impossible = self._impossible(init) if hint is None else next(c for c in kept if c.id == hint.id)
         # stop_p: the position in R of the impossible call.  No node can linearize it (rule 8), so the return
         # frontier never passes it, and the first node whose frontier reaches it settles the search.
+        # size: the calls the search can reach before it settles (all, or those invoked no later than the
+        # impossible call returns): the scheduler runs the smallest searches first.
         self.stop_p = -1
+        self.size = self.n
         if impossible is not None:
-            limit = impossible.ret_time
-            self.cut_at = self.original[impossible.id]
-            kept = [c for c in kept if c.call_time <= limit]
-            self._setup(kept)
             self.stop_p = next(p for p, i in enumerate(self.R) if self.calls[i].id == impossible.id)
+            self.size = bisect_right(self.call_t, impossible.ret_time)
         # DFS stack frames: [j, s, p, children, k, path]: j the call linearized to get here (None at the root),
         # path a linked list (j, s, parent path) of the calls linearized so far, so remembering the deepest
         # node costs O(1).  The linearized set B of the top frame is kept in self.B (not one per frame: a
@@ -163,6 +167,11 @@ class PartitionSearch:
         self.use_reach = bool(getattr(self.model, "has_reach", False))
         self.reach_memo: dict[tuple[int, int, int], bool] = {}
         self.items = [(c.input, c.output) for c in calls]
+        # Look-ahead plans (rule 6): per read, the sets of writers (as masks) one of which it needs when its state
+        # alone cannot make it legal; computed on the first ask.
+        self.planner = self.model.reach_planner(self.items) if self.use_reach else None
+        self.plans: dict[int, list[int] | None] = {}
+        self.free_memo: dict[int, bool] = {}  # state * n_sigs + signature -> legal without any writer
         self.ro_mask = _mask(self.ro)
         self.writer_mask = ((1 << self.n) - 1) ^ self.ro_mask
         # Counts, not masks (n masks of n bits each would be quadratic memory): upto[i] = number of calls
@@ -175,7 +184,7 @@ class PartitionSearch:
         self.det_mask = ((1 << self.n) - 1) ^ self.info_mask
         # Calls with the same (f, input, output) share one step memo, so the model runs once per distinct
         # (signature, state): a register history of 100 calls typically has a few dozen signatures.
-        memos: dict[Any, dict[int, Any]] = {}
+        memos: dict[Any, tuple[int, dict[int, Any]]] = {}
         self.trans = []
         self.sig_of: list[int] = []
         self.sig_rep: list[int] = []
@@ -183,11 +192,13 @@ class PartitionSearch:
             # repr is a fast stand-in for equality on JSON/EDN-like values (unequal values never share a
             # repr; equal values that print differently merely do not share a memo).
             sig: Any = (c.input.f, repr(c.input.value), repr(c.output))
-            memo = memos.get(sig)
-            if memo is None:
-                memo = memos[sig] = {}
+            entry = memos.get(sig)
+            if entry is None:
+                entry = memos[sig] = (len(self.sig_rep), {})
                 self.sig_rep.append(i)
-            self.trans.append(memo)
+            self.sig_of.append(entry[0])
+            self.trans.append(entry[1])
+        self.n_sigs = len(self.sig_rep)
 
     def _intern(self, state: Hashable) -> int:
         sid = self._ids.get(state)
@@ -296,15 +307,43 @@ class PartitionSearch:
                     nxt = self._next(i, s)
                 if nxt == -1:
                     pending_reads.append(i)
+            plans = self.plans
             for i in pending_reads[:_MAX_ASKS]:
-                if not self._reachable(B, s, i):
-                    return []
+                plan = plans.get(i, _UNPLANNED)
+                if plan is None or plan is _UNPLANNED:
+                    if not self._reachable(B, s, i):
+                        return []
+                    continue
+                # _reachable with a plan, inlined: the state alone, or some plan's writers all unlinearized
+                fkey = s * self.n_sigs + self.sig_of[i]
+                free = self.free_memo.get(fkey)
+                if free is None:
+                    c = self.calls[i]
+                    free = self.free_memo[fkey] = self.model.could_reach(self.states[s], c.input, c.output, ())
+                if not free:
+                    for pm in plan:
+                        if not pm & B:
+                            break
+                    else:
+                        return []
         if len(found) > 1:
             found.sort()
         return [(i, t) for _, i, t in found]
 
     def _reachable(self, B: int, s: int, g: int) -> bool:
         """Model look-ahead: can read-only call g still become legal from state s (memoised)?"""
+        if self.planner is not None:
+            plan = self.plans.get(g, _UNPLANNED)
+            if plan is _UNPLANNED:
+                plan = self.plans[g] = self._plan(g)
+            if plan is not None:
+                # every plan's writers were invoked before g returns, so "available" is "not linearized yet"
+                fkey = s * self.n_sigs + self.sig_of[g]
+                free = self.free_memo.get(fkey)
+                if free is None:
+                    c = self.calls[g]
+                    free = self.free_memo[fkey] = self.model.could_reach(self.states[s], c.input, c.output, ())
+                return free or any(not m & B for m in plan)
         avail = self.writer_mask & ((1 << self.upto[g]) - 1) & ~B
         key = (s, g, avail)
         hit = self.reach_memo.get(key)
@@ -313,6 +352,19 @@ class PartitionSearch:
             hit = self.model.could_reach(self.states[s], c.input, c.output, _Writers(self.items, avail))
             self.reach_memo[key] = hit
         return hit
+
+    def _plan(self, g: int) -> list[int] | None:
+        assert self.planner is not None
+        alts = self.planner(g, self.upto[g])
+        if alts is None:
+            return None
+        masks = []
+        for alt in alts:
+            m = 0
+            for i in alt:
+                m |= 1 << i
+            masks.append(m)
+        return masks
 
     def _push_root(self, init: int) -> None:
         if not self.R:

@@ -26,7 +26,7 @@ checker linearizes such ops greedily, which is only sound under that condition).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -139,6 +139,20 @@ class Model:
         checker then abandons the state at once.  Returning True is always sound.
         """
         return True
+
+    def reach_planner(
+        self, items: Sequence[tuple[OpInput, Any]],
+    ) -> Callable[[int, int], list[tuple[int, ...]] | None] | None:
+        """Optional: ``could_reach`` compiled into sets of writers, for the calls of one partition.
+
+        ``items`` are the partition's (input, output) pairs.  Returns None (no plans) or a function
+        ``plan(g, limit)`` giving, for the read-only call ``items[g]``, a list of alternatives -- tuples of
+        indices of non-read-only calls among ``items[:limit]`` -- such that for every state and every set A of
+        those calls, ``could_reach(state, goal, output, A)`` equals ``could_reach(state, goal, output, ())``
+        or "some alternative lies within A"; or None for a goal it cannot plan (the checker then asks
+        ``could_reach``).  The checker then answers a look-ahead with a few bit operations.
+        """
+        return None
 
     def describe_state(self, state: Any) -> str:
         return repr(state)

@@ -2,15 +2,18 @@
 
 Ops carry ``{"key": k, "value": v}`` (or ``[k, v]``); a get's output is the string read (or the same map).
 The state is a sorted tuple of (key, value) pairs for keys whose value differs from the initial one.
-Besides ``step``, kv implements the three optional performance hooks of the model API: ``could_reach``
-(look-ahead), ``impossible`` (stale-get pre-check) and ``canonical`` (unobserved values collapse to
-``DEAD``); each is a necessary condition or a bisimulation, never a guess.
+Besides ``step``, kv implements the optional performance hooks of the model API: ``could_reach``
+(look-ahead) and ``reach_planner`` (the same look-ahead as sets of writers, answered with bit operations),
+``impossible`` (stale-get pre-check: which put can have been the last before a get) and ``canonical``
+(unobserved values collapse to ``DEAD``); each is a necessary condition, an exact restatement or a
+bisimulation, never a guess.  A get that reads the wrong value is an ``Inconsistent`` whose sentence is
+written only when read (the search steps hundreds of them per partition and reads none).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Container, Hashable, Sequence
 from typing import Any
 
 from checker.models._base import FAILED, UNKNOWN, Inconsistent, Model, ModelError, OpInput, freeze
@@ -18,6 +21,7 @@ from checker.models._base import FAILED, UNKNOWN, Inconsistent, Model, ModelErro
 INF = float("inf")
 DEAD = "\x00"  # stands for every value holding a chunk no get observes (see KV.canonical)
 _STALE_WINDOW = 8
+_MAX_PLANS = 16
 
 
 def _kv_parts(op: OpInput) -> tuple[Any, Any]:
@@ -30,6 +34,26 @@ def _kv_parts(op: OpInput) -> tuple[Any, Any]:
     elif isinstance(v, list | tuple) and len(v) == 2:
         return v[0], v[1]
     raise ModelError(f"kv: op {op.f!r} needs value {{'key': k, 'value': v}} or [k, v], got {v!r}")
+
+
+class _Mismatch(Inconsistent):
+    """A get that read another value than the one held.  The sentence is written only when someone reads it:
+    the search steps hundreds of illegal gets per partition and never does (repr of long values costs more
+    than the rest of ``step``)."""
+
+    __slots__ = ("_cur", "_key", "_out")
+    _cur: Any
+    _key: Any
+    _out: Any
+
+    def __init__(self, key: Any, out: Any, cur: Any) -> None:
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_out", out)
+        object.__setattr__(self, "_cur", cur)
+
+    @property
+    def reason(self) -> str:
+        return f"get {self._key!r} returned {self._out!r}, but it holds {self._cur!r}"
 
 
 class KV(Model):
@@ -51,6 +75,8 @@ class KV(Model):
         return self.initial
 
     def _set(self, state: tuple[tuple[Any, Any], ...], key: Any, value: Any) -> Hashable:
+        if not state or (len(state) == 1 and state[0][0] == key):  # one key: a partitioned history's states
+            return ((key, value),) if value != self.initial else ()
         rest = [(k, v) for k, v in state if k != key]
         if value != self.initial:
             rest.append((key, value))
@@ -59,7 +85,11 @@ class KV(Model):
         return tuple(rest)
 
     def step(self, state: Any, op: OpInput, output: Any) -> Any:
-        key, value = _kv_parts(op)
+        value = op.value
+        if type(value) is dict and "key" in value:  # the common shape, without the general parser
+            key, value = value["key"], value.get("value")
+        else:
+            key, value = _kv_parts(op)
         f = op.f
         if f == "get":
             if output is UNKNOWN or output is FAILED:
@@ -68,7 +98,7 @@ class KV(Model):
             out = output.get("value") if isinstance(output, dict) else output
             if out == cur:
                 return state
-            return Inconsistent(f"get {key!r} returned {out!r}, but it holds {cur!r}")
+            return _Mismatch(key, out, cur)
         if output is FAILED:
             return state
         if f == "put":
@@ -119,6 +149,77 @@ class KV(Model):
                 bases.append(v)
         return any(_segments(want, len(b), appends) for b in bases)
 
+    def reach_planner(
+        self, items: Sequence[tuple[OpInput, Any]],
+    ) -> Callable[[int, int], list[tuple[int, ...]] | None] | None:
+        """``could_reach`` as sets of writers: a put whose value begins the get's value plus, for one way of
+        cutting the rest into append values, one append per value; or any writer ``could_reach`` has no
+        opinion on.  At most ``_MAX_PLANS`` alternatives per get (else None: the checker asks
+        ``could_reach``).  The index of the partition's writers by key and value is built on the first call."""
+        # per key: puts by value, appends by value, other writers, distinct put lengths, distinct append lengths
+        index: dict[Any, tuple[dict[str, list[int]], dict[str, list[int]], list[int], list[int], list[int]]] = {}
+
+        def build() -> None:
+            for i, (op, out) in enumerate(items):
+                if op.f == "get" or out is FAILED:
+                    continue  # read-only: never a writer
+                k, v = _kv_parts(op)
+                puts, appends, other, _, _ = index.setdefault(freeze(k), ({}, {}, [], [], []))
+                if not isinstance(v, str) or op.f not in ("append", "put"):
+                    other.append(i)
+                elif op.f == "put":
+                    puts.setdefault(v, []).append(i)
+                elif v:  # an empty append changes nothing, and _segments never uses it
+                    appends.setdefault(v, []).append(i)
+            for puts, appends, _, put_lengths, lengths in index.values():
+                put_lengths.extend(sorted({len(v) for v in puts}))
+                lengths.extend(sorted({len(v) for v in appends}))
+
+        # (key, value read) -> every alternative with its largest index, regardless of limit (gets that read the
+        # same value share it; a limit keeps the alternatives all of whose writers are below it)
+        full: dict[tuple[Any, str], list[tuple[int, tuple[int, ...]]] | None] = {}
+
+        def alternatives(fk: Any, want: str) -> list[tuple[int, tuple[int, ...]]] | None:
+            puts, appends, other, put_lengths, lengths = index.get(fk, ({}, {}, [], [], []))
+            alts: list[tuple[int, ...]] = [(i,) for i in other]
+            for ln in put_lengths:
+                if ln > len(want):
+                    break
+                bases = puts.get(want[:ln])
+                if bases is None:
+                    continue
+                cuts = _all_cuts(want, ln, appends, lengths, _MAX_PLANS)
+                if cuts is None:
+                    return None
+                for cut in cuts:
+                    choices: list[tuple[int, ...]] = [(b,) for b in bases]
+                    for v in cut:
+                        choices = [c + (i,) for c in choices for i in appends[v]]
+                        if len(choices) > _MAX_PLANS:
+                            return None
+                    alts.extend(choices)
+                    if len(alts) > _MAX_PLANS:
+                        return None
+            return [(max(alt), alt) for alt in alts]
+
+        def plan(g: int, limit: int) -> list[tuple[int, ...]] | None:
+            if not index:
+                build()
+            op, out = items[g]
+            want = out.get("value") if isinstance(out, dict) else out
+            if not isinstance(want, str):
+                return []  # could_reach says True in every state
+            ck = (freeze(_kv_parts(op)[0]), want)
+            if ck in full:
+                alts = full[ck]
+            else:
+                alts = full[ck] = alternatives(*ck)
+            if alts is None:
+                return None
+            return [alt for top, alt in alts if top < limit]
+
+        return plan
+
     def read_only(self, op: OpInput, output: Any) -> bool:
         return op.f == "get" or output is FAILED
 
@@ -129,45 +230,82 @@ class KV(Model):
         values are equivalent; ``step`` collapses them to ``DEAD`` and the orderings of unobserved appends
         merge in the cache.  Not applied when a value already contains NUL.
         """
-        seen: dict[Any, list[str]] = {}
+        seen: dict[Any, set[str]] = {}
+        parts: list[tuple[Any, Any, Any]] = []  # (key, frozen key, value) per op
         for op, out in ops:
-            k, v = _kv_parts(op)
+            v = op.value
+            if type(v) is dict and "key" in v:
+                k, v = v["key"], v.get("value")
+            else:
+                k, v = _kv_parts(op)
+            fk = k if type(k) is str else freeze(k)
+            parts.append((k, fk, v))
             if (isinstance(v, str) and DEAD in v) or op.f not in ("get", "put", "append"):
                 return None
             if op.f == "get" and out is not UNKNOWN and out is not FAILED:
                 want = out.get("value") if isinstance(out, dict) else out
                 if not isinstance(want, str) or DEAD in want:
                     return None
-                seen.setdefault(freeze(k), []).append(want)
-        observed = {k: "\x01".join(v) for k, v in seen.items()}
+                got = seen.get(fk)
+                if got is None:
+                    seen[fk] = {want}
+                else:
+                    got.add(want)
+        # Per key, the values read in order, and the longest ones (a value that begins another adds nothing to
+        # "some get read a value containing x"): an append's value is looked for in those, a put's value by
+        # bisection (the values a put's value begins follow it in sorted order).
+        ordered = {k: sorted(v) for k, v in seen.items()}
+        observed = {k: "\x01".join([w for w, nxt in zip(v, [*v[1:], ""], strict=True) if not nxt.startswith(w)])
+                    for k, v in ordered.items()}
         changed = False
         out_ops: list[tuple[OpInput, Any]] = []
-        for op, out in ops:
-            k, v = _kv_parts(op)
-            fk = freeze(k)
-            unobserved = isinstance(v, str) and (
-                (op.f == "append" and v != "" and v not in observed.get(fk, ""))
-                or (op.f == "put" and not any(w.startswith(v) for w in seen.get(fk, ()))))
+        for (op, out), (k, fk, v) in zip(ops, parts, strict=True):
+            if not isinstance(v, str):
+                unobserved = False
+            elif op.f == "append":
+                unobserved = v != "" and v not in observed.get(fk, "")
+            elif op.f == "put":
+                values = ordered.get(fk, ())
+                at = bisect_left(values, v)
+                unobserved = at == len(values) or not values[at].startswith(v)
+            else:
+                unobserved = False
             if unobserved:
                 op, changed = OpInput(op.f, {"key": k, "value": DEAD}), True
             out_ops.append((op, out))
         return out_ops if changed else None
 
     def impossible(self, ops: Sequence[tuple[OpInput, Any, float, float]]) -> int | None:
-        """Stale gets of one key: an append that returned before a get was invoked precedes it, so the
-        get's value contains the append's value -- unless some put may fall between them (a put invoked
-        before the get returns and returning after the append was invoked).  Checks the last
-        ``_STALE_WINDOW`` such appends of each get; likewise a put that returned before the get was invoked
-        must begin its value unless another put may follow it.  Only puts whose value begins the get's value
-        count as possible resets (the last put before the get determines how its value begins).
+        """Stale gets of one key, found by asking which put can have been the last one before the get.
+
+        Let Q be the last put linearized before a get G that read V (or the initial value, if no put comes
+        before G).  Then V is Q's value followed by the values of the appends linearized between Q and G.
+        G is impossible when neither a put nor the initial value can be that Q:
+
+        * Q's value begins V, and Q is invoked no later than G returns.
+        * Q is linearized after every op X known to precede G and to be followed by a put before G: an append
+          that returned before G was invoked and whose value is not in V, and every put that returned before
+          G was invoked other than Q itself.  So Q returns no earlier than each such X was invoked (the
+          initial value qualifies only when there is no such X at all).
+        * Unless V is Q's value, the last append before G left V ending with its value, and it falls between
+          Q and G: some append whose value ends V (after Q's value) is invoked no later than G returns and
+          returns no earlier than Q and every such X were invoked.
+
+        Only the last ``_STALE_WINDOW`` appends and puts that returned before G was invoked are looked at as
+        such X (fewer constraints, so still sound).  The appends-and-puts part is the classic stale read; the
+        last-append part catches a get that returns the value from before a put, or from before an append,
+        when the put that began that value is concurrent with the later write (it could have reset the
+        value after it, but the append that ended it had returned before then).
 
         Returns the impossible get that returns first (the earliest in ``ops`` among equal returns).  Gets are
-        visited in that order, so the scan stops at the first hit; per get the work is the puts invoked
-        before it returns plus two windows, O(n * (puts + window)) for the partition.
+        visited in that order, so the scan stops at the first hit; per get the work is one window of appends,
+        one lookup per distinct put length and, per put whose value begins V, one per distinct append length.
         """
         appends: list[tuple[float, float, str]] = []  # (ret, call, value) of determinate appends
-        puts: list[tuple[float, float, Any]] = []  # (call, ret, value), indeterminate ones included
-        done: list[tuple[float, float, str]] = []  # (ret, call, value) of determinate string puts
+        pieces: dict[str, list[tuple[float, float]]] = {}  # value -> (call, ret) of appends that may have happened
+        by_value: dict[str, list[tuple[float, float, int]]] = {}  # put value -> (call, ret, index), indeterminate too
+        any_value: list[tuple[float, float, int]] = []  # puts with a value this check does not understand
+        done: list[tuple[float, float, int]] = []  # (ret, call, index) of determinate puts
         gets: list[tuple[float, int, float, str]] = []  # (ret, index, call, value read)
         key: Any = None
         for i, (op, out, call, ret) in enumerate(ops):
@@ -188,70 +326,85 @@ class KV(Model):
                 if out is not UNKNOWN and isinstance(want, str):
                     gets.append((ret, i, call, want))
             elif f == "append" and isinstance(v, str):
+                if v:
+                    hit = pieces.get(v)
+                    if hit is None:
+                        pieces[v] = [(call, ret)]
+                    else:
+                        hit.append((call, ret))
                 if out is not UNKNOWN:
                     appends.append((ret, call, v))
             elif f == "put":
-                puts.append((call, ret, v))
-                if out is not UNKNOWN and isinstance(v, str):
-                    done.append((ret, call, v))
+                if isinstance(v, str):
+                    by_value.setdefault(v, []).append((call, ret, i))
+                else:
+                    any_value.append((call, ret, i))
+                if out is not UNKNOWN:
+                    done.append((ret, call, i))
             else:
                 return None
+        if not gets:
+            return None
         appends.sort()
-        puts.sort()
-        done.sort(key=lambda x: x[0])
+        done.sort()
+        gets.sort()  # by return, then index (indices are distinct, so values are never compared)
         append_rets = [a[0] for a in appends]
         done_rets = [d[0] for d in done]
-        # Puts by value, so a get finds the puts whose value begins its own with one lookup per distinct put
-        # length instead of a startswith per put (puts with a non-string value always count).
-        by_value: dict[str, list[tuple[float, float]]] = {}
-        any_value: list[tuple[float, float]] = []
-        for c, r, v in puts:
-            if isinstance(v, str):
-                by_value.setdefault(v, []).append((c, r))
-            else:
-                any_value.append((c, r))
-        lengths = sorted({len(v) for v in by_value})
-        gets.sort(key=lambda g: (g[0], g[1]))
+        # tops[j]: (call, index) of the latest-invoked put among the last _STALE_WINDOW of done[:j], and the
+        # call of the runner-up: "every put that returned before G, other than Q" is then one comparison.
+        tops: list[tuple[float, int, float]] = [(-INF, -1, -INF)]
+        for j in range(1, len(done) + 1):
+            top_call, top_index, second_call = -INF, -1, -INF
+            for _, pcall, pi in done[max(0, j - _STALE_WINDOW):j]:
+                if pcall > top_call:
+                    top_call, top_index, second_call = pcall, pi, top_call
+                elif pcall > second_call:
+                    second_call = pcall
+            tops.append((top_call, top_index, second_call))
+        put_lengths = sorted({len(v) for v in by_value})
+        piece_lengths = sorted({len(v) for v in pieces})
+        initial = self.initial
         for gret, i, gcall, want in gets:
-            # A put can be the last one before the get only if it is invoked before the get returns and its
-            # value begins the get's value; only such puts can "reset" the value between a write and the get.
-            # top1: the reset returning last; top2: the one returning last among those unlike top1 (so "some
-            # reset other than X returns at or after t" is one comparison).  The outcome does not depend on
-            # the order the resets are visited in.
-            top1: tuple[float, float] | None = None
-            top2_ret = -INF
-            resets = any_value
-            for ln in lengths:
-                if ln > len(want):
-                    break
-                hit = by_value.get(want[:ln])
-                if hit is not None:
-                    resets = resets + hit
-            for c, r in resets:
-                if c > gret:
-                    continue
-                if top1 is None:
-                    top1 = (r, c)
-                elif r > top1[0]:
-                    if (r, c) != top1:
-                        top2_ret = top1[0]
-                    top1 = (r, c)
-                elif (r, c) != top1 and r > top2_ret:
-                    top2_ret = r
-            reset_until = -INF if top1 is None else top1[0]
+            # lo: the latest invoke of an append after which some put must come before the get
+            lo = -INF
             j = bisect_left(append_rets, gcall)
-            for _, acall, v in reversed(appends[max(0, j - _STALE_WINDOW):j]):
-                if acall > reset_until and v not in want:
-                    return i
-            # a put that returned before the get was invoked begins its value unless another resetting put may
-            # follow it
-            j = bisect_left(done_rets, gcall)
-            for pret, pcall, v in reversed(done[max(0, j - _STALE_WINDOW):j]):
-                if want.startswith(v):
+            for _, acall, v in appends[max(0, j - _STALE_WINDOW):j]:
+                if acall > lo and v not in want:
+                    lo = acall
+            n_done = bisect_left(done_rets, gcall)
+            top_call, top_index, second_call = tops[n_done]
+            nw = len(want)
+            if n_done == 0 and lo == -INF and (not isinstance(initial, str) or (
+                    want.startswith(initial) and _last_piece(want, len(initial), -INF, gret, pieces, piece_lengths))):
+                continue  # no put need come before the get: the initial value may begin it
+            possible = False
+            for ln in put_lengths:
+                if ln > nw:
+                    break
+                same = by_value.get(want[:ln])
+                if same is None:
                     continue
-                other = -INF if top1 is None else (top1[0] if top1 != (pret, pcall) else top2_ret)
-                if not other >= pcall:
-                    return i
+                for pcall, pret, pi in same:
+                    if pcall > gret:
+                        continue
+                    bound = second_call if pi == top_index else top_call
+                    if lo > bound:
+                        bound = lo
+                    if pcall > bound:
+                        bound = pcall
+                    if pret >= bound and _last_piece(want, ln, bound, gret, pieces, piece_lengths):
+                        possible = True
+                        break
+                if possible:
+                    break
+            if possible:
+                continue
+            for pcall, pret, pi in any_value:  # no opinion on what such a put is followed by
+                if pcall <= gret and pret >= max(lo, second_call if pi == top_index else top_call):
+                    possible = True
+                    break
+            if not possible:
+                return i
         return None
 
     def _impossible_per_key(self, ops: Sequence[tuple[OpInput, Any, float, float]]) -> int | None:
@@ -268,6 +421,56 @@ class KV(Model):
 
     def describe_state(self, state: Any) -> str:
         return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in state) + "}"
+
+
+def _last_piece(
+    text: str, start: int, lo: float, hi: float, pieces: dict[str, list[tuple[float, float]]], lengths: list[int],
+) -> bool:
+    """Is ``text[start:]`` empty or does it end with the value of an append invoked no later than ``hi`` and
+    returning no earlier than ``lo``?  (``pieces`` maps a value to the (call, ret) of its appends, ``lengths``
+    are their distinct lengths in increasing order.)"""
+    n = len(text)
+    room = n - start
+    if room == 0:
+        return True
+    for ln in lengths:
+        if ln > room:
+            break
+        hit = pieces.get(text[n - ln:])
+        if hit is not None:
+            for c, r in hit:
+                if c <= hi and r >= lo:
+                    return True
+    return False
+
+
+def _all_cuts(
+    text: str, start: int, pieces: Container[str], lengths: list[int], cap: int,
+) -> list[frozenset[str]] | None:
+    """The distinct sets of values of ``pieces`` (distinct lengths ``lengths``, increasing) that ``text[start:]``
+    can be cut into (repeats allowed); or None if there are more than ``cap`` ways to cut it."""
+    n = len(text)
+    out: set[frozenset[str]] = set()
+    stack: list[tuple[int, frozenset[str]]] = [(start, frozenset())]
+    visits = 0
+    while stack:
+        i, used = stack.pop()
+        if i == n:
+            out.add(used)
+            if len(out) > cap:
+                return None
+            continue
+        visits += 1
+        if visits > 64 * cap:
+            return None
+        for ln in lengths:
+            j = i + ln
+            if j > n:
+                break
+            v = text[i:j]
+            if v in pieces:
+                stack.append((j, used | {v}))
+    return list(out)
 
 
 def _segments(text: str, start: int, pieces: set[str]) -> bool:

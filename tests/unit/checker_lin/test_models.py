@@ -153,6 +153,17 @@ STALE = [
     ("tied-puts", [_kv("put", "p", "p", 0, 2), _kv("put", "q", "q", 1, 2), _kv("get", None, "q", 3, 4)], None),
     ("tied-puts-other-value", [_kv("put", "p", "p", 0, 2), _kv("put", "q", "q", 1, 2), _kv("get", None, "p", 3, 4)],
      None),
+    # the put that begins the value must follow the append "b" the value lacks, so the append that ends the value
+    # must follow it too, but "a" returned before "b" was invoked
+    ("concurrent-put-then-early-append", [_kv("put", "p", "p", 0, 10), _kv("append", "a", "a", 1, 2),
+                                          _kv("append", "b", "b", 3, 4), _kv("get", None, "pa", 5, 6)], 3),
+    ("concurrent-put-then-concurrent-append", [_kv("put", "p", "p", 0, 10), _kv("append", "a", "a", 1, 7),
+                                               _kv("append", "b", "b", 3, 4), _kv("get", None, "pa", 5, 6)], None),
+    # the same with a put that returned before the get: the other put must follow it, and so must "a"
+    ("put-overwritten-then-early-append", [_kv("put", "p", "p", 0, 10), _kv("append", "a", "a", 1, 2),
+                                           _kv("put", "q", "q", 3, 4), _kv("get", None, "pa", 5, 6)], 3),
+    ("append-invoked-after-get-returns", [_kv("put", "p", "p", 0, 1), _kv("append", "a", "a", 7, 8),
+                                          _kv("get", None, "pa", 5, 6)], 2),
 ]
 
 
