@@ -6,15 +6,18 @@ Usage::
 
     python3 bench/queue_checker.py                 # 1M ops, clean and with injected anomalies
     python3 bench/queue_checker.py --full          # also 10M ops
-    python3 bench/queue_checker.py --json          # one JSON object on stdout
-    python3 bench/queue_checker.py --sizes 200000 --seed 7
+    python3 bench/queue_checker.py --json          # one JSON object on stdout ("figures", "targets", "runs")
+    python3 bench/queue_checker.py --sizes 200000 --seed 7 --workers 2
 
 The generator simulates a correct queue (producers, consumers with cursors, info sends that did or did not
 happen, a final drain) and, for the "injected" variant, a broker that loses acknowledged writes and
-duplicates records at known rates; the run reports how many of each were injected and found.  Each check
-runs in a fresh child process so peak RSS is the checker's own (the checker is one process: no children to
-add).  The CPU seconds of the check are printed next to the wall time: on a shared 2-vCPU machine wall time
-inflates with load.
+duplicates records at known rates; the run reports how many of each were injected and found.
+
+Each history is checked twice, each time in a fresh child process: with the default worker count of
+``check_queue_file`` (one per CPU for files over 64 MB; every worker decodes the whole file and checks a share
+of the queues) and with one process, the baseline.  Peak RSS is the child's own plus its largest worker's
+times the number of workers beyond the first (exact for 2 workers, the count on a 2-CPU machine); CPU seconds
+include the workers.  On a shared 2-vCPU machine wall time inflates with load, the parallel run most.
 """
 
 from __future__ import annotations
@@ -141,33 +144,65 @@ def write_history(path: Path, n_ops: int, **kw: Any) -> dict[str, int]:
     return injected
 
 
-def _child(path: str) -> None:
+def _child(path: str, workers: int | None) -> None:
     from checker.queue import check_queue_file
+    from checker.queue._parallel import auto_workers
 
+    n = auto_workers(path) if workers is None else workers
     t0, c0 = time.perf_counter(), time.process_time()
-    r = check_queue_file(path)
+    r = check_queue_file(path, workers=n)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": rss_mb, "valid": r.valid, "counts": r.counts,
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rss_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss + kids.ru_maxrss * (n - 1)) / 1024
+    print(json.dumps({"workers": n, "wall_s": wall, "cpu_s": cpu + kids.ru_utime + kids.ru_stime,
+                      "peak_rss_mb": rss_mb, "valid": r.valid, "counts": r.counts,
                       "stats": {k: v for k, v in r.stats.items() if isinstance(v, int | bool)}}))
 
 
-def run_one(n_ops: int, *, seed: int, injected: bool, tmp: Path) -> dict[str, Any]:
+def _check(path: Path, workers: int | None) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--child", str(path)] + ([] if workers is None else ["--workers", str(workers)])
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    res: dict[str, Any] = json.loads(out.stdout)
+    return res
+
+
+def run_one(n_ops: int, *, seed: int, injected: bool, tmp: Path, workers: int | None) -> list[dict[str, Any]]:
+    """Generate one history; check it with ``workers`` (None: the default) and, as the baseline, one process."""
     path = tmp / f"h-{n_ops}-{int(injected)}.jsonl"
     rates = {"lose_rate": 0.001, "dup_rate": 0.001} if injected else {}
     t0 = time.perf_counter()
     inj = write_history(path, n_ops, seed=seed, **rates)
     gen_s = time.perf_counter() - t0
-    out = subprocess.run([sys.executable, __file__, "--child", str(path)], check=True, capture_output=True,
-                         text=True)
-    res = json.loads(out.stdout)
-    path.unlink()
     ops = inj.pop("ops")
-    return {"ops": ops, "injected": inj if injected else {}, "generate_s": round(gen_s, 2),
-            "wall_s": round(res["wall_s"], 2), "cpu_s": round(res.get("cpu_s", float("nan")), 2),
-            "ops_per_s": round(ops / res["wall_s"]),
-            "peak_rss_mb": round(res["peak_rss_mb"]), "valid": res["valid"], "found": res["counts"],
-            "summary": res["stats"]}
+    runs = []
+    for mode, w in (("primary", workers), ("baseline", 1)):
+        if mode == "baseline" and workers == 1:
+            continue  # the primary run already was one process
+        res = _check(path, w)
+        runs.append({"variant": "injected" if injected else "clean", "mode": mode, "workers": res["workers"],
+                     "size": n_ops, "ops": ops, "injected": inj if injected else {}, "generate_s": round(gen_s, 2),
+                     "wall_s": round(res["wall_s"], 2), "cpu_s": round(res["cpu_s"], 2),
+                     "ops_per_s": round(ops / res["wall_s"]), "peak_rss_mb": round(res["peak_rss_mb"]),
+                     "valid": res["valid"], "found": res["counts"], "summary": res["stats"]})
+    path.unlink()
+    return runs
+
+
+def figures_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Headline figures: the worst run of each mode (primary, one-process baseline) at the largest size."""
+    top = max(r["size"] for r in runs)  # the requested size: the variants' op counts differ a little
+    figs: dict[str, Any] = {}
+    for mode, suffix in (("primary", ""), ("baseline", "_one_process")):
+        mine = [r for r in runs if r["mode"] == mode]
+        at_top = [r for r in mine if r["size"] == top]
+        if not at_top:
+            continue
+        figs[f"ops_per_s{suffix}"] = min(r["ops_per_s"] for r in at_top)
+        figs[f"peak_rss_mb{suffix}"] = max(r["peak_rss_mb"] for r in mine)
+        figs[f"workers{suffix}"] = max(r["workers"] for r in at_top)
+        if top >= 10_000_000:
+            figs[f"wall_s_at_10M{suffix}"] = max(r["wall_s"] for r in at_top)
+    return figs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,21 +210,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--full", action="store_true", help="also run 10M ops")
     ap.add_argument("--sizes", type=int, nargs="*", help="explicit op counts (overrides the defaults)")
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--workers", type=int, help="processes per check (default: check_queue_file's choice)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        ap.error(f"--workers must be >= 1, got {args.workers}")
     if args.child:
-        _child(args.child)
+        _child(args.child, args.workers)
         return 0
     sizes = args.sizes or ([1_000_000, 10_000_000] if args.full else [1_000_000])
+    if any(n <= 0 for n in sizes):
+        ap.error(f"--sizes must be positive op counts, got {sizes}")
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-queue-") as d:
         for n in sizes:
             for injected in (False, True):
-                runs.append({"variant": "injected" if injected else "clean",
-                             **run_one(n, seed=args.seed, injected=injected, tmp=Path(d))})
-    report = {"seed": args.seed, "targets": {"ops_per_s": round(TARGET_OPS_PER_S), "wall_s_at_10M": TARGET_10M_S,
-                                              "peak_rss_mb": TARGET_RSS_MB}, "runs": runs}
+                runs.extend(run_one(n, seed=args.seed, injected=injected, tmp=Path(d), workers=args.workers))
+    targets = {"ops_per_s": round(TARGET_OPS_PER_S), "wall_s_at_10M": TARGET_10M_S, "peak_rss_mb": TARGET_RSS_MB}
+    report = {"seed": args.seed, "figures": figures_of(runs), "targets": targets, "runs": runs}
     if args.json:
         print(json.dumps(report))
         return 0
@@ -197,10 +236,10 @@ def main(argv: list[str] | None = None) -> int:
           f"(10M ops in <= {TARGET_10M_S:.0f} s), peak RSS <= {TARGET_RSS_MB:.0f} MB")
     for r in runs:
         ok = r["ops_per_s"] >= TARGET_OPS_PER_S and r["peak_rss_mb"] <= TARGET_RSS_MB
-        print(f"  {r['variant']:8} {r['ops']:>11,} ops  {r['wall_s']:7.2f} s  {r['ops_per_s']:>10,} ops/s  "
-              f"(cpu {r['cpu_s']:.2f} s)  peak {r['peak_rss_mb']:>5} MB  valid={r['valid']}  "
-              f"{'MEETS' if ok else 'MISSES'} target")
-        if r["injected"]:
+        print(f"  {r['variant']:8} {r['ops']:>11,} ops  {r['workers']} proc  {r['wall_s']:7.2f} s  "
+              f"{r['ops_per_s']:>10,} ops/s  (cpu {r['cpu_s']:.2f} s)  peak {r['peak_rss_mb']:>5} MB  "
+              f"valid={r['valid']}  {'MEETS' if ok else 'MISSES'} target  {r['mode']}")
+        if r["injected"] and r["mode"] == "primary":
             print(f"           injected {r['injected']}  found {r['found']}")
     return 0
 

@@ -27,18 +27,19 @@ unseen_after_drain, plus polls, records_read, drained (any ok drain) and drained
 
 Cost: one pass, O(1) work per op and per polled record, memory O(sends + distinct offsets).  Use
 :func:`check_queue_file` for large histories: it streams the file without building ``Op`` objects, decoding
-whole blocks of lines into slotted structs when msgspec is installed (``_lines``; figures in docs/anomalies.md).
+whole blocks of lines into slotted structs when msgspec is installed (``_lines``), and for files over 64 MB it
+splits the queues between one process per CPU (``_parallel``; figures in docs/anomalies.md).
 """
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from checker.compose import Result
 from checker.queue._notation import NotationError, parse_history
+from checker.queue._parallel import auto_workers, check_file
 from checker.queue._scan import (
     DEFAULT_MAX_RECORDS,
     QueueScan,
@@ -72,20 +73,16 @@ def check_queue(history: Iterable[Any], *, max_records: int = DEFAULT_MAX_RECORD
     return scan.result()
 
 
-def check_queue_file(path: str | Path, *, max_records: int = DEFAULT_MAX_RECORDS) -> Result:
-    """Stream ``history.jsonl`` at ``path`` through the checker (a torn last line is ignored)."""
-    # The pass builds millions of small acyclic containers; the cyclic GC would rescan them over and over
-    # (measured: 2-3x slower), so it is paused for the duration and restored afterwards.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        scan = QueueScan(max_records=max_records)
-        for decoded, ops in iter_history_ops(path):
-            if decoded:
-                scan.feed_decoded(ops)
-            else:
-                scan.feed(ops)
-        return scan.result()
-    finally:
-        if was_enabled:
-            gc.enable()
+def check_queue_file(path: str | Path, *, max_records: int = DEFAULT_MAX_RECORDS, workers: int | None = None) -> Result:
+    """Stream ``history.jsonl`` at ``path`` through the checker (a torn last line is ignored).
+
+    Args:
+        workers: processes to use, this one included (each checks a share of the queues; see ``_parallel``).
+            None: one for files under 64 MB, else one per CPU this process may use, at most 4.
+
+    Raises:
+        HistoryError: a malformed line other than a torn last one.
+        ValueError: ``workers`` < 1.
+    """
+    n = auto_workers(path) if workers is None else workers
+    return check_file(path, workers=n, max_records=max_records)

@@ -10,15 +10,18 @@ A block is decoded as structs only when it provably holds one JSON object per li
 and there are as many objects as lines.  Otherwise, or on any decoding error, the block is parsed line by line
 with the dict reader, which gives the usual errors (and tolerates a torn last line).
 
+A poll's ``records`` stay raw JSON text in the struct until the scan asks for them (``decode_records``).
+
 Known difference: integers outside the 64-bit range stay exact ints here; orjson turns them into floats.
 """
 
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 try:
     import msgspec
@@ -30,24 +33,35 @@ try:
         value: Any = msgspec.UNSET
         offset: Any = None  # read with .get on the dict path: absent == null
         consumer: Any = msgspec.UNSET
-        records: list[tuple[Any, Any]] | None = None  # read with .get on the dict path: absent == null
+        # left as JSON text: decoded by ``decode_records`` only for an ok poll of a queue the scan checks (the
+        # records are half the decoding work, a part skips other parts' queues, and a fail/info poll needs none)
+        records: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
     class QOp(msgspec.Struct, gc=False):
-        """One history op; a missing top-level key other than ``value`` fails the block (dict path instead)."""
+        """One history op; a missing top-level key other than ``value`` fails the block (dict path instead).
 
-        index: Any
-        type: Any
+        ``index`` and ``type`` are typed (an int, one of the four op types): that makes decoding ~15-30% faster
+        and ``type`` one shared string per kind; a block where they are anything else goes the dict way.
+        """
+
+        index: int
+        type: Literal["invoke", "ok", "fail", "info"]
         process: Any
         f: Any
         value: QVal | list[Any] | str | int | float | bool | msgspec.UnsetType | None = msgspec.UNSET
 
     MISSING: Any = msgspec.UNSET
+    # a poll's records, or None for JSON null; anything else raises (the op then takes the dict path)
+    decode_records: Callable[[Any], list[tuple[Any, Any]] | None] = msgspec.json.Decoder(
+        list[tuple[Any, Any]] | None).decode
+    _decode_any: Callable[[Any], Any] = msgspec.json.decode
     _decode_lines: Callable[[Any], list[QOp]] | None = msgspec.json.Decoder(QOp).decode_lines
     _DECODE_ERRORS: tuple[type[BaseException], ...] = (msgspec.MsgspecError, UnicodeDecodeError, RecursionError,
                                                          ValueError)
 except ImportError:  # pragma: no cover - depends on the environment
     QVal = QOp = None  # type: ignore[assignment,misc]
     MISSING = object()
+    decode_records = _decode_any = json.loads
     _decode_lines = None
     _DECODE_ERRORS = ()
 
@@ -59,7 +73,9 @@ def as_dict(op: Any) -> dict[str, Any]:
     d = {"index": op.index, "type": op.type, "process": op.process, "f": op.f}
     v = op.value
     if v.__class__ is QVal:
-        d["value"] = {k: x for k in _VAL_FIELDS if (x := getattr(v, k)) is not MISSING}
+        d["value"] = val = {k: x for k in _VAL_FIELDS if (x := getattr(v, k)) is not MISSING}
+        if "records" in val:
+            val["records"] = _decode_any(val["records"])
     elif v is not MISSING:
         d["value"] = v
     return d

@@ -3,10 +3,17 @@
 Theory of operation.  ``QueueScan.feed`` consumes raw history ops (JSON dicts, or ``Op`` objects) in history
 order and keeps, per queue: every sent value with its attempt counts and acknowledged offset, the value first
 seen at each offset, the offset at which each value was first polled, the highest offset any poll read, and
-*candidate gaps* (offset ranges a poll jumped over).  Anomalies that are visible at once (two values at one
+*candidate gaps* (offset ranges a poll jumped over).  Per-value fields live in one int64 table per queue
+(see ``_STRIDE``), not in a Python object per value.  Anomalies that are visible at once (two values at one
 offset, a poll going backwards, a send landing below an earlier acknowledged send) are recorded on the spot.
-``QueueScan.result`` then walks the per-queue tables once to classify every sent value (delivered, lost,
-unseen, recovered, duplicated, unexpected) and resolves the candidate gaps against the set of known offsets.
+``QueueScan.tally`` then walks the per-queue tables once to classify every sent value (delivered, lost,
+unseen, recovered, duplicated, unexpected) and resolves the candidate gaps against the set of known offsets;
+``QueueScan.result`` turns the tally into the verdict.
+
+Parts: every piece of state except two op counters belongs to one queue, so ``QueueScan(part=i, parts=n)``
+checks only the queues dealt to part ``i`` and ``merge_tallies`` adds the parts' tallies up to the verdict of
+the whole history (``_parallel`` runs the parts in separate processes; a property test checks the sum).
+Offsets and op indices must be 64-bit integers.
 
 Rules of the file: no I/O except the ``iter_history_*`` readers (blocks are decoded in ``_lines``); an
 ``info`` send is never counted lost and never duplicated; every anomaly names its queue, op indices, expected
@@ -17,14 +24,16 @@ specialisation for decoded structs and must stay step-for-step equal (``test_blo
 from __future__ import annotations
 
 import json
+from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
+from itertools import compress
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from checker.compose import Anomaly, Result, result_from_anomalies
 from checker.history import HistoryError
-from checker.queue._lines import MISSING, QVal, as_dict, iter_blocks
+from checker.queue._lines import MISSING, QVal, as_dict, decode_records, iter_blocks
 from checker.queue._types import ANOMALY_TYPES
 
 try:  # orjson is ~4x faster than json for the 10M-op target; the checker works without it
@@ -36,12 +45,26 @@ except ImportError:  # pragma: no cover - depends on the environment
     _loads = json.loads
     _LoadError = json.JSONDecodeError
 
+# what decode_records raises on records that are not a list of pairs (msgspec's errors are ValueErrors)
+_RECORD_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, RecursionError)
+
 DEFAULT_MAX_RECORDS = 1000  # anomaly records kept per type (all are counted)
 _SMALL_GAP = 64  # gaps up to this width are resolved by probing the offset table directly
 
-# indices into a send record (a list, for memory and speed); _CMP_IDX: the completion index of the first ok
-# (of the first ok that carried an offset, once there is one)
-_N_OK, _N_INFO, _N_FAIL, _ACK_OFF, _INV_IDX, _CMP_IDX = range(6)
+# Per-value state lives in one int64 table per queue (``_Queue.st``), _STRIDE slots per value, so that 10M ops
+# keep no Python object per field (a list per value and an int object per field cost ~2x the memory, and the
+# allocation was a third of the run time).  A value's *base* ``b`` is the index of its first slot; its fields
+# are at ``b + _N_OK`` etc.  _NONE marks an absent field (offsets and op indices are 64-bit integers).
+# _CMP_IDX: the completion index of the first ok (of the first ok that carried an offset, once there is one);
+# _FIRST: the offset at which a poll first read the value.  _INV_IDX is _NONE for a value polled but never sent.
+_N_OK, _N_INFO, _N_FAIL, _ACK_OFF, _INV_IDX, _CMP_IDX, _FIRST = range(7)
+_STRIDE = 8
+_NONE = -(1 << 63)
+_ROW = array("q", [0, 0, 0, _NONE, _NONE, _NONE, _NONE, 0])
+_MAX_GROW_ROWS = 1 << 15
+_OFF_SLACK = 1 << 12
+_UNKNOWN_OFFS = array("q", [-1])
+_FOREIGN: tuple[Any, ...] = ("another part's queue",)  # the open invoke of an op on a queue another part checks
 
 
 def _freeze(v: Any) -> Any:
@@ -110,32 +133,130 @@ def iter_history_dicts(path: str | Path, *, tolerate_torn_tail: bool = True) -> 
 
 
 class _Queue:
-    __slots__ = ("drain_inv", "extra", "gaps", "max_acked", "max_polled", "max_polled_idx", "name",
-                 "off_val", "reported", "seen", "sends", "unacked_seen")
+    __slots__ = ("drain_inv", "extra", "gaps", "last_send", "max_acked", "max_polled", "max_polled_idx", "name",
+                 "off_far", "offs", "reported", "rows", "st", "unacked_seen", "vals")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.sends: dict[Any, list[Any]] = {}
-        self.off_val: dict[int, Any] = {}
+        self.rows: dict[Any, int] = {}  # value -> base of its row in st (every value sent or polled)
+        self.vals: list[Any] = []  # row number (base // _STRIDE) -> value
+        self.st = array("q")  # the rows; see _N_OK etc.
+        # offset -> base of the value first known there (by an ack or a poll): a dense table for offsets
+        # 0..len(offs)-1 (-1: unknown), a dict for the rest (negative, or far beyond the known ones)
+        self.offs = array("q")
+        self.off_far: dict[int, int] = {}
         self.drain_inv = -1  # invoke index of the latest ok drain of this queue
-        self.seen: dict[Any, int] = {}  # value -> first polled offset
         self.extra: dict[Any, dict[int, int]] = {}  # value -> {other offset: op index}
         self.unacked_seen: dict[Any, int] = {}  # value polled before any ok ack -> poll op index
         self.gaps: list[tuple[int, int, str, int, Any]] = []  # (lo, hi) exclusive, type, op index, consumer
         self.max_polled = -1
         self.max_polled_idx = -1
         self.max_acked: tuple[int, int] | None = None  # (offset, op index)
-        self.reported: set[tuple[int, Any]] = set()
+        self.last_send: dict[Any, tuple[int, int]] = {}  # process -> (offset, op index) of its latest ack here
+        self.reported: set[tuple[int, int]] = set()  # (offset, base) pairs reported inconsistent
+
+    def add(self, val: Any, inv_idx: int = _NONE) -> int:
+        """A new row for ``val`` (neither sent nor polled before), sent at op ``inv_idx``; return its base."""
+        vals = self.vals
+        b = len(vals) * _STRIDE
+        st = self.st
+        if b == len(st):  # grow in place by up to _MAX_GROW_ROWS rows (small queues stay small)
+            st.extend(_ROW * min(_MAX_GROW_ROWS, max(16, len(vals))))
+        self.rows[val] = b
+        vals.append(val)
+        if inv_idx != _NONE:
+            st[b + _INV_IDX] = inv_idx
+        return b
+
+    def off_get(self, o: int) -> int | None:
+        """The base of the value known at offset ``o``, or None."""
+        if o.__class__ is int and 0 <= o < len(self.offs):
+            b = self.offs[o]
+            return None if b == -1 else b
+        if o.__class__ is not int:
+            raise HistoryError(f"queue {self.name!r}: offset {o!r} is not an integer")
+        return self.off_far.get(o)
+
+    def off_put(self, o: int, b: int) -> None:
+        """Note that offset ``o`` (not known before) holds the value with base ``b``."""
+        offs = self.offs
+        n = len(offs)
+        if o.__class__ is not int:
+            raise HistoryError(f"queue {self.name!r}: offset {o!r} is not an integer")
+        if 0 <= o < n:
+            offs[o] = b
+        elif n <= o < 2 * n + _OFF_SLACK:  # grow the dense table (amortised); farther offsets stay sparse
+            grow = max(o + 1 - n, n // 2 + _OFF_SLACK)
+            offs.extend(_UNKNOWN_OFFS * grow)
+            offs[o] = b
+            far = self.off_far
+            for k in [k for k in far if n <= k < n + grow]:
+                offs[k] = far.pop(k)
+        elif _NONE < o < -_NONE:
+            self.off_far[o] = b
+        else:
+            raise HistoryError(f"queue {self.name!r}: offset {o} does not fit in 64 bits")
+
+    def known_offsets(self) -> list[int]:
+        """Every known offset, ascending."""
+        offs = self.offs
+        dense = list(compress(range(len(offs)), map((-1).__ne__, offs)))
+        return sorted(dense + list(self.off_far)) if self.off_far else dense
+
+
+class ScanTally(NamedTuple):
+    """What one (part of a) pass found: anomaly records and counts, statistics, and whether any drain was ok."""
+
+    anomalies: dict[str, list[Anomaly]]
+    counts: dict[str, int]
+    stats: dict[str, Any]
+    drained: bool
+
+
+# statistics of the whole history, not of a part's queues: every part counts them alike
+_WHOLE_HISTORY_STATS = ("ops", "unpaired_completions")
+
+
+def merge_tallies(tallies: list[ScanTally], *, max_records: int = DEFAULT_MAX_RECORDS) -> Result:
+    """The verdict and total-queue summary of a history from the tallies of the parts that split its queues.
+
+    Counts and per-queue statistics add up; with several parts, each type keeps, of the records the parts
+    kept, the ``max_records`` whose first op comes earliest.
+    """
+    counts: dict[str, int] = {}
+    anoms: dict[str, list[Anomaly]] = {}
+    stats: dict[str, Any] = {}
+    for t in tallies:
+        for k, n in t.counts.items():
+            counts[k] = counts.get(k, 0) + n
+        for k, recs in t.anomalies.items():
+            anoms.setdefault(k, []).extend(recs)
+        for k, v in t.stats.items():
+            stats[k] = v if k in _WHOLE_HISTORY_STATS else stats.get(k, 0) + v
+    if len(tallies) > 1:
+        anoms = {k: sorted(recs, key=lambda a: a.ops[:1])[:max_records] for k, recs in anoms.items()}
+    stats["unexpected"] = counts.get("unexpected", 0)
+    stats["lost"] = counts.get("lost-write", 0) + stats.get("unseen_after_drain", 0)
+    stats["drained"] = any(t.drained for t in tallies)
+    bad = {t.name for t in ANOMALY_TYPES.values() if t.bad}
+    if stats.get("unseen_after_drain"):
+        bad.add("unseen")  # some acknowledged send is missing from a drain that began after its ack
+    return result_from_anomalies(anoms, bad_types=bad, stats=stats, counts=counts)
 
 
 class QueueScan:
     """Streaming queue checker.  Call :meth:`feed` any number of times, then :meth:`result` once."""
 
-    def __init__(self, *, max_records: int = DEFAULT_MAX_RECORDS) -> None:
+    def __init__(self, *, max_records: int = DEFAULT_MAX_RECORDS, part: int = 0, parts: int = 1) -> None:
+        """``part`` of ``parts``: check only every ``parts``-th queue (see :meth:`_claim`); the default is all."""
+        if not 0 <= part < parts:
+            raise ValueError(f"QueueScan: part must be in 0..{parts - 1} (parts={parts}), got {part}")
+        self._part = part
+        self._parts = parts
+        self._owner: dict[Any, bool] = {}  # queue -> whether this scan checks it
         self._queues: dict[str, _Queue] = {}
         self._open: dict[Any, tuple[Any, ...]] = {}
         self._cursor: dict[tuple[Any, str], int] = {}
-        self._last_send: dict[tuple[Any, str], tuple[int, int]] = {}
         self._anoms: dict[str, list[Anomaly]] = {}
         self._counts: dict[str, int] = {}
         self._max_records = max_records
@@ -144,6 +265,15 @@ class QueueScan:
                                       "indeterminate": 0, "polls": 0, "records_read": 0,
                                       "unpaired_completions": 0}
 
+    def _claim(self, qn: Any) -> bool:
+        """Whether this scan checks queue ``qn``: queues are dealt round-robin in order of first appearance, so
+        scans of the same history with different ``part`` split its queues between them and agree on who has
+        which (all state but the op counters is per queue, so the parts are independent)."""
+        own = self._owner.get(qn)
+        if own is None:
+            own = self._owner[qn] = len(self._owner) % self._parts == self._part
+        return own
+
     # -- recording -------------------------------------------------------------------------------
     def _add(self, type_: str, key: str, ops: tuple[int, ...], expected: Any, observed: Any, why: str) -> None:
         n = self._counts.get(type_, 0)
@@ -151,14 +281,16 @@ class QueueScan:
         if n < self._max_records:
             self._anoms.setdefault(type_, []).append(Anomaly(type_, key, ops, expected, observed, why))
 
-    def _inconsistent(self, q: _Queue, off: int, old: Any, new: Any, idx: int) -> None:
+    def _inconsistent(self, q: _Queue, off: int, old: int, new: int, idx: int) -> None:
+        """Offset ``off`` holds the value of row ``old`` and now the value of row ``new`` (bases)."""
         if (off, new) in q.reported:
             return
         q.reported.add((off, new))
-        rec = q.sends.get(old)
-        ops = (rec[_INV_IDX], idx) if rec is not None else (idx,)
-        self._add("inconsistent-offsets", q.name, ops, {"offset": off, "value": old}, {"offset": off, "value": new},
-                  f"offset {off} of {q.name} was seen holding {old!r} and later {new!r}")
+        inv = q.st[old + _INV_IDX]
+        ops = (inv, idx) if inv != _NONE else (idx,)
+        was, now = q.vals[old // _STRIDE], q.vals[new // _STRIDE]
+        self._add("inconsistent-offsets", q.name, ops, {"offset": off, "value": was}, {"offset": off, "value": now},
+                  f"offset {off} of {q.name} was seen holding {was!r} and later {now!r}")
 
     # -- the pass --------------------------------------------------------------------------------
     def feed(self, ops: Iterable[Any]) -> None:
@@ -183,45 +315,59 @@ class QueueScan:
                         val = _freeze(val)
                     q = queues.get(qn)
                     if q is None:
+                        if not self._claim(qn):
+                            open_[d["process"]] = _FOREIGN
+                            continue
                         q = queues[qn] = _Queue(qn)
                     idx = d["index"]
-                    if val not in q.sends:
-                        q.sends[val] = [0, 0, 0, None, idx, None]
-                    open_[d["process"]] = (idx, q, val, q.max_acked)
+                    b = q.rows.get(val)
+                    if b is None:
+                        b = q.add(val, idx)
+                    elif q.st[b + _INV_IDX] == _NONE:  # polled before it was ever sent
+                        q.st[b + _INV_IDX] = idx
+                    open_[d["process"]] = (idx, q, b, q.max_acked)
                     n_att += 1
                     continue
                 inv = open_pop(d["process"], None)
                 if inv is None:
                     n_unpaired += 1
                     continue
-                inv_idx, q, val, m = inv
-                rec = q.sends[val]
+                if inv is _FOREIGN:
+                    continue
+                inv_idx, q, b, m = inv
+                st = q.st
                 if t == "ok":
                     n_ack += 1
-                    rec[0] += 1
-                    if rec[_CMP_IDX] is None:
-                        rec[_CMP_IDX] = d["index"]
+                    st[b] += 1
+                    if st[b + _CMP_IDX] == _NONE:
+                        st[b + _CMP_IDX] = d["index"]
                     v = d["value"]
                     off = v.get("offset") if v.__class__ is dict else None
                     if off is not None:
-                        self._ack(d["index"], d["process"], q, rec, val, off, inv_idx, m)
+                        self._ack(d["index"], d["process"], q, b, off, inv_idx, m)
                 elif t == "fail":
                     n_fail += 1
-                    rec[_N_FAIL] += 1
+                    st[b + _N_FAIL] += 1
                 else:
                     n_info += 1
-                    rec[_N_INFO] += 1
+                    st[b + _N_INFO] += 1
                 continue
             if f != "poll" and f != "drain":
                 continue
             t = d["type"]
             if t == "invoke":
                 v = d["value"]
-                open_[d["process"]] = (d["index"], v["queue"], v.get("offset"), v.get("consumer", d["process"]))
+                qn = v["queue"]
+                if qn not in queues and not self._claim(qn):
+                    open_[d["process"]] = _FOREIGN
+                    continue
+                open_[d["process"]] = (d["index"], qn, v.get("offset"), v.get("consumer", d["process"]))
                 continue
             inv = open_pop(d["process"], None)
             if inv is None:
                 n_unpaired += 1
+                continue
+            if inv is _FOREIGN:
                 continue
             inv_idx, qn, frm, consumer = inv
             ckey = (consumer, qn)
@@ -265,15 +411,19 @@ class QueueScan:
                     n_ops += 1
                     if val.__class__ is not int and val.__class__ is not str:
                         val = _freeze(val)
-                    try:
-                        q = queues[qn]
-                    except KeyError:
+                    q = queues.get(qn)
+                    if q is None:
+                        if not self._claim(qn):
+                            open_[d.process] = _FOREIGN
+                            continue
                         q = queues[qn] = _Queue(qn)
                     idx = d.index
-                    sends = q.sends
-                    if val not in sends:
-                        sends[val] = [0, 0, 0, None, idx, None]
-                    open_[d.process] = (idx, q, val, q.max_acked)
+                    b = q.rows.get(val)
+                    if b is None:
+                        b = q.add(val, idx)
+                    elif q.st[b + _INV_IDX] == _NONE:  # polled before it was ever sent
+                        q.st[b + _INV_IDX] = idx
+                    open_[d.process] = (idx, q, b, q.max_acked)
                     n_att += 1
                     continue
                 n_ops += 1
@@ -281,22 +431,24 @@ class QueueScan:
                 if inv is None:
                     n_unpaired += 1
                     continue
-                inv_idx, q, val, m = inv
-                rec = q.sends[val]
+                if inv is _FOREIGN:
+                    continue
+                inv_idx, q, b, m = inv
+                st = q.st
                 if t == "ok":
                     n_ack += 1
-                    rec[0] += 1
-                    if rec[_CMP_IDX] is None:
-                        rec[_CMP_IDX] = d.index
+                    st[b] += 1
+                    if st[b + _CMP_IDX] == _NONE:
+                        st[b + _CMP_IDX] = d.index
                     off = v.offset
                     if off is not None:
-                        self._ack(d.index, d.process, q, rec, val, off, inv_idx, m)
+                        self._ack(d.index, d.process, q, b, off, inv_idx, m)
                 elif t == "fail":
                     n_fail += 1
-                    rec[_N_FAIL] += 1
+                    st[b + _N_FAIL] += 1
                 else:
                     n_info += 1
-                    rec[_N_INFO] += 1
+                    st[b + _N_INFO] += 1
                 continue
             if f != "poll" and f != "drain":
                 n_ops += 1
@@ -312,22 +464,37 @@ class QueueScan:
                     feed((as_dict(d),))
                     continue
                 n_ops += 1
+                if qn not in queues and not self._claim(qn):
+                    open_[d.process] = _FOREIGN
+                    continue
                 c = v.consumer
                 open_[d.process] = (d.index, qn, v.offset, d.process if c is MISSING else c)
                 continue
-            n_ops += 1
             inv = open_pop(d.process, None)
             if inv is None:
+                n_ops += 1
                 n_unpaired += 1
+                continue
+            if inv is _FOREIGN:
+                n_ops += 1
                 continue
             inv_idx, qn, frm, consumer = inv
             ckey = (consumer, qn)
             if t != "ok":
+                n_ops += 1
                 if t == "info":
                     cursor.pop(ckey, None)  # we no longer know what this consumer has consumed
                 continue
+            raw = v.records
+            try:
+                recs = () if raw is MISSING else decode_records(raw) or ()
+            except _RECORD_ERRORS:  # not a list of pairs: the dict path, from the invoke on, decides
+                open_[d.process] = inv
+                feed((as_dict(d),))
+                continue
+            n_ops += 1
             n_polls += 1
-            n_recs += self._poll_ok(f, inv_idx, qn, frm, consumer, ckey, d.index, v.records or ())
+            n_recs += self._poll_ok(f, inv_idx, qn, frm, consumer, ckey, d.index, recs)
         self._tally(n_ops, n_att, n_ack, n_fail, n_info, n_polls, n_recs, n_unpaired)
 
     def _tally(self, n_ops: int, n_att: int, n_ack: int, n_fail: int, n_info: int, n_polls: int, n_recs: int,
@@ -377,31 +544,39 @@ class QueueScan:
                           f"consumer {consumer!r} resumed at offset {start} but the poll returned offset {first} first")
             else:
                 q.gaps.append((start - 1, first, "poll-skip", idx, consumer))
-        off_val = q.off_val
-        seen = q.seen
-        seen_get = seen.get
-        sends_get = q.sends.get
+        offs = q.offs
+        n_offs = len(offs)
+        rows_get = q.rows.get
+        st = q.st
         last = first - 1
         top = None  # the highest offset read, when it is not the last one (records out of order)
         for o, val in recs:
             if val.__class__ is not int and val.__class__ is not str:
                 val = _freeze(val)
-            try:  # a hit is the rule (acks fill the table first), and try is cheaper than .get on a hit
-                pv = off_val[o]
-            except KeyError:
-                pv = None
-            if pv is None:
-                off_val[o] = val
-            elif pv != val:
-                self._inconsistent(q, o, pv, val, idx)
-            s = seen_get(val)
-            if s is None:
-                seen[val] = o
-                rec = sends_get(val)
-                if rec is None:
+            b = rows_get(val)
+            if b is None:  # never sent (so far): reported as unexpected below
+                b = q.add(val)
+                st = q.st
+            if o.__class__ is int and 0 <= o < n_offs:  # the rule: acks filled the dense table first
+                pb = offs[o]
+                if pb == -1:
+                    offs[o] = b
+                elif pb != b:
+                    self._inconsistent(q, o, pb, b, idx)
+            else:
+                far = q.off_get(o)
+                if far is None:
+                    q.off_put(o, b)
+                    n_offs = len(offs)
+                elif far != b:
+                    self._inconsistent(q, o, far, b, idx)
+            s = st[b + _FIRST]
+            if s == _NONE:
+                st[b + _FIRST] = o
+                if st[b + _INV_IDX] == _NONE:
                     self._add("unexpected", q.name, (idx,), None, {"offset": o, "value": val},
                               f"poll read {val!r} at offset {o} of {q.name} but no send of that value was ever invoked")
-                elif rec[0] == 0:
+                elif st[b] == 0:
                     q.unacked_seen[val] = idx
             elif s != o:
                 ex = q.extra.get(val)
@@ -424,125 +599,126 @@ class QueueScan:
             q.max_polled_idx = idx
         return last
 
-    def _ack(self, idx: int, p: Any, q: _Queue, rec: list[Any], val: Any, off: int, inv_idx: int,
-             m: tuple[int, int] | None) -> None:
-        """Record an acknowledged offset: offset table, per-producer and real-time send order."""
-        if rec[_ACK_OFF] is None:
-            rec[_ACK_OFF] = off
-            rec[_CMP_IDX] = idx
-        pv = q.off_val.get(off)
-        if pv is None:
-            q.off_val[off] = val
-        elif pv != val:
-            self._inconsistent(q, off, pv, val, idx)
-        key = (p, q.name)
-        last = self._last_send.get(key)
+    def _ack(self, idx: int, p: Any, q: _Queue, b: int, off: int, inv_idx: int, m: tuple[int, int] | None) -> None:
+        """Record an acknowledged offset for row ``b``: offset table, per-producer and real-time send order."""
+        pb = q.off_get(off)  # first: it refuses an offset that is not an integer
+        if pb is None:
+            q.off_put(off, b)
+        elif pb != b:
+            self._inconsistent(q, off, pb, b, idx)
+        st = q.st
+        if st[b + _ACK_OFF] == _NONE:
+            st[b + _ACK_OFF] = off
+            st[b + _CMP_IDX] = idx
+        last = q.last_send.get(p)
         if last is not None and off < last[0]:
             self._add("nonmonotonic-send", q.name, (last[1], inv_idx, idx), {"offset_above": last[0]},
-                      {"offset": off, "value": val},
-                      f"process {p} sent {val!r} after a send acknowledged at offset {last[0]}, "
+                      {"offset": off, "value": q.vals[b // _STRIDE]},
+                      f"process {p} sent {q.vals[b // _STRIDE]!r} after a send acknowledged at offset {last[0]}, "
                       f"but it landed at lower offset {off}")
         elif m is not None and off < m[0]:
             self._add("nonmonotonic-send-realtime", q.name, (m[1], inv_idx, idx), {"offset_above": m[0]},
-                      {"offset": off, "value": val},
-                      f"send of {val!r} was invoked after a send to {q.name} was acknowledged at offset "
-                      f"{m[0]}, yet it landed at lower offset {off}")
-        self._last_send[key] = (off, idx)
+                      {"offset": off, "value": q.vals[b // _STRIDE]},
+                      f"send of {q.vals[b // _STRIDE]!r} was invoked after a send to {q.name} was acknowledged at "
+                      f"offset {m[0]}, yet it landed at lower offset {off}")
+        q.last_send[p] = (off, idx)
         if q.max_acked is None or off > q.max_acked[0]:
             q.max_acked = (off, idx)
 
     # -- the analysis ----------------------------------------------------------------------------
     def result(self) -> Result:
         """Classify every sent value, resolve gaps, and return the verdict with the total-queue summary."""
+        return merge_tallies([self.tally()], max_records=self._max_records)
+
+    def tally(self) -> ScanTally:
+        """Finish the pass: classify every sent value and resolve gaps (call once, after the last feed)."""
         for inv in self._open.values():  # an invoke that never completed is an info op
             if len(inv) == 4 and isinstance(inv[1], _Queue):
-                inv[1].sends[inv[2]][_N_INFO] += 1
+                inv[1].st[inv[2] + _N_INFO] += 1
                 self.stats["indeterminate"] += 1
         self._open.clear()
-        summary = {"delivered": 0, "lost": 0, "duplicated": 0, "recovered": 0, "unexpected": 0, "unseen": 0,
-                   "unseen_after_drain": 0}
+        summary = {"delivered": 0, "duplicated": 0, "recovered": 0, "unseen": 0, "unseen_after_drain": 0}
         for q in self._queues.values():
             self._classify(q, summary)
             self._resolve_gaps(q)
-        summary["unexpected"] = self._counts.get("unexpected", 0)
-        summary["lost"] = self._counts.get("lost-write", 0) + summary["unseen_after_drain"]
         stats: dict[str, Any] = dict(self.stats)
         stats.update(summary)
         stats["queues"] = len(self._queues)
-        stats["drained"] = self._drained
         stats["drained_queues"] = sum(1 for q in self._queues.values() if q.drain_inv >= 0)
-        bad = {t.name for t in ANOMALY_TYPES.values() if t.bad}
-        if summary["unseen_after_drain"]:
-            bad.add("unseen")  # some acknowledged send is missing from a drain that began after its ack
-        return result_from_anomalies(self._anoms, bad_types=bad, stats=stats, counts=self._counts)
+        return ScanTally(self._anoms, self._counts, stats, self._drained)
 
     def _classify(self, q: _Queue, summary: dict[str, int]) -> None:
-        seen = q.seen
-        for val, rec in q.sends.items():
-            o = seen.get(val)
-            if rec[_N_OK]:
-                ack = rec[_ACK_OFF]
-                if o is None:
-                    if ack is not None and ack < q.max_polled:
-                        self._add("lost-write", q.name, (rec[_INV_IDX], rec[_CMP_IDX], q.max_polled_idx),
+        st = q.st
+        delivered = 0
+        for b, val in zip(range(0, len(q.vals) * _STRIDE, _STRIDE), q.vals):
+            if st[b + _INV_IDX] == _NONE:
+                continue  # polled but never sent: reported as unexpected when it was read
+            o = st[b + _FIRST]
+            if st[b]:
+                ack = st[b + _ACK_OFF]
+                if o == _NONE:
+                    if ack != _NONE and ack < q.max_polled:
+                        self._add("lost-write", q.name, (st[b + _INV_IDX], st[b + _CMP_IDX], q.max_polled_idx),
                                   {"offset": ack, "value": val}, {"max_polled_offset": q.max_polled},
                                   f"{val!r} was acknowledged at offset {ack} of {q.name} but never polled, "
                                   f"although polls read up to offset {q.max_polled}")
                     else:
-                        self._unseen(q, rec, val, summary)
+                        self._unseen(q, b, val, summary)
                     continue
-                summary["delivered"] += 1
-                if ack is not None and ack != o:
+                delivered += 1
+                if ack != _NONE and ack != o:
                     ex = q.extra.setdefault(val, {})
-                    ex.setdefault(ack, rec[_CMP_IDX])
-            elif o is not None:
-                summary["delivered"] += 1
-                if rec[_N_INFO]:
+                    ex.setdefault(ack, st[b + _CMP_IDX])
+            elif o != _NONE:
+                delivered += 1
+                if st[b + _N_INFO]:
                     summary["recovered"] += 1
                 else:
                     poll_idx = q.unacked_seen.get(val, q.max_polled_idx)
-                    self._add("unexpected", q.name, (rec[_INV_IDX], poll_idx), None, {"offset": o, "value": val},
+                    self._add("unexpected", q.name, (st[b + _INV_IDX], poll_idx), None, {"offset": o, "value": val},
                               f"poll read {val!r} at offset {o} of {q.name} but every send of it definitely "
                               f"failed (G1a-like aborted read)")
+        summary["delivered"] += delivered
         for val, ex in q.extra.items():
-            srec = q.sends.get(val)
-            if srec is None or srec[_N_INFO] or not srec[_N_OK]:
+            b = q.rows[val]
+            n_ok = st[b]
+            if st[b + _INV_IDX] == _NONE or st[b + _N_INFO] or not n_ok:
                 continue  # unexpected values are reported as such; info sends are never duplicates
-            offsets = sorted({seen[val], *ex})
-            rec = srec
-            if len(offsets) > rec[_N_OK]:
+            offsets = sorted({st[b + _FIRST], *ex})
+            if len(offsets) > n_ok:
                 summary["duplicated"] += 1
-                self._add("duplicate", q.name, (rec[_INV_IDX], *sorted(set(ex.values()))),
-                          {"copies": rec[_N_OK]}, {"offsets": offsets, "value": val},
-                          f"{val!r} was acknowledged {rec[_N_OK]} time(s) but appears at offsets {offsets} "
-                          f"of {q.name}")
+                self._add("duplicate", q.name, (st[b + _INV_IDX], *sorted(set(ex.values()))),
+                          {"copies": n_ok}, {"offsets": offsets, "value": val},
+                          f"{val!r} was acknowledged {n_ok} time(s) but appears at offsets {offsets} of {q.name}")
 
-    def _unseen(self, q: _Queue, rec: list[Any], val: Any, summary: dict[str, int]) -> None:
+    def _unseen(self, q: _Queue, b: int, val: Any, summary: dict[str, int]) -> None:
         """An acknowledged send no poll read: bad only if a drain of its queue began after the acknowledgement."""
         summary["unseen"] += 1
-        ack = rec[_ACK_OFF]
-        at = f"at offset {ack}" if ack is not None else "(without an offset)"
-        if rec[_CMP_IDX] < q.drain_inv:
+        st = q.st
+        ack = st[b + _ACK_OFF]
+        ack_or_none = None if ack == _NONE else ack
+        inv_idx, cmp_idx = st[b + _INV_IDX], st[b + _CMP_IDX]
+        at = f"at offset {ack}" if ack != _NONE else "(without an offset)"
+        if cmp_idx < q.drain_inv:
             summary["unseen_after_drain"] += 1
-            self._add("unseen", q.name, (rec[_INV_IDX], rec[_CMP_IDX], q.drain_inv), {"offset": ack, "value": val},
+            self._add("unseen", q.name, (inv_idx, cmp_idx, q.drain_inv), {"offset": ack_or_none, "value": val},
                       None, f"{val!r} was acknowledged {at} of {q.name} but no poll read it, not even the drain "
                       f"invoked after the acknowledgement (op {q.drain_inv})")
         else:
-            self._add("unseen", q.name, (rec[_INV_IDX], rec[_CMP_IDX]), {"offset": ack, "value": val}, None,
+            self._add("unseen", q.name, (inv_idx, cmp_idx), {"offset": ack_or_none, "value": val}, None,
                       f"{val!r} was acknowledged {at} of {q.name} but no poll read it (yet: no drain of "
                       f"{q.name} began after the acknowledgement)")
 
     def _resolve_gaps(self, q: _Queue) -> None:
         if not q.gaps:
             return
-        off_val = q.off_val
         known: list[int] | None = None
         for lo, hi, kind, idx, consumer in q.gaps:
             if hi - lo <= _SMALL_GAP:
-                missing = [o for o in range(lo + 1, hi) if o in off_val]
+                missing = [o for o in range(lo + 1, hi) if q.off_get(o) is not None]
             else:
                 if known is None:
-                    known = sorted(off_val)
+                    known = q.known_offsets()
                 i = bisect_right(known, lo)
                 missing = []
                 while i < len(known) and known[i] < hi and len(missing) < 10:

@@ -167,3 +167,73 @@ def test_perf_and_timeline_files(tmp_path: object) -> None:
     assert stats["availability"][0]["healed"] is True
     page = render_timeline(h)
     assert page.startswith("<!DOCTYPE html>") and "start-partition" in page and "never completed" not in page
+
+
+def _poll_history(records_json: str, offset_json: str = "0") -> str:
+    ops = [
+        '{"index": 0, "type": "invoke", "process": 1, "f": "send", "value": {"queue": "q", "value": 7}}',
+        '{"index": 1, "type": "ok", "process": 1, "f": "send", "value": {"queue": "q", "value": 7, "offset": '
+        + offset_json + '}}',
+        '{"index": 2, "type": "invoke", "process": 2, "f": "poll", "value": {"queue": "q", "offset": 0}}',
+        '{"index": 3, "type": "ok", "process": 2, "f": "poll", "value": {"queue": "q", "records": ' + records_json
+        + '}}',
+    ]
+    return "".join(op + "\n" for op in ops)
+
+
+def _outcome(run: object) -> tuple[object, ...]:
+    try:
+        r = run()  # type: ignore[operator]
+    except Exception as exc:  # both readers must fail alike
+        return ("error", type(exc).__name__)
+    return ("ok", r.valid, r.counts, r.stats)
+
+
+@pytest.mark.parametrize("records", ["{}", '""', "0", "false", "null", "[]", '[[0, 7]]', '[[0, 7, 1]]', '"all"',
+                                     '[[0]]', '[["0", 7]]'])
+def test_records_of_any_shape_read_alike_from_a_file_and_from_dicts(tmp_path: Path, records: str) -> None:
+    """The file reader leaves records as JSON text until an ok poll needs them; whatever it finds there, the
+    verdict must be the dict reader's (falsy non-lists are no records; other shapes fail both ways)."""
+    from checker.queue import check_queue_file
+
+    text = _poll_history(records)
+    path = tmp_path / "history.jsonl"
+    path.write_text(text)
+    want = _outcome(lambda: check_queue([json.loads(line) for line in text.splitlines()]))
+    assert _outcome(lambda: check_queue_file(path, workers=1)) == want
+    if records in ("{}", '""', "0", "false", "null", "[]"):
+        assert want[0] == "ok" and want[3]["polls"] == 1 and want[3]["records_read"] == 0  # type: ignore[index]
+
+
+@pytest.mark.parametrize("offset", ["1.5", '"3"', "true", str(2**63), str(-(2**63))])
+def test_an_offset_that_is_not_an_integer_is_named(tmp_path: Path, offset: str) -> None:
+    from checker.history import HistoryError
+    from checker.queue import check_queue_file
+
+    text = _poll_history("[]", offset)
+    path = tmp_path / "history.jsonl"
+    path.write_text(text)
+    for run in (lambda: check_queue([json.loads(line) for line in text.splitlines()]),
+                lambda: check_queue_file(path, workers=1)):
+        with pytest.raises(HistoryError, match=r"queue 'q': offset .* (is not an integer|does not fit in 64 bits)"):
+            run()
+
+
+def test_offsets_far_apart_and_negative_are_kept_exactly() -> None:
+    """Offsets beyond the dense table (negative, or far past the known ones) live in a side table: a value
+    read there is still matched, and a skip over them is still found."""
+    ops = []
+    offsets = [-5, 0, 1, 10**12, 10**12 + 1]
+    for i, off in enumerate(offsets):
+        ops += [{"index": 2 * i, "type": "invoke", "process": 1, "f": "send", "value": {"queue": "q", "value": i}},
+                {"index": 2 * i + 1, "type": "ok", "process": 1, "f": "send",
+                 "value": {"queue": "q", "value": i, "offset": off}}]
+    n = len(ops)
+    recs = [[off, i] for i, off in enumerate(offsets) if off != 1]  # skips offset 1, inside one poll
+    ops += [{"index": n, "type": "invoke", "process": 2, "f": "poll", "value": {"queue": "q", "offset": -5}},
+            {"index": n + 1, "type": "ok", "process": 2, "f": "poll", "value": {"queue": "q", "records": recs}}]
+    r = check_queue(ops)
+    assert r.counts == {"int-poll-skip": 1, "lost-write": 1}
+    (skip,) = r.anomalies["int-poll-skip"]
+    assert skip.expected == {"offsets": [1]}
+    assert r.stats["delivered"] == 4

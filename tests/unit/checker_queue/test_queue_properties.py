@@ -626,3 +626,58 @@ def test_block_decoder_agrees_with_dict_reader(params: SimParams, bug: str | Non
             return  # both fail; which error comes first depends on where the readers cut (read vs. feed)
         assert got == want
         assert _outcome(lambda: check_queue_file(path)) == want
+
+
+# ---------------------------------------------------------------------------------------------
+# scans that split the queues between them add up to the whole scan
+
+def _records(r: Result) -> list[str]:
+    return sorted(json.dumps(a.to_dict(), sort_keys=True, default=str) for v in r.anomalies.values() for a in v)
+
+
+@settings(max_examples=80, deadline=None)
+@given(params=_params(), bug=st.sampled_from([None, *sorted(BUGS)]), parts=st.integers(2, 4),
+       queues=st.integers(1, 5))
+def test_parts_add_up_to_the_whole_scan(params: SimParams, bug: str | None, parts: int, queues: int) -> None:
+    """What ``check_queue_file(workers=n)`` relies on: parts 0..n-1 of a history, merged, are the whole."""
+    from checker.queue._scan import merge_tallies
+
+    run = simulate(replace(params, queues=queues, bug=bug, drain=params.drain or bug is not None,
+                           info_dup_rate=0.0 if bug else params.info_dup_rate))
+    whole = check_queue(run.history, max_records=10**9)
+    tallies = []
+    for part in range(parts):
+        scan = QueueScan(max_records=10**9, part=part, parts=parts)
+        scan.feed(run.history)
+        tallies.append(scan.tally())
+    merged = merge_tallies(tallies, max_records=10**9)
+    assert (merged.valid, merged.counts, merged.stats) == (whole.valid, whole.counts, whole.stats)
+    assert _records(merged) == _records(whole)
+    assert sum(t.stats["queues"] for t in tallies) == whole.stats["queues"]
+    if whole.stats["queues"] >= parts:  # round-robin by first appearance: every part got a queue
+        assert all(t.stats["queues"] >= 1 for t in tallies)
+
+
+def test_merged_parts_keep_the_earliest_records_of_a_type() -> None:
+    h = []
+    for i in range(6):  # six queues, one unexpected read each, op indices increasing
+        q = f"q{i}"
+        h += [{"index": 2 * i, "type": "invoke", "process": 0, "f": "poll", "value": {"queue": q}},
+              {"index": 2 * i + 1, "type": "ok", "process": 0, "f": "poll",
+               "value": {"queue": q, "records": [[0, f"ghost{i}"]]}}]
+    tallies = []
+    for part in range(3):
+        scan = QueueScan(max_records=2, part=part, parts=3)
+        scan.feed(h)
+        tallies.append(scan.tally())
+    from checker.queue._scan import merge_tallies
+
+    merged = merge_tallies(tallies, max_records=2)
+    assert merged.counts["unexpected"] == 6 and merged.stats["unexpected"] == 6
+    assert [a.ops for a in merged.anomalies["unexpected"]] == [(1,), (3,)]
+
+
+@pytest.mark.parametrize(("part", "parts"), [(-1, 2), (2, 2), (0, 0)])
+def test_a_part_outside_the_parts_is_refused(part: int, parts: int) -> None:
+    with pytest.raises(ValueError, match="part must be in"):
+        QueueScan(part=part, parts=parts)
