@@ -21,7 +21,9 @@ Rules (in order):
    every member we heard from; otherwise ABORT naming the option and both values.
 2. Every non-empty store must carry the same cluster id; otherwise ABORT naming both ids.
 3. If some member is already **active**, this node *joins*: adopt the cluster id (an empty store)
-   or verify it (a non-empty store) and ACTIVATE; Raft catches the node up.
+   or verify it (a non-empty store) and ACTIVATE; Raft catches the node up.  A member reports itself
+   active from the moment it has decided and written its cluster id (before its Raft starts): in that
+   window its store is dirty, and a peer still forming must not take it for a crashed store (rule 6).
 4. Otherwise WAIT until ``wait_for`` members (this node included) have reported.
 5. All stores empty: ACTIVATE with the cluster id proposed by the smallest node id (every member
    computes the same answer from the same statuses).

@@ -5,7 +5,8 @@ Example (three nodes on one machine)::
     splitbrain controller --node-id c1 --peers c1=127.0.0.1:9101,c2=127.0.0.1:9102,c3=127.0.0.1:9103 \\
         --data-dir /tmp/c1 --cluster-name demo --token-file /tmp/token
 
-Exit codes: 0 orderly shutdown, 2 bad flags, 3 formation refused (foreign store, option mismatch,
+Exit codes: 0 orderly shutdown, 1 shutdown that could not finish its last step (e.g. the clean marker could
+not be written; the reason is logged), 2 bad flags, 3 formation refused (foreign store, option mismatch,
 manual recovery needed, timeout), 4 storage corruption, 86 failpoint crash.
 """
 
@@ -146,6 +147,11 @@ async def _serve(options) -> int:  # type: ignore[no-untyped-def]
     loop.add_signal_handler(signal.SIGTERM, on_term)
     loop.add_signal_handler(signal.SIGINT, on_term)
     await server.wait_stopped()
+    for result in await asyncio.gather(*stopping, return_exceptions=True):
+        if isinstance(result, BaseException):  # stopped anyway; say why it was not orderly
+            log.error("controller %s: stop failed: %r", options.node_id, result)
+            print(f"splitbrain controller {options.node_id}: stop failed: {result!r}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -80,6 +80,12 @@ COMMIT_REPLY = failpoints.declare(
     "controller.after_commit_before_reply", "a write is committed and applied, the reply not yet sent"
 )
 BEFORE_PROPOSE = failpoints.declare("controller.before_propose", "a write was decided, not yet proposed to Raft")
+FORMATION_ROUND = failpoints.declare(
+    "controller.formation.before_round", "formation: this node is about to ask its peers for their status"
+)
+FORMED = failpoints.declare(
+    "controller.formation.formed", "formation decided and the cluster id written; Raft not started yet"
+)
 
 READ_CODES = frozenset({
     RequestCode.CONTROLLER_GET_REPLICA_INFO, RequestCode.CONTROLLER_GET_NEXT_BROKER_ID,
@@ -199,6 +205,9 @@ class ControllerServer:
         self.signatures = formation.StoreSignatures(options.data_dir)
         self.proposed_cluster_id = uuid.UUID(int=self.rng.getrandbits(128)).hex
         self.active = False
+        # formation decided and the cluster id written: peers still forming must join us, not judge our
+        # store dirty (it is, until the clean marker) -- set with the write, before Raft starts
+        self.formed = False
         self.cluster_id: str | None = None
         self.rpc = RpcServer(self._handle, name=options.node_id)
         self.sm = ControllerStateMachine(options)
@@ -250,7 +259,9 @@ class ControllerServer:
                                                   CLOCK.wall_ms())
                     self.signatures.mark_dirty()
                     self.cluster_id = decision.cluster_id
+                    self.formed = True  # no await since the write: no status was answered in between
                     log.info("formation: %s; cluster id %s", decision.reason, decision.cluster_id)
+                    await failpoints.ahit(FORMED)
                     return
                 if loop.time() > deadline:
                     raise FormationFailed(f"formation timed out after {self.options.formation_timeout_s}s: "
@@ -258,6 +269,7 @@ class ControllerServer:
                 if loop.time() - last_log > 5:
                     log.info("formation: %s; waiting for %s", decision.reason, list(decision.waiting_for))
                     last_log = loop.time()
+                await failpoints.ahit(FORMATION_ROUND)
                 for node, addr in self.options.peers.items():
                     if node == self.options.node_id:
                         continue
@@ -294,7 +306,7 @@ class ControllerServer:
             shutdown_id=None if clean is None else str(clean.get("shutdown_id")),
             options=self.options.critical_options(),
             proposed_cluster_id=self.proposed_cluster_id,
-            active=self.active,
+            active=self.formed,
             last_index=self.raft.applied_index if self.raft is not None else 0,
         )
 
@@ -320,18 +332,24 @@ class ControllerServer:
                  term)
 
     async def stop(self, *, clean: bool = False, shutdown_id: str | None = None) -> None:
-        """Orderly stop.  Writes the clean marker if ``clean`` (whole-quorum shutdown or last node)."""
-        for t in self._tasks:
-            t.cancel()
-        await self.rpc.stop()
-        if self.raft is not None:
-            last_index, term = self.raft.applied_index, self.raft.term
-            await self.raft.stop()
-            if clean and self.cluster_id is not None:
-                self.signatures.mark_clean(shutdown_id or uuid.uuid4().hex, last_index, term, CLOCK.wall_ms())
-                log.info("controller %s wrote clean marker (index %d, term %d)", self.options.node_id, last_index,
-                         term)
-        self._stopped.set()
+        """Orderly stop.  Writes the clean marker if ``clean`` (whole-quorum shutdown or last node).
+
+        The server counts as stopped even if a step raises (say, the data directory is gone): the error
+        propagates to the caller, but ``wait_stopped`` returns, so the process can exit.
+        """
+        try:
+            for t in self._tasks:
+                t.cancel()
+            await self.rpc.stop()
+            if self.raft is not None:
+                last_index, term = self.raft.applied_index, self.raft.term
+                await self.raft.stop()
+                if clean and self.cluster_id is not None:
+                    self.signatures.mark_clean(shutdown_id or uuid.uuid4().hex, last_index, term, CLOCK.wall_ms())
+                    log.info("controller %s wrote clean marker (index %d, term %d)", self.options.node_id,
+                             last_index, term)
+        finally:
+            self._stopped.set()
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

@@ -280,6 +280,8 @@ def message_from_wire(d: dict[str, Any]) -> Message:
     Raises:
         ValueError: naming the bad field (a malformed peer message).
     """
+    if not isinstance(d, dict):
+        raise ValueError(f"malformed raft message {d!r:.200}: expected a map, got {type(d).__name__}")
     try:
         snap = d.get("snap")
         return Message(

@@ -132,3 +132,14 @@ def test_restart_commit_at_least_snapshot() -> None:
     lg = RaftLog(snapshot=Snapshot(5, 2, b"", ("n1",)), entries=ents(1, 1, 1, 1, 2, 2, start=1), committed=0)
     assert (lg.first_index, lg.last_index, lg.committed, lg.applied) == (6, 6, 5, 5)
     assert [e.index for e in lg.next_committed_entries()] == []
+
+
+@pytest.mark.parametrize("wire", [None, 7, "x", [1, 2], {"t": 1}, {"t": 1, "s": "a", "d": "b", "term": "?"},
+                                  {"t": 1, "s": "a", "d": "b", "term": 1, "snap": [1]}])
+def test_a_malformed_raft_message_is_a_value_error_naming_it(wire: object) -> None:
+    """What a peer (or a fuzzer) sends in a RAFT_MESSAGE body is untrusted: anything that is not a message is a
+    ValueError the server logs and drops, never another exception escaping the handler."""
+    from system_under_test.raft.types import message_from_wire
+
+    with pytest.raises(ValueError, match="malformed raft message"):
+        message_from_wire(wire)  # type: ignore[arg-type]
