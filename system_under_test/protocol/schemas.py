@@ -63,7 +63,7 @@ _QUEUE = {
 }
 
 SCHEMAS: dict[RequestCode, dict[str, FieldSpec]] = {
-    # -- data path (brokers); bodies carry records, see docs/protocol.md "Records" -----------------
+    # -- data path (brokers); bodies carry records, see docs/broker.md "Clients" ------------------
     RequestCode.SEND_MESSAGE: {
         **_QUEUE,
         "producer_id": F("str", "producer identity (for per-producer ordering checks)", required=False),
