@@ -318,8 +318,7 @@ class PartitionSearch:
                 fkey = s * self.n_sigs + self.sig_of[i]
                 free = self.free_memo.get(fkey)
                 if free is None:
-                    c = self.calls[i]
-                    free = self.free_memo[fkey] = self.model.could_reach(self.states[s], c.input, c.output, ())
+                    free = self._free(fkey, s, i)
                 if not free:
                     for pm in plan:
                         if not pm & B:
@@ -341,8 +340,7 @@ class PartitionSearch:
                 fkey = s * self.n_sigs + self.sig_of[g]
                 free = self.free_memo.get(fkey)
                 if free is None:
-                    c = self.calls[g]
-                    free = self.free_memo[fkey] = self.model.could_reach(self.states[s], c.input, c.output, ())
+                    free = self._free(fkey, s, g)
                 return free or any(not m & B for m in plan)
         avail = self.writer_mask & ((1 << self.upto[g]) - 1) & ~B
         key = (s, g, avail)
@@ -352,6 +350,13 @@ class PartitionSearch:
             hit = self.model.could_reach(self.states[s], c.input, c.output, _Writers(self.items, avail))
             self.reach_memo[key] = hit
         return hit
+
+    def _free(self, fkey: int, s: int, g: int) -> bool:
+        """Memo miss of ``free_memo[fkey]``: does state s alone make read-only call g legal?"""
+        c = self.calls[g]
+        free: bool = self.model.could_reach(self.states[s], c.input, c.output, ())
+        self.free_memo[fkey] = free
+        return free
 
     def _plan(self, g: int) -> list[int] | None:
         assert self.planner is not None

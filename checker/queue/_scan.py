@@ -155,17 +155,22 @@ class _Queue:
         self.last_send: dict[Any, tuple[int, int]] = {}  # process -> (offset, op index) of its latest ack here
         self.reported: set[tuple[int, int]] = set()  # (offset, base) pairs reported inconsistent
 
-    def add(self, val: Any, inv_idx: int = _NONE) -> int:
-        """A new row for ``val`` (neither sent nor polled before), sent at op ``inv_idx``; return its base."""
-        vals = self.vals
-        b = len(vals) * _STRIDE
-        st = self.st
-        if b == len(st):  # grow in place by up to _MAX_GROW_ROWS rows (small queues stay small)
-            st.extend(_ROW * min(_MAX_GROW_ROWS, max(16, len(vals))))
-        self.rows[val] = b
-        vals.append(val)
-        if inv_idx != _NONE:
-            st[b + _INV_IDX] = inv_idx
+    def row(self, val: Any, inv_idx: int = _NONE) -> int:
+        """The base of ``val``'s row, made on first sight (sent or polled).  ``inv_idx``: the op sending it,
+        kept only if no send of ``val`` was seen before (a value polled before it was sent gets it now)."""
+        b = self.rows.get(val)
+        if b is None:
+            vals = self.vals
+            b = len(vals) * _STRIDE
+            st = self.st
+            if b == len(st):  # grow in place by up to _MAX_GROW_ROWS rows (small queues stay small)
+                st.extend(_ROW * min(_MAX_GROW_ROWS, max(16, len(vals))))
+            self.rows[val] = b
+            vals.append(val)
+            if inv_idx != _NONE:
+                st[b + _INV_IDX] = inv_idx
+        elif inv_idx != _NONE and self.st[b + _INV_IDX] == _NONE:
+            self.st[b + _INV_IDX] = inv_idx
         return b
 
     def off_get(self, o: int) -> int | None:
@@ -320,11 +325,7 @@ class QueueScan:
                             continue
                         q = queues[qn] = _Queue(qn)
                     idx = d["index"]
-                    b = q.rows.get(val)
-                    if b is None:
-                        b = q.add(val, idx)
-                    elif q.st[b + _INV_IDX] == _NONE:  # polled before it was ever sent
-                        q.st[b + _INV_IDX] = idx
+                    b = q.row(val, idx)
                     open_[d["process"]] = (idx, q, b, q.max_acked)
                     n_att += 1
                     continue
@@ -418,11 +419,7 @@ class QueueScan:
                             continue
                         q = queues[qn] = _Queue(qn)
                     idx = d.index
-                    b = q.rows.get(val)
-                    if b is None:
-                        b = q.add(val, idx)
-                    elif q.st[b + _INV_IDX] == _NONE:  # polled before it was ever sent
-                        q.st[b + _INV_IDX] = idx
+                    b = q.row(val, idx)
                     open_[d.process] = (idx, q, b, q.max_acked)
                     n_att += 1
                     continue
@@ -555,7 +552,7 @@ class QueueScan:
                 val = _freeze(val)
             b = rows_get(val)
             if b is None:  # never sent (so far): reported as unexpected below
-                b = q.add(val)
+                b = q.row(val)
                 st = q.st
             if o.__class__ is int and 0 <= o < n_offs:  # the rule: acks filled the dense table first
                 pb = offs[o]
