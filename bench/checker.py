@@ -9,11 +9,25 @@ Figures (each the minimum of ``--repeat`` runs, wall seconds of ``check`` only; 
   for the worst seed (the per-seed figures follow).
 * ``kv_c10_unpartitioned_s``: c10-ok plus c10-bad checked as one object each, target 2.0 s for the pair.
 
+Rows of issue 19 (one run each, seed ``--seed``; targets are porcupine's times from the issue, per op):
+
+* ``kv_c5_{10k,100k}_us_per_op``: generated kv, 5 clients, 10 keys; targets 1.9 / 3.8 us per op (porcupine
+  0.019 s / 0.38 s).  ``register_c5_{10k,100k}_us_per_op``: generated cas-register (values 0-4), 5 clients;
+  target 19.2 us per op (porcupine 1.92 s at 100k).  ``kv_c50_100_per_key_100k_us_per_op``: 50 clients,
+  1,000 keys of about 100 ops each; target 2.5 us per op (porcupine 0.25 s).
+* ``register_c20_10k_s`` / ``register_c50_1k_s``: 20 and 50 clients, values 0-4, 60 s limit; porcupine runs
+  out of memory on the first and the second hit our 1M cache-entry cap in the issue, so the target is a
+  verdict (not unknown); the verdict is printed beside.
+* ``family_{kv,register}_{worst,p99}_s``: ``small_alphabet_history`` (one key, tiny alphabet, a quarter of the
+  writes info), 2-5 clients, 60-300 ops, ``--family-seeds`` seeds each (default 500 + 500), 1 s limit per
+  history; targets: worst <= 1 s (the issue's limit) with no unknown verdict, p99 <= 1 ms (porcupine answers
+  such histories in about 1 ms).
+
 CPU seconds of the same runs are printed alongside: on a shared 2-vCPU machine, wall time inflates with load.
 
 Usage::
 
-    python3 bench/checker.py [--json] [--repeat 3] [--seed 0] [--seeds 10]
+    python3 bench/checker.py [--json] [--repeat 3] [--seed 0] [--seeds 10] [--family-seeds 500] [--only-issue19]
 """
 
 from __future__ import annotations
@@ -32,14 +46,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from checker.history import Op
 from checker.linearizable import check
-from checker.linearizable.gen import kv_history
+from checker.linearizable.gen import kv_history, register_history, small_alphabet_history
 from checker.models import make_model
 from checker.readers import format_defaults, read_history
 
 DATA = Path("/work/shared/checker-data")
-TARGETS = {
+TARGETS: dict[str, Any] = {
     "etcd_check_s": 0.45, "kv_c50_ok_s": 0.150, "kv_c50_bad_s": 0.020, "kv_c10_unpartitioned_s": 2.0,
+    "kv_c5_10k_us_per_op": 1.9, "kv_c5_100k_us_per_op": 3.8,
+    "register_c5_10k_us_per_op": 19.2, "register_c5_100k_us_per_op": 19.2,
+    "kv_c50_100_per_key_100k_us_per_op": 2.5,
+    "register_c20_10k_s": "decided", "register_c50_1k_s": "decided",
+    "family_kv_worst_s": 1.0, "family_kv_p99_s": 0.001, "family_register_worst_s": 1.0,
+    "family_register_p99_s": 0.001, "family_unknown": 0,
 }
+_LIMIT_S = {"register_c20_10k_s": 60.0, "register_c50_1k_s": 60.0}
 
 
 _CPU: dict[str, float] = {}
@@ -56,6 +77,63 @@ def _best(repeat: int, fn: Callable[[], Any], name: str = "") -> tuple[float, An
     if name:
         _CPU[name] = round(cpu, 4)
     return best, out
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """(wall s, cpu s, result) of one run."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = fn()
+    return time.perf_counter() - t0, time.process_time() - c0, out
+
+
+def bench_issue19(seed: int, family_seeds: int) -> dict[str, Any]:
+    """The rows of issue 19 (see the module docstring); raises SystemExit on a wrong verdict."""
+    figures: dict[str, Any] = {}
+    kv, reg = make_model("kv"), make_model("cas-register")
+    per_op = [
+        ("kv_c5_10k_us_per_op", kv, lambda: kv_history(random.Random(seed), clients=5, ops=10_000)),
+        ("kv_c5_100k_us_per_op", kv, lambda: kv_history(random.Random(seed), clients=5, ops=100_000)),
+        ("register_c5_10k_us_per_op", reg, lambda: register_history(random.Random(seed), clients=5, ops=10_000)),
+        ("register_c5_100k_us_per_op", reg, lambda: register_history(random.Random(seed), clients=5, ops=100_000)),
+        ("kv_c50_100_per_key_100k_us_per_op", kv,
+         lambda: kv_history(random.Random(seed), clients=50, ops=100_000, keys=1_000)),
+    ]
+    for name, model, make in per_op:
+        ops = make()
+        n = sum(1 for o in ops if o.type == "invoke")
+        wall, cpu, res = _timed(lambda m=model, h=ops: check(h, m))  # type: ignore[misc]
+        if res.valid is not True:
+            raise SystemExit(f"{name}: wrong verdict {res.describe()}")
+        figures[name] = round(wall / n * 1e6, 2)
+        _CPU[name] = round(cpu / n * 1e6, 2)
+    for name, clients, n in (("register_c20_10k_s", 20, 10_000), ("register_c50_1k_s", 50, 1_000)):
+        ops = register_history(random.Random(seed), clients=clients, ops=n)
+        wall, cpu, res = _timed(lambda h=ops, limit=_LIMIT_S[name]: check(  # type: ignore[misc]
+            h, reg, time_limit_s=limit, clock=time.perf_counter))
+        if res.valid is False:
+            raise SystemExit(f"{name}: wrong verdict {res.describe()}")
+        figures[name] = round(wall, 3)
+        figures[name[:-2] + "_verdict"] = res.describe()
+        _CPU[name] = round(cpu, 3)
+    unknown = 0
+    for kind, model in (("kv", kv), ("register", reg)):
+        times = []
+        for s in range(seed, seed + family_seeds):
+            rng = random.Random(s)
+            n = rng.randint(60, 300)
+            ops = small_alphabet_history(rng, model=kind, clients=rng.randint(2, 5), ops=n)
+            wall, _, res = _timed(lambda h=ops, m=model: check(  # type: ignore[misc]
+                h, m, time_limit_s=1.0, clock=time.perf_counter))
+            if res.valid is False:
+                raise SystemExit(f"family {kind} seed {s}: wrong verdict {res.describe()}")
+            unknown += res.valid is not True
+            times.append(wall)
+        times.sort()
+        figures[f"family_{kind}_worst_s"] = round(times[-1], 4)
+        figures[f"family_{kind}_p99_s"] = round(times[min(len(times) - 1, int(len(times) * 0.99))], 4)
+        figures[f"family_{kind}_median_s"] = round(times[len(times) // 2], 4)
+    figures["family_unknown"] = unknown
+    return figures
 
 
 def bench(repeat: int, seed: int, seeds: int) -> dict[str, Any]:
@@ -90,7 +168,6 @@ def bench(repeat: int, seed: int, seeds: int) -> dict[str, Any]:
         repeat, lambda: [check(h.ops, kv, partition=False) for h in pair], "kv_c10_unpartitioned_s")
     if [r.valid for r in res] != [True, False]:
         raise SystemExit(f"c10 unpartitioned: wrong verdicts {[r.valid for r in res]}")
-    figures["cpu_s"] = {k: v for k, v in _CPU.items() if k in TARGETS}
     return figures
 
 
@@ -100,19 +177,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=10, help="number of generated kv c50 pairs (worst one reported)")
+    ap.add_argument("--family-seeds", type=int, default=500,
+                    help="seeds per model of the small-alphabet info-heavy family (issue 19 rows)")
+    ap.add_argument("--only-issue19", action="store_true", help="run only the rows of issue 19")
     args = ap.parse_args(argv)
-    figures = bench(args.repeat, args.seed, args.seeds)
+    if args.repeat < 1 or args.seeds < 1 or args.family_seeds < 1:
+        print("bench/checker.py: --repeat, --seeds and --family-seeds must be at least 1", file=sys.stderr)
+        return 2
+    figures = {} if args.only_issue19 else bench(args.repeat, args.seed, args.seeds)
+    figures.update(bench_issue19(args.seed, args.family_seeds))
+    figures["cpu_s"] = {k: v for k, v in _CPU.items() if k in TARGETS}
     if args.json:
         print(json.dumps({"figures": figures, "targets": TARGETS, "load_average": list(os.getloadavg())}))
         return 0
     for name, value in figures.items():
         target = TARGETS.get(name)
+        cpu = figures["cpu_s"].get(name)
+        unit = "us/op" if name.endswith("_us_per_op") else "s"
         if target is None:
-            print(f"{name:28s} {value}")
+            print(f"{name:36s} {value}")
+        elif target == "decided":
+            verdict = "ok" if figures[name[:-2] + "_verdict"].split(" ")[0] != "unknown" else "MISSED"
+            print(f"{name:36s} {value:10.4f} s      target: a verdict, not unknown   {verdict}   (cpu {cpu} s)")
+        elif name == "family_unknown":
+            print(f"{name:36s} {value:10d}        target <= {target}   {'ok' if value <= target else 'MISSED'}")
         else:
             verdict = "ok" if value <= target else "MISSED"
-            cpu = figures["cpu_s"].get(name)
-            print(f"{name:28s} {value:8.4f} s   target <= {target} s   {verdict}   (cpu {cpu} s)")
+            spent = "" if cpu is None else f"   (cpu {cpu} {unit})"
+            print(f"{name:36s} {value:10.4f} {unit:6s} target <= {target} {unit}   {verdict}{spent}")
     print(f"load average during run: {os.getloadavg()}")
     return 0
 

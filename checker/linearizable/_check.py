@@ -19,8 +19,9 @@ from typing import Any
 
 from checker.history import HistoryError, Op
 from checker.linearizable._calls import Call, build_calls, partition_calls
+from checker.linearizable._race import RacedSearch
 from checker.linearizable._result import UNKNOWN_VERDICT, Result
-from checker.linearizable._search import INVALID, RUNNING, VALID, PartitionSearch
+from checker.linearizable._search import INVALID, RUNNING, VALID
 from checker.models import Inconsistent, Model, ModelError
 
 DEFAULT_MAX_CACHE_ENTRIES = 1_000_000
@@ -94,14 +95,14 @@ def _check(
         else:
             plain.append((key, group))
     hinted.sort(key=lambda h: h[0])
-    searches: list[PartitionSearch] = []
+    searches: list[RacedSearch] = []
     batches: list[list[tuple[Hashable, list[Call], Call | None]]] = [
         [(key, group, hint) for _, key, group, hint in hinted], [(key, group, None) for key, group in plain],
     ]
     for batch in batches:
-        live: list[PartitionSearch] = []
+        live: list[RacedSearch] = []
         for key, group, hint in batch:
-            s = PartitionSearch(model, group, key, hint)
+            s = RacedSearch(model, group, key, hint)
             searches.append(s)
             live.append(s)
             if deadline is not None and clock is not None and clock() > deadline:
@@ -121,9 +122,9 @@ def _check(
 
 
 def _drive(
-    searches: list[PartitionSearch], everyone: list[PartitionSearch], deadline: float | None,
+    searches: list[RacedSearch], everyone: list[RacedSearch], deadline: float | None,
     clock: Callable[[], float] | None, max_cache_entries: int,
-) -> tuple[str, PartitionSearch] | None:
+) -> tuple[str, RacedSearch] | None:
     """Run searches round-robin, smallest first, doubling the quantum each round.
 
     Returns None when all are valid, (INVALID, search) at the first invalid one, or ("timeout" | "memory", search).
@@ -134,7 +135,7 @@ def _drive(
     live = sorted((s for s in searches if s.status == RUNNING), key=lambda s: s.size)
     quantum = _FIRST_QUANTUM
     while live:
-        still: list[PartitionSearch] = []
+        still: list[RacedSearch] = []
         for s in live:
             others = sum(x.cache_entries for x in everyone) - s.cache_entries
             status = s.run(quantum, deadline, clock, max(max_cache_entries - others, 0))
@@ -151,7 +152,7 @@ def _drive(
     return None
 
 
-def _unknown(desc: str, cause: str, searches: list[PartitionSearch], nparts: int) -> Result:
+def _unknown(desc: str, cause: str, searches: list[RacedSearch], nparts: int) -> Result:
     running = [s for s in searches if s.status == RUNNING]
     biggest = max(running, key=lambda s: s.size, default=None)
     return Result(
@@ -163,7 +164,7 @@ def _unknown(desc: str, cause: str, searches: list[PartitionSearch], nparts: int
     )
 
 
-def _invalid(desc: str, s: PartitionSearch, searches: list[PartitionSearch], nparts: int) -> Result:
+def _invalid(desc: str, s: RacedSearch, searches: list[RacedSearch], nparts: int) -> Result:
     call = s.failing_call()
     assert call is not None
     before = [c for c in s.all_calls if c.completion is not None and c.completion.type == "ok"

@@ -30,8 +30,10 @@ Rules that cut the search without changing the verdict:
 6. Model look-ahead (``has_reach``/``could_reach``): a node is abandoned when some pending determinate
    read-only call -- in the window or among the next ``_LOOKAHEAD`` invoked -- can no longer become legal
    with the writers still available.  At most ``_MAX_ASKS`` reads are asked per node, nearest first.  A
-   model's ``reach_planner`` states the same answer as sets of writers, one of which must all be unlinearized
-   (or the state alone makes the read legal), so an ask is a memoised state test plus a few ``&`` on masks.
+   model's ``reach_planner`` states the same answer as alternatives of groups of writers: the read stays
+   reachable if the state alone makes it legal or, for some alternative, every group still has an
+   unlinearized member (a group gathers interchangeable writers, e.g. appends of one value, so a tiny value
+   alphabet keeps plans small); an ask is then a memoised state test plus a few ``&`` on masks.
 7. ``model.canonical`` may rewrite the calls so that states no later call can tell apart coincide.
 8. Early stop at a proven-impossible call X (rule 4): no node ever linearizes X, so the return frontier
    never passes X; the first node whose frontier reaches X fixes the answer (INVALID, failing call X, and
@@ -41,6 +43,12 @@ Rules that cut the search without changing the verdict:
    that node's state: if it is legal there after all, the early stop is disabled and the search runs on as
    without a hint.  (A guard, not a proof: X illegal there but legal at another node would go unnoticed,
    so ``impossible`` must be sound.)
+9. Twins: indeterminate calls with the same signature (f, input) are interchangeable, and the one invoked
+   first can stand in for a later one anywhere (neither has a return, and its invoke is no later), so they
+   are linearized in invoke order: a call is a candidate only once its earlier twin is in B.  The reachable
+   (D, s) pairs are unchanged; the subsets I shrink to a count per signature.
+10. Order: candidates are tried earliest return first, indeterminate calls last (``rank``); ``fork`` makes
+   a lane of the same search that tries them in invoke order instead (see ``_race``).
 
 The first call that cannot be linearized is the determinate call whose return no explored node got
 past (the deepest "return frontier"), and the path to the deepest node is the longest linearizable prefix.
@@ -48,6 +56,7 @@ past (the deepest "return frontier"), and the path to the deepest node is the lo
 
 from __future__ import annotations
 
+import copy
 from bisect import bisect_right
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
@@ -167,10 +176,10 @@ class PartitionSearch:
         self.use_reach = bool(getattr(self.model, "has_reach", False))
         self.reach_memo: dict[tuple[int, int, int], bool] = {}
         self.items = [(c.input, c.output) for c in calls]
-        # Look-ahead plans (rule 6): per read, the sets of writers (as masks) one of which it needs when its state
-        # alone cannot make it legal; computed on the first ask.
+        # Look-ahead plans (rule 6): per read, the (must, anyof) writer masks of each alternative, one of which it
+        # needs when its state alone cannot make it legal; computed on the first ask.
         self.planner = self.model.reach_planner(self.items) if self.use_reach else None
-        self.plans: dict[int, list[int] | None] = {}
+        self.plans: dict[int, list[tuple[int, list[int]]] | None] = {}
         self.free_memo: dict[int, bool] = {}  # state * n_sigs + signature -> legal without any writer
         self.ro_mask = _mask(self.ro)
         self.writer_mask = ((1 << self.n) - 1) ^ self.ro_mask
@@ -199,6 +208,15 @@ class PartitionSearch:
             self.sig_of.append(entry[0])
             self.trans.append(entry[1])
         self.n_sigs = len(self.sig_rep)
+        # Rule 9 (twins): an indeterminate call is a candidate only once the previous indeterminate call of its
+        # signature is linearized.  twin_mask marks the calls that have such a twin before them, twin_of names it.
+        last_info: dict[int, int] = {}
+        self.twin_of = [-1] * self.n
+        for i, c in enumerate(calls):
+            if not c.determinate:
+                self.twin_of[i] = last_info.get(self.sig_of[i], -1)
+                last_info[self.sig_of[i]] = i
+        self.twin_mask = _mask([t >= 0 for t in self.twin_of])
 
     def _intern(self, state: Hashable) -> int:
         sid = self._ids.get(state)
@@ -282,6 +300,15 @@ class PartitionSearch:
             if self.use_reach:
                 pending_reads.append(i)
         m &= ~self.ro_mask
+        twins = m & self.twin_mask
+        if twins:
+            # rule 9: drop an indeterminate call whose earlier twin is not linearized yet
+            twin_of = self.twin_of
+            while twins:
+                low = twins & -twins
+                twins ^= low
+                if not (B >> twin_of[low.bit_length() - 1]) & 1:
+                    m ^= low
         while m:
             low = m & -m
             i = low.bit_length() - 1
@@ -320,9 +347,14 @@ class PartitionSearch:
                 if free is None:
                     free = self._free(fkey, s, i)
                 if not free:
-                    for pm in plan:
-                        if not pm & B:
-                            break
+                    for must, anyof in plan:
+                        if must & B:
+                            continue
+                        for gm in anyof:
+                            if gm & B == gm:
+                                break
+                        else:
+                            break  # this alternative holds
                     else:
                         return []
         if len(found) > 1:
@@ -341,7 +373,7 @@ class PartitionSearch:
                 free = self.free_memo.get(fkey)
                 if free is None:
                     free = self._free(fkey, s, g)
-                return free or any(not m & B for m in plan)
+                return free or any(not must & B and all(gm & B != gm for gm in anyof) for must, anyof in plan)
         avail = self.writer_mask & ((1 << self.upto[g]) - 1) & ~B
         key = (s, g, avail)
         hit = self.reach_memo.get(key)
@@ -358,17 +390,26 @@ class PartitionSearch:
         self.free_memo[fkey] = free
         return free
 
-    def _plan(self, g: int) -> list[int] | None:
+    def _plan(self, g: int) -> list[tuple[int, list[int]]] | None:
+        """The model's plan for read g as (must, anyof) masks: every writer in ``must`` (the one-member groups)
+        and some writer of each ``anyof`` mask must be unlinearized."""
         assert self.planner is not None
         alts = self.planner(g, self.upto[g])
         if alts is None:
             return None
         masks = []
         for alt in alts:
-            m = 0
-            for i in alt:
-                m |= 1 << i
-            masks.append(m)
+            must = 0
+            anyof = []
+            for group in alt:
+                if len(group) == 1:
+                    must |= 1 << group[0]
+                else:
+                    m = 0
+                    for i in group:
+                        m |= 1 << i
+                    anyof.append(m)
+            masks.append((must, anyof))
         return masks
 
     def _push_root(self, init: int) -> None:
@@ -380,6 +421,26 @@ class PartitionSearch:
         if p == self.stop_p and self._settled(init, p):
             return
         self.stack.append([None, init, p, self._children(0, init, p), 0, None])
+
+    def fork(self) -> PartitionSearch:
+        """A second lane over the same calls that tries candidates in invoke order (rule 10).
+
+        It shares everything that does not depend on the order -- the interned states, the step memos, the
+        look-ahead plans and memos -- and has its own stack, cache and deepest node.
+        """
+        lane = copy.copy(self)
+        lane.rank = list(range(self.n))  # calls are numbered in invoke order
+        lane.steps = 0
+        lane.status = RUNNING
+        lane.B = 0
+        lane.best_p = -1
+        lane.best_path = None
+        lane.cache_plain = set()
+        lane.cache_dom = {}
+        lane.stack = []
+        lane.final_cache_entries = 0
+        lane._push_root(self._intern(self.model.init()))
+        return lane
 
     @property
     def cache_entries(self) -> int:
@@ -462,7 +523,7 @@ class PartitionSearch:
                 self.best_path = path
                 self.status = VALID
                 self.steps += steps + 1
-                self._release()
+                self.release()
                 return VALID
             stack.append([j, s2, p2, children_of(B2, s2, p2), 0, path])
             B = B2
@@ -476,7 +537,7 @@ class PartitionSearch:
                 return RUNNING
         self.steps += steps
         self.status = INVALID
-        self._release()
+        self.release()
         return INVALID
 
     def _settled(self, s: int, p: int) -> bool:
@@ -486,10 +547,10 @@ class PartitionSearch:
             self.stop_p = -1
             return False
         self.status = INVALID
-        self._release()
+        self.release()
         return True
 
-    def _release(self) -> None:
+    def release(self) -> None:
         """Free the search structures of a finished partition (keeps the cache size for the statistics)."""
         self.final_cache_entries = len(self.cache_plain) + len(self.cache_dom)
         self.stack.clear()

@@ -142,15 +142,18 @@ class Model:
 
     def reach_planner(
         self, items: Sequence[tuple[OpInput, Any]],
-    ) -> Callable[[int, int], list[tuple[int, ...]] | None] | None:
-        """Optional: ``could_reach`` compiled into sets of writers, for the calls of one partition.
+    ) -> Callable[[int, int], list[tuple[tuple[int, ...], ...]] | None] | None:
+        """Optional: ``could_reach`` compiled into groups of writers, for the calls of one partition.
 
         ``items`` are the partition's (input, output) pairs.  Returns None (no plans) or a function
-        ``plan(g, limit)`` giving, for the read-only call ``items[g]``, a list of alternatives -- tuples of
-        indices of non-read-only calls among ``items[:limit]`` -- such that for every state and every set A of
-        those calls, ``could_reach(state, goal, output, A)`` equals ``could_reach(state, goal, output, ())``
-        or "some alternative lies within A"; or None for a goal it cannot plan (the checker then asks
-        ``could_reach``).  The checker then answers a look-ahead with a few bit operations.
+        ``plan(g, limit)`` giving, for the read-only call ``items[g]``, a list of alternatives.  An alternative
+        is a tuple of groups, each a non-empty tuple of indices (ascending) of non-read-only calls among
+        ``items[:limit]``; it holds in a set A of those calls when every group has a member in A.  The answer
+        must be exact: for every state and every A, ``could_reach(state, goal, output, A)`` equals
+        ``could_reach(state, goal, output, ())`` or "some alternative holds in A"; or return None for a goal
+        it cannot plan (the checker then asks ``could_reach``).  Writers that are interchangeable for the goal
+        (equal values) belong in one group, so repeated values keep the plan small.  The checker then answers
+        a look-ahead with a few bit operations.
         """
         return None
 

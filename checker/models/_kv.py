@@ -3,7 +3,7 @@
 Ops carry ``{"key": k, "value": v}`` (or ``[k, v]``); a get's output is the string read (or the same map).
 The state is a sorted tuple of (key, value) pairs for keys whose value differs from the initial one.
 Besides ``step``, kv implements the optional performance hooks of the model API: ``could_reach``
-(look-ahead) and ``reach_planner`` (the same look-ahead as sets of writers, answered with bit operations),
+(look-ahead) and ``reach_planner`` (the same look-ahead as groups of writers, answered with bit operations),
 ``impossible`` (stale-get pre-check: which put can have been the last before a get) and ``canonical``
 (unobserved values collapse to ``DEAD``); each is a necessary condition, an exact restatement or a
 bisimulation, never a guess.  A get that reads the wrong value is an ``Inconsistent`` whose sentence is
@@ -151,11 +151,14 @@ class KV(Model):
 
     def reach_planner(
         self, items: Sequence[tuple[OpInput, Any]],
-    ) -> Callable[[int, int], list[tuple[int, ...]] | None] | None:
-        """``could_reach`` as sets of writers: a put whose value begins the get's value plus, for one way of
-        cutting the rest into append values, one append per value; or any writer ``could_reach`` has no
-        opinion on.  At most ``_MAX_PLANS`` alternatives per get (else None: the checker asks
-        ``could_reach``).  The index of the partition's writers by key and value is built on the first call."""
+    ) -> Callable[[int, int], list[tuple[tuple[int, ...], ...]] | None] | None:
+        """``could_reach`` as groups of writers: a put whose value begins the get's value plus, for one way of
+        cutting the rest into append values, an append of each value used; or any writer ``could_reach`` has
+        no opinion on.  A group holds the writers that are interchangeable for the goal (every put of that
+        base value, every append of that piece value), so repeated values cost nothing: one alternative per
+        (base value, set of piece values).  At most ``_MAX_PLANS`` alternatives per get (else None: the checker
+        asks ``could_reach``).  The index of the partition's writers by key and value is built on the first
+        call."""
         # per key: puts by value, appends by value, other writers, distinct put lengths, distinct append lengths
         index: dict[Any, tuple[dict[str, list[int]], dict[str, list[int]], list[int], list[int], list[int]]] = {}
 
@@ -175,13 +178,13 @@ class KV(Model):
                 put_lengths.extend(sorted({len(v) for v in puts}))
                 lengths.extend(sorted({len(v) for v in appends}))
 
-        # (key, value read) -> every alternative with its largest index, regardless of limit (gets that read the
-        # same value share it; a limit keeps the alternatives all of whose writers are below it)
-        full: dict[tuple[Any, str], list[tuple[int, tuple[int, ...]]] | None] = {}
+        # (key, value read) -> every alternative regardless of limit (gets that read the same value share it; a
+        # limit keeps the members of each group below it, and the alternatives whose groups all keep one)
+        full: dict[tuple[Any, str], list[tuple[list[int], ...]] | None] = {}
 
-        def alternatives(fk: Any, want: str) -> list[tuple[int, tuple[int, ...]]] | None:
+        def alternatives(fk: Any, want: str) -> list[tuple[list[int], ...]] | None:
             puts, appends, other, put_lengths, lengths = index.get(fk, ({}, {}, [], [], []))
-            alts: list[tuple[int, ...]] = [(i,) for i in other]
+            alts: list[tuple[list[int], ...]] = [(other,)] if other else []
             for ln in put_lengths:
                 if ln > len(want):
                     break
@@ -192,17 +195,12 @@ class KV(Model):
                 if cuts is None:
                     return None
                 for cut in cuts:
-                    choices: list[tuple[int, ...]] = [(b,) for b in bases]
-                    for v in cut:
-                        choices = [c + (i,) for c in choices for i in appends[v]]
-                        if len(choices) > _MAX_PLANS:
-                            return None
-                    alts.extend(choices)
+                    alts.append((bases, *(appends[v] for v in sorted(cut))))
                     if len(alts) > _MAX_PLANS:
                         return None
-            return [(max(alt), alt) for alt in alts]
+            return alts
 
-        def plan(g: int, limit: int) -> list[tuple[int, ...]] | None:
+        def plan(g: int, limit: int) -> list[tuple[tuple[int, ...], ...]] | None:
             if not index:
                 build()
             op, out = items[g]
@@ -216,7 +214,12 @@ class KV(Model):
                 alts = full[ck] = alternatives(*ck)
             if alts is None:
                 return None
-            return [alt for top, alt in alts if top < limit]
+            kept = []
+            for alt in alts:
+                groups = tuple(tuple(grp[:bisect_left(grp, limit)]) for grp in alt)  # indices ascend
+                if all(groups):
+                    kept.append(groups)
+            return kept
 
         return plan
 
@@ -452,6 +455,7 @@ def _all_cuts(
     n = len(text)
     out: set[frozenset[str]] = set()
     stack: list[tuple[int, frozenset[str]]] = [(start, frozenset())]
+    seen: set[tuple[int, frozenset[str]]] = set()  # (position, values used so far): a tiny alphabet repeats them
     visits = 0
     while stack:
         i, used = stack.pop()
@@ -469,7 +473,10 @@ def _all_cuts(
                 break
             v = text[i:j]
             if v in pieces:
-                stack.append((j, used | {v}))
+                nxt = (j, used | {v})
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
     return list(out)
 
 

@@ -204,8 +204,8 @@ def test_reach_plans_answer_as_could_reach(data: st.DataObject) -> None:
     want = kv.could_reach(state, op, out, [items[i] for i in chosen])
     if plan is None:
         return  # the checker asks could_reach itself
-    assert all(i in writers for alt in plan for i in alt)
-    got = kv.could_reach(state, op, out, ()) or any(set(alt) <= set(chosen) for alt in plan)
+    assert all(group and list(group) == sorted(group) and i in writers for alt in plan for group in alt for i in group)
+    got = kv.could_reach(state, op, out, ()) or any(all(set(g) & set(chosen) for g in alt) for alt in plan)
     assert got == want, (items, limit, chosen, state, plan)
 
 
@@ -216,10 +216,23 @@ def test_reach_plan_of_a_unique_cut() -> None:
              (OpInput("append", {"key": "k", "value": "b"}), "ok"), (g, "pab"), (g, "x")]
     planner = kv.reach_planner(items)
     assert planner is not None
-    assert [set(alt) for alt in planner(3, 4) or ()] == [{0, 1, 2}]
+    assert planner(3, 4) == [((0,), (1,), (2,))]
     assert planner(3, 2) == []  # the append of "b" was invoked after the get returned
     assert planner(4, 5) == []  # nothing ever writes "x": only a state holding a prefix of it will do
     assert kv.could_reach((("k", "p"),), g, "pab", ()) and not kv.could_reach((("k", "q"),), g, "pab", ())
+
+
+def test_reach_plan_groups_writers_of_equal_value() -> None:
+    """Repeated values do not multiply alternatives: every append of "a" is one group, every put of "" another."""
+    kv = make_model("kv")
+    g = OpInput("get", {"key": "k", "value": None})
+    put = (OpInput("put", {"key": "k", "value": ""}), "ok")
+    app = (OpInput("append", {"key": "k", "value": "a"}), "ok")
+    items = [put, app, app, put, app, (g, "aaa")]
+    planner = kv.reach_planner(items)
+    assert planner is not None
+    assert planner(5, 5) == [((0, 3), (1, 2, 4))]
+    assert planner(5, 3) == [((0,), (1, 2))]  # members invoked after the get returned are left out
 
 
 @settings(max_examples=300, deadline=None)
