@@ -21,6 +21,7 @@ import sys
 from system_under_test import eventloop, failpoints
 from system_under_test.broker.config import BUGS, BrokerConfig, BrokerConfigError, FlushMode
 from system_under_test.controller.main import read_token
+from system_under_test.protocol import link_timeouts
 
 log = logging.getLogger("splitbrain.broker")
 
@@ -120,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         failpoints.load_env()
         eventloop.chosen()  # a bad SPLITBRAIN_EVENT_LOOP is a config error (exit 2)
+        link_timeouts()  # a bad SPLITBRAIN_LINK is a config error too (LinkSettingError is a ValueError)
         cfg = build_config(args)
     except (BrokerConfigError, ValueError, failpoints.FailpointSpecError) as exc:
         print(f"splitbrain broker: {exc}", file=sys.stderr)

@@ -24,6 +24,7 @@ from pathlib import Path
 from system_under_test import eventloop, failpoints
 from system_under_test.controller.config import ControllerConfig
 from system_under_test.controller.errors import ConfigError
+from system_under_test.protocol import link_timeouts
 
 log = logging.getLogger("splitbrain.controller")
 
@@ -162,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         failpoints.load_env()
         eventloop.chosen()  # a bad SPLITBRAIN_EVENT_LOOP is a config error (exit 2)
+        link_timeouts()  # a bad SPLITBRAIN_LINK is a config error too (LinkSettingError is a ValueError)
         options = build_options(args)
     except (ValueError, ConfigError, failpoints.FailpointSpecError) as exc:
         print(f"splitbrain controller: {exc}", file=sys.stderr)

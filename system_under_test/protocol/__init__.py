@@ -14,7 +14,8 @@ from system_under_test.protocol.errors import (
     RpcError,
 )
 from system_under_test.protocol.frame import DEFAULT_MAX_FRAME_BYTES, Frame, FrameDecoder, Kind, encode_frame
-from system_under_test.protocol.rpc import Connection, Handler, Reply, RpcServer, connect, split_addr
+from system_under_test.protocol.liveness import LinkSettingError, LinkTimeouts
+from system_under_test.protocol.rpc import Connection, Handler, Reply, RpcServer, connect, link_timeouts, split_addr
 from system_under_test.protocol.schemas import SCHEMAS, FieldSpec, SchemaError, validate_header
 
 __all__ = [
@@ -29,6 +30,8 @@ __all__ = [
     "FrameDecoder",
     "Handler",
     "Kind",
+    "LinkSettingError",
+    "LinkTimeouts",
     "LocalProtocolError",
     "ProtocolError",
     "RemoteProtocolError",
@@ -42,6 +45,7 @@ __all__ = [
     "connect",
     "encode_frame",
     "is_definite",
+    "link_timeouts",
     "split_addr",
     "validate_header",
 ]

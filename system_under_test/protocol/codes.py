@@ -54,6 +54,7 @@ class RequestCode(enum.IntEnum):
     CONTROLLER_GET_BROKER_EPOCHS = 1022
     RAFT_MESSAGE = 1100
     FORMATION_STATUS = 1101
+    PING = 1102
     ADMIN_FAILPOINT_LIST = 1200
     ADMIN_FAILPOINT_ARM = 1201
     ADMIN_FAILPOINT_DISARM = 1202
@@ -206,6 +207,7 @@ REQUEST_DOCS: dict[RequestCode, str] = {
     RequestCode.CONTROLLER_CONTROLLED_SHUTDOWN: "Ask to shut down once mastership has moved away.",
     RequestCode.CONTROLLER_GET_BROKER_EPOCHS: "Broker epochs, fenced flags and leases (admin).",
     RequestCode.RAFT_MESSAGE: "Controller <-> controller Raft message (one-way).",
+    RequestCode.PING: "Link liveness probe, answered SUCCESS by the protocol layer itself (docs/operations.md).",
     RequestCode.FORMATION_STATUS: "Controller <-> controller cluster-formation status exchange.",
     RequestCode.ADMIN_FAILPOINT_LIST: "List failpoints with their armed actions and hit counts.",
     RequestCode.ADMIN_FAILPOINT_ARM: "Arm a failpoint with an action.",

@@ -14,6 +14,14 @@ Duties and guarantees:
 3. A handler exception becomes SYSTEM_ERROR with the exception text; it never kills the server.
 4. When a connection closes, every request still waiting on it fails with ConnectionLost
    (outcome unknown).
+5. Liveness (issue 17, :mod:`~system_under_test.protocol.liveness`): unless switched off, every
+   connection -- dialed or accepted -- sends a PING after ``ping_interval_s`` without hearing from
+   its peer, answers the peer's PINGs itself before any handler, and closes itself after
+   ``dead_after_s`` of silence or when its backlog passes ``max_backlog_bytes``; its owner then
+   redials.  Sockets get TCP_USER_TIMEOUT and keepalive to match.  :func:`connect` retries a
+   connect that got no answer every ``connect_attempt_s`` within its timeout.  The process
+   default comes from the ``SPLITBRAIN_LINK`` environment variable (``off`` restores the old
+   transport, for baselines); see docs/operations.md.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ import functools
 import inspect
 import itertools
 import logging
+import os
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +41,14 @@ from typing import Any
 from system_under_test.protocol.codes import RequestCode, ResponseCode
 from system_under_test.protocol.errors import ConnectionLost, RemoteProtocolError, RequestTimeout, RpcError
 from system_under_test.protocol.frame import DEFAULT_MAX_FRAME_BYTES, Frame, FrameDecoder, Kind, encode_frame
+from system_under_test.protocol.liveness import (
+    LINK_ENV,
+    LinkTimeouts,
+    LinkVerdict,
+    LinkWatch,
+    link_timeouts_from_setting,
+    next_link_watch,
+)
 from system_under_test.protocol.schemas import SchemaError, validate_header
 
 log = logging.getLogger("splitbrain.rpc")
@@ -39,6 +57,49 @@ log = logging.getLogger("splitbrain.rpc")
 # ``__getattr__`` hook on Python 3.11, about 0.2 us a lookup, several per request.
 _REQUEST, _RESPONSE, _ONEWAY = Kind.REQUEST, Kind.RESPONSE, Kind.ONEWAY
 _SUCCESS = ResponseCode.SUCCESS
+_PING = int(RequestCode.PING)
+
+
+class ProcessDefault:
+    """Sentinel: use the process's link timeouts (:func:`link_timeouts`)."""
+
+
+PROCESS_DEFAULT = ProcessDefault()
+_process_link: list[LinkTimeouts | None] = []
+
+
+def link_timeouts() -> LinkTimeouts | None:
+    """This process's link timeouts, read once from ``SPLITBRAIN_LINK`` (None: liveness off).
+
+    Node mains call it at start so a bad value stops the process with a clear message.
+
+    Raises:
+        LinkSettingError: the variable's value is invalid (names the key and value).
+    """
+    if not _process_link:
+        _process_link.append(link_timeouts_from_setting(os.environ.get(LINK_ENV)))
+    return _process_link[0]
+
+
+def _resolve(liveness: LinkTimeouts | ProcessDefault | None) -> LinkTimeouts | None:
+    return link_timeouts() if isinstance(liveness, ProcessDefault) else liveness
+
+
+def _tune_socket(writer: asyncio.StreamWriter, timeouts: LinkTimeouts | None) -> None:
+    """TCP_USER_TIMEOUT and keepalive for a link: a backstop, well above ``dead_after_s``, that
+    lets the kernel abort a dead connection even when this process is too busy to notice.  Best
+    effort: options a platform lacks are skipped."""
+    sock = writer.get_extra_info("socket")
+    if timeouts is None or sock is None:
+        return
+    opts = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (("TCP_USER_TIMEOUT", timeouts.tcp_user_timeout_ms), ("TCP_KEEPIDLE", timeouts.keepalive_idle_s),
+                        ("TCP_KEEPINTVL", 1), ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, name):
+            opts.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    for level, opt, value in opts:
+        with contextlib.suppress(OSError, AttributeError):
+            sock.setsockopt(level, opt, value)
 
 _TIMER_SLACK_S = 0.001  # uvloop's timers have millisecond resolution and may fire up to that early
 
@@ -85,6 +146,7 @@ class Connection:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         name: str = "",
         ordered_oneways: bool = True,
+        liveness: LinkTimeouts | ProcessDefault | None = PROCESS_DEFAULT,
     ) -> None:
         self.reader = reader
         self.writer = writer
@@ -110,9 +172,50 @@ class Connection:
         self._reader_task: asyncio.Task[None] | None = None
         self._out: list[bytes] = []
         self._flush_scheduled = False
+        self.liveness = _resolve(liveness)
+        self._received_at = 0.0  # loop time of the last bytes read (liveness)
+        self._watch: LinkWatch | None = None
+        self._watch_timer: asyncio.TimerHandle | None = None
+        self._watch_due = 0.0
 
     def start(self) -> None:
-        self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
+        loop = asyncio.get_running_loop()
+        self._reader_task = loop.create_task(self._read_loop())
+        if self.liveness is not None:
+            self._received_at = loop.time()
+            self._watch = LinkWatch(self._received_at)
+            self._arm_watch(loop)
+
+    def _arm_watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        assert self.liveness is not None
+        delay = self.liveness.ping_interval_s / 2
+        self._watch_due = loop.time() + delay
+        self._watch_timer = loop.call_at(self._watch_due, self._check_link)
+
+    def _check_link(self) -> None:
+        """The liveness timer: run the pure check, then ping or close as it says."""
+        self._watch_timer = None
+        if self._is_closed or self._watch is None or self.liveness is None:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        self._watch, verdict, reason = next_link_watch(
+            self._watch, now=now, received_at=self._received_at, backlog_bytes=self._backlog_bytes(),
+            late_s=now - self._watch_due, timeouts=self.liveness)
+        if verdict is LinkVerdict.DEAD:
+            log.info("closing connection %s: %s", self.name, reason)
+            self.close(reason)
+            return
+        if verdict is LinkVerdict.PING:
+            with contextlib.suppress(ConnectionLost):
+                self._write(Frame(_REQUEST, next(self._next_id), _PING, {}, None))  # the reply is ignored
+        self._arm_watch(loop)
+
+    def _backlog_bytes(self) -> int:
+        try:
+            return int(self._transport.get_write_buffer_size()) + sum(map(len, self._out))
+        except Exception:  # a closing transport
+            return 0
 
     @property
     def closed(self) -> bool:
@@ -222,6 +325,9 @@ class Connection:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._watch_timer is not None:
+            self._watch_timer.cancel()
+            self._watch_timer = None
         for fut in self._pending.values():
             if not fut.done():
                 fut.set_exception(ConnectionLost(f"connection to {self.name} lost: {reason}"))
@@ -233,12 +339,14 @@ class Connection:
 
     async def _read_loop(self) -> None:
         decoder = FrameDecoder(self.max_frame_bytes)
+        loop = asyncio.get_running_loop()
         try:
             while True:
                 data = await self.reader.read(256 * 1024)
                 if not data:
                     self.close("peer closed the connection")
                     return
+                self._received_at = loop.time()
                 decoder.feed(data)
                 for frame in decoder.frames():
                     if frame.kind == _RESPONSE:
@@ -265,6 +373,9 @@ class Connection:
         """Hand a request or one-way to the handler.  Returns what the read loop must await before
         the next frame (an ordered one-way still running), else None: a plain method, because a
         coroutine per frame showed for requests answered at once."""
+        if frame.code == _PING:  # liveness: answered here, whatever the handler serves
+            self._reply(frame, _PONG)
+            return None
         try:
             validate_header(frame.code, frame.header)
             answer = self.handler(frame, self)
@@ -337,13 +448,22 @@ def _code_name(code: int) -> str:
         return str(code)
 
 
-class RpcServer:
-    """Accepts connections and serves them with one handler."""
+_PONG = Reply()
 
-    def __init__(self, handler: Handler, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, name: str = "") -> None:
+
+class RpcServer:
+    """Accepts connections and serves them with one handler.
+
+    ``liveness``: the accepted connections' LinkTimeouts (default: the process's, see
+    :func:`link_timeouts`; None: no pings, no socket options).
+    """
+
+    def __init__(self, handler: Handler, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, name: str = "",
+                 liveness: LinkTimeouts | ProcessDefault | None = PROCESS_DEFAULT) -> None:
         self.handler = handler
         self.max_frame_bytes = max_frame_bytes
         self.name = name
+        self.liveness = _resolve(liveness)
         self.connections: set[Connection] = set()
         self._server: asyncio.base_events.Server | None = None
 
@@ -354,7 +474,8 @@ class RpcServer:
         return sock[0], sock[1]
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(reader, writer, self.handler, max_frame_bytes=self.max_frame_bytes)
+        _tune_socket(writer, self.liveness)
+        conn = Connection(reader, writer, self.handler, max_frame_bytes=self.max_frame_bytes, liveness=self.liveness)
         self.connections.add(conn)
         conn.start()
         try:
@@ -386,17 +507,38 @@ async def connect(
     *,
     timeout_s: float = 3.0,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    liveness: LinkTimeouts | ProcessDefault | None = PROCESS_DEFAULT,
 ) -> Connection:
     """Open a connection to ``host:port``.
+
+    With liveness on, a connect that gets no answer (a SYN dropped by a partition) is abandoned
+    after ``connect_attempt_s`` and tried afresh until ``timeout_s`` has passed, rather than waiting
+    for the kernel's SYN retransmissions (1 s, then 3 s...): after a heal the next attempt gets
+    through within ``connect_attempt_s``.  A refused connection fails at once, as before.
 
     Raises:
         ConnectionLost: could not connect within ``timeout_s``.
     """
     host, port = split_addr(addr)
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=1 << 20), timeout_s)
-    except (TimeoutError, OSError) as exc:
-        raise ConnectionLost(f"cannot connect to {addr}: {exc or exc.__class__.__name__}") from exc
-    conn = Connection(reader, writer, handler, max_frame_bytes=max_frame_bytes, name=addr)
+    timeouts = _resolve(liveness)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    attempt_s = timeouts.connect_attempt_s if timeouts is not None else timeout_s
+    attempts = 0
+    while True:
+        attempts += 1
+        remaining = deadline - loop.time()
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=1 << 20),
+                                                    max(0.001, min(attempt_s, remaining)))
+            break
+        except TimeoutError as exc:
+            if deadline - loop.time() > 0.001:
+                continue
+            raise ConnectionLost(f"cannot connect to {addr}: no answer in {timeout_s}s ({attempts} attempts)") from exc
+        except OSError as exc:
+            raise ConnectionLost(f"cannot connect to {addr}: {exc or exc.__class__.__name__}") from exc
+    _tune_socket(writer, timeouts)
+    conn = Connection(reader, writer, handler, max_frame_bytes=max_frame_bytes, name=addr, liveness=timeouts)
     conn.start()
     return conn

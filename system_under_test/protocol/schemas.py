@@ -166,6 +166,7 @@ SCHEMAS: dict[RequestCode, dict[str, FieldSpec]] = {
     RequestCode.UPDATE_CONTROLLER_CONFIG: {**_TOKEN, "key": F("str"), "value": F("any")},
     RequestCode.GET_CONTROLLER_CONFIG: {},
     RequestCode.RAFT_MESSAGE: {"from_id": F("str"), "token": F("str", required=False)},
+    RequestCode.PING: {},
     RequestCode.FORMATION_STATUS: {
         "node_id": F("str"),
         "cluster_id": F("str", nullable=True),

@@ -12,9 +12,15 @@ Guarantees:
    peer's outbox is full the batch is dropped and counted.  Raft tolerates message loss (it
    retries through heartbeats and append responses), so loss is preferable to stalling the node
    loop.
-2. Each peer has one outbound connection, reopened with exponential backoff (``min_backoff_s`` up
-   to ``max_backoff_s``) after it fails; batches queued meanwhile wait in the outbox.
+2. Each peer has one outbound connection, reopened after it fails with jittered exponential
+   backoff (:func:`~system_under_test.protocol.liveness.next_backoff_s`: starts under
+   ``min_backoff_s``, at most ``max_backoff_s``); batches queued meanwhile wait in the outbox.
 3. Frames to one peer leave in the order they were queued (one connection, one sender task).
+4. A silent link is redialed (issue 17): the connection is a protocol-layer link with liveness
+   (:mod:`system_under_test.protocol.liveness`), so the peer answers PINGs on this one-way
+   connection and a link that heard nothing for ``dead_after_s`` closes itself; the sender then
+   redials at once instead of waiting for TCP's backed-off retransmission timer.  The batch in
+   hand when a connection closed is carried to the next one (stale Raft messages are harmless).
 
 Incoming frames are decoded by :func:`messages_from_frame`; :func:`serve_raft` is a standalone
 server for tests and the bench (the controller server routes RAFT_MESSAGE itself).
@@ -25,13 +31,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from system_under_test.protocol.codes import RequestCode, ResponseCode
 from system_under_test.protocol.errors import ConnectionLost, ProtocolError
 from system_under_test.protocol.frame import Frame
-from system_under_test.protocol.rpc import Connection, Reply, RpcServer, connect
+from system_under_test.protocol.liveness import LinkTimeouts, next_backoff_s
+from system_under_test.protocol.rpc import (
+    PROCESS_DEFAULT,
+    Connection,
+    ProcessDefault,
+    Reply,
+    RpcServer,
+    connect,
+    link_timeouts,
+)
 from system_under_test.raft.types import Message, message_from_wire, message_to_wire
 
 if TYPE_CHECKING:
@@ -48,6 +64,10 @@ class RaftTransport:
         peers: every other voter's address; the node's own id may be present and is ignored.
         queue_batches: outbox capacity per peer, in batches.
         max_frame_messages: at most this many messages are coalesced into one frame.
+        connect_timeout_s: one dial's budget (tried every ``connect_attempt_s`` within it).
+        min_backoff_s / max_backoff_s: the redial backoff (jittered).
+        rng: the backoff's jitter source; default seeded from ``node_id`` (reproducible per node).
+        liveness: the links' LinkTimeouts; default the process's (``SPLITBRAIN_LINK``), None = off.
     """
 
     def __init__(
@@ -59,8 +79,10 @@ class RaftTransport:
         max_frame_messages: int = 4096,
         connect_timeout_s: float = 1.0,
         min_backoff_s: float = 0.02,
-        max_backoff_s: float = 0.5,
+        max_backoff_s: float = 0.25,
         token: str | None = None,
+        rng: random.Random | None = None,
+        liveness: LinkTimeouts | ProcessDefault | None = PROCESS_DEFAULT,
     ) -> None:
         if queue_batches < 1 or max_frame_messages < 1:
             raise ValueError("queue_batches and max_frame_messages must be >= 1")
@@ -77,7 +99,14 @@ class RaftTransport:
         self._conns: dict[str, Connection] = {}
         self.sent: dict[str, int] = dict.fromkeys(self.peers, 0)
         self.dropped: dict[str, int] = dict.fromkeys(self.peers, 0)
+        self.dials: dict[str, int] = dict.fromkeys(self.peers, 0)  # connections opened per peer (redials show)
         self._running = False
+        self._rng = rng if rng is not None else random.Random(f"raft-transport-{node_id}")
+        link = link_timeouts() if isinstance(liveness, ProcessDefault) else liveness
+        self.liveness = link
+        self._backoff = (LinkTimeouts(ping_interval_s=link.ping_interval_s, dead_after_s=link.dead_after_s,
+                                      min_backoff_s=min_backoff_s, max_backoff_s=max(min_backoff_s, max_backoff_s))
+                         if link is not None else None)
 
     async def start(self) -> None:
         """Start one sender task per peer."""
@@ -119,27 +148,39 @@ class RaftTransport:
             except asyncio.QueueFull:
                 self.dropped[peer] += len(batch)
 
+    def _next_backoff(self, attempt: int) -> float:
+        if self._backoff is None:  # liveness off (SPLITBRAIN_LINK=off): the old doubling, no jitter
+            return float(min(self.min_backoff_s * 2 ** min(attempt, 30), self.max_backoff_s))
+        return next_backoff_s(attempt, self._backoff, self._rng)
+
     async def _connect(self, peer: str) -> Connection:
-        backoff = self.min_backoff_s
+        attempt = 0
         while True:
             try:
-                conn = await connect(self.peers[peer], timeout_s=self.connect_timeout_s)
+                conn = await connect(self.peers[peer], timeout_s=self.connect_timeout_s, liveness=self.liveness)
+                self.dials[peer] += 1
                 log.info("%s: raft connection to %s (%s) open", self.node_id, peer, self.peers[peer])
                 return conn
             except (ConnectionLost, ProtocolError, OSError) as exc:
-                log.debug("%s: cannot reach %s: %s; retry in %.2fs", self.node_id, peer, exc, backoff)
+                backoff = self._next_backoff(attempt)
+                log.debug("%s: cannot reach %s: %s; retry in %.3fs", self.node_id, peer, exc, backoff)
             await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self.max_backoff_s)
+            attempt += 1
 
     async def _sender(self, peer: str) -> None:
         q = self._queues[peer]
         header = {"from_id": self.node_id, **({"token": self.token} if self.token else {})}
+        carry: list[dict[str, Any]] | None = None  # the batch in hand when a connection closed
         while True:
             conn = await self._connect(peer)
             self._conns[peer] = conn
             try:
                 while not conn.closed:
-                    body = await q.get()
+                    body = carry if carry is not None else await q.get()
+                    carry = None
+                    if conn.closed:  # closed (e.g. by liveness) while we waited: send it on the next one
+                        carry = body
+                        break
                     while len(body) < self.max_frame_messages and not q.empty():
                         body.extend(q.get_nowait())
                     conn.send_oneway(RequestCode.RAFT_MESSAGE, header, body)
@@ -152,7 +193,7 @@ class RaftTransport:
             finally:
                 conn.close("raft sender reconnecting")
                 self._conns.pop(peer, None)
-            await asyncio.sleep(self.min_backoff_s)
+            await asyncio.sleep(self._next_backoff(0))
 
     def status(self) -> dict[str, Any]:
         return {
@@ -162,6 +203,7 @@ class RaftTransport:
                 "queued": self._queues[peer].qsize() if peer in self._queues else 0,
                 "sent": self.sent[peer],
                 "dropped": self.dropped[peer],
+                "dials": self.dials[peer],
             }
             for peer, addr in self.peers.items()
         }
