@@ -5,6 +5,10 @@ Each subcommand lives in the module that owns the concept and exposes two functi
 exit code.  The table below is the only place subcommands are listed.
 
 Exit codes (harness convention): 0 valid/ok, 1 invalid, 2 unknown or bad input, 255 crashed.
+
+Bad input never ends in a traceback: a bad flag is one line naming the flag (:class:`OneLineParser`), an
+invalid spec that a command did not catch itself is one line naming the file and key (exit 2), and any other
+exception is one line saying the harness crashed (exit 255; ``--log-level DEBUG`` shows the traceback).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("system_under_test.controller.main", "run a controller node (Raft quorum member)"),
@@ -26,11 +31,38 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "images": ("harness.images", "build the splitbrain/node docker image offline (debootstrap base if needed)"),
     "test": ("harness.commands.test", "run a test spec against the real cluster (exit 0 valid/1 invalid/2 unknown)"),
     "analyze": ("harness.commands.analyze", "re-run the checkers of a stored run on its history"),
-    "repro": ("harness.commands.repro", "rerun a stored run with its exact spec and seed"),
+    "repro": ("harness.commands.repro", "rerun a stored run with its spec, seed and executed fault schedule"),
+    "shrink": ("harness.commands.shrink", "cut a failing run's fault schedule down to the faults that matter"),
     "test-all": ("harness.commands.test_all", "run several specs; summary table and one JUnit file"),
     "cluster": ("harness.commands.cluster", "cluster up SPEC | down | status | logs NODE (no test)"),
     "serve": ("harness.commands.serve", "web UI over a results directory"),
 }
+
+
+class BadFlag(Exception):
+    """A command-line flag or argument argparse refused (one line, exit 2)."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line naming the flag and pointing at ``--help``.
+
+    argparse prints the whole usage block and exits; inside :func:`main` the error is raised as
+    :class:`BadFlag` instead, so callers (and tests) get exit code 2 and a single line.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        raise BadFlag(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
+def port_number(text: str) -> int:
+    """argparse type of a TCP port flag: an integer 0..65535 (0 = any free port)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0..65535)") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0..65535 (0 picks a free port)")
+    return value
 
 
 def _load(name: str):  # type: ignore[no-untyped-def]
@@ -39,7 +71,7 @@ def _load(name: str):  # type: ignore[no-untyped-def]
 
 
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="splitbrain", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = OneLineParser(prog="splitbrain", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     # Only import the module of the subcommand actually used (fast start, fewer import-time failures).
@@ -54,7 +86,11 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except BadFlag as exc:
+        print(exc, file=sys.stderr)
+        return 2
     if not args.command:
         parser.print_help()
         return 2
@@ -62,10 +98,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=getattr(logging, args.log_level), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    from harness.spec import SpecError
+
     try:
         return int(_load(args.command).run(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BadFlag as exc:  # a command that validates its flags after parsing (``parser.error``)
+        print(exc, file=sys.stderr)
+        return 2
+    except SpecError as exc:  # a command that did not catch it itself: still bad input, still one line
+        print(f"splitbrain {args.command}: invalid input: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # the harness's own failure, never bad input: one line, exit 255
+        logging.getLogger("splitbrain").debug("splitbrain %s crashed", args.command, exc_info=True)
+        print(f"splitbrain {args.command}: crashed: {exc.__class__.__name__}: {exc} "
+              "(run with --log-level DEBUG for the traceback)", file=sys.stderr)
+        return 255
 
 
 if __name__ == "__main__":

@@ -201,6 +201,8 @@ class SplitbrainDB:
 
     async def setup(self, test: dict[str, Any], node: str) -> None:
         remote = test["remote"]
+        if hasattr(remote, "note_run_dir") and test.get("run_dir"):  # where to save node logs if we are killed
+            remote.note_run_dir(test["run_dir"])
         d = self._dir(test, node)
         await remote.exec(node, ["mkdir", "-p", str(d)], check=True)
         token_local = Path(test["run_dir"]) / f".token-{node}"  # one file per node: setups run concurrently

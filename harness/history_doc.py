@@ -62,7 +62,10 @@ def render() -> str:
    as {next_process(2, example_threads)}, then {next_process(next_process(2, example_threads), example_threads)}).
    So a process that ended in `info` never invokes again, and `process % threads` is the worker thread.
 6. **Nemesis ops** use `"process": "nemesis"`; they are usually `info` and their `value` says what
-   was done (which nodes, which grudge).
+   was done (which nodes, which grudge). Completions also carry `fault` (the kind the step counts
+   under, e.g. `crash-at:raft.before_apply`), `effective` (whether the fault took effect) with `why`
+   when it did not, and `targets` (`[{{selector, nodes, roles}}]`: what each selector resolved to and
+   the role each node had then). See docs/nemeses.md, "Accounting".
 7. **Checkers** must allow an `info` op to have taken effect at any point after its invocation, or
    never; an `info` op is never counted as lost or duplicated.
 

@@ -15,7 +15,13 @@ Shape (Jepsen's interpreter, in asyncio):
   after any client ``info`` the worker closes its client, reopens it, and continues as a new
   process (old + concurrency);
 * :meth:`Interpreter.stop` stops generation; :meth:`Interpreter.drain` gives in-flight ops a grace
-  period and closes the rest as ``info`` ("interrupted").
+  period and closes the rest as ``info`` ("interrupted");
+* each :meth:`Interpreter.run` may name its phase; :meth:`Interpreter.load_figures` reports the rate the
+  ``main`` phase achieved (overall and outside fault windows) and its ops per worker and per node
+  (:mod:`harness.load`).
+
+Which worker runs an op is the generator's choice (the op's process names it): the runner's client
+generator is :func:`harness.generator.pace`, one stream per worker.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from typing import Any
 
 from harness import generator as g
 from harness.history_writer import HistoryWriter
+from harness.load import fault_windows_s
+from harness.load import load_figures as _load_figures
 from harness.progress import Progress
 from harness.protocols import Client, InvalidCompletion, Nemesis, validate_completion
 
@@ -76,12 +84,16 @@ class Interpreter:
         self._watchdog_task: asyncio.Task[None] | None = None
         self._closing = False
         self._loop_time: Callable[[], float] = time.monotonic
+        self.client_nodes: list[str] = []  # worker t is bound to client_nodes[t % len(client_nodes)]
+        self.phase_spans: dict[str, tuple[int, int]] = {}  # phase -> (start, end) on the history clock
+        self._generation_end_ns: int | None = None  # when the running generator was exhausted
 
     # -- workers --------------------------------------------------------------------------------
 
     async def start_workers(self, client: Client, nemesis: Nemesis | None, nodes: Sequence[str]) -> None:
         self._client_proto = client
         client_threads = [t for t in self.ctx.threads if t != NEMESIS]
+        self.client_nodes = list(nodes)
         opened = await asyncio.gather(*(client.open(self.test, nodes[int(t) % len(nodes)]) for t in client_threads))
         for t, c in zip(client_threads, opened):
             self.workers[t] = _Worker(t, nodes[int(t) % len(nodes)], c)
@@ -216,8 +228,30 @@ class Interpreter:
         self.stopping = True
         self._wake.set()
 
-    async def run(self, gen_like: Any, *, poll_s: float = 0.01) -> bool:
-        """Run one generator to exhaustion (or until stopped).  Returns False if stopped."""
+    async def run(self, gen_like: Any, *, poll_s: float = 0.01, phase: str | None = None) -> bool:
+        """Run one generator to exhaustion (or until stopped).  Returns False if stopped.
+
+        ``phase`` names the span in :attr:`phase_spans` (the ``main`` one feeds :meth:`load_figures`): from
+        the call to the moment the generator was exhausted (or generation stopped) -- not to the end of the
+        wait for ops still in flight, when no new op could start."""
+        start = self.writer.now_ns()
+        self._generation_end_ns = None
+        try:
+            return await self._run(gen_like, poll_s)
+        finally:
+            if phase is not None:
+                end = self._generation_end_ns if self._generation_end_ns is not None else self.writer.now_ns()
+                self.phase_spans[phase] = (start, end)
+
+    def load_figures(self, history: Sequence[Any], *, rate_hz: float, phase: str = "main") -> dict[str, Any] | None:
+        """:func:`harness.load.load_figures` of ``phase`` (None if no run was named ``phase``)."""
+        span = self.phase_spans.get(phase)
+        if span is None:
+            return None
+        return _load_figures(history, concurrency=self.ctx.client_threads, rate_hz=rate_hz, main_start_ns=span[0],
+                             main_end_ns=span[1], windows_s=fault_windows_s(history), nodes=self.client_nodes)
+
+    async def _run(self, gen_like: Any, poll_s: float) -> bool:
         gen = g.as_gen(gen_like)
         done = self._done
         while True:
@@ -227,6 +261,8 @@ class Interpreter:
             if self.stopping:
                 return False
             if gen is None:
+                if self._generation_end_ns is None:
+                    self._generation_end_ns = self.writer.now_ns()
                 if not self.busy:
                     return True
                 await self._wait(None)

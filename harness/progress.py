@@ -1,4 +1,7 @@
-"""Live progress of a run (rich), or one line per phase in quiet mode (CI)."""
+"""Live progress of a run (rich), or a line at each phase start and end in quiet mode (CI).
+
+The rate shown is client invocations per second *of the current phase* (the main phase's is the one the
+spec's ``rate`` promises; ``results.json`` ``load`` has the exact figures, see :mod:`harness.load`)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ class ProgressState:
     phase_started: float = field(default_factory=time.monotonic)
     counts: dict[str, int] = field(default_factory=lambda: {"ok": 0, "fail": 0, "info": 0})
     invokes: int = 0
+    phase_invokes: int = 0  # client invocations since the phase started: the rate shown is this phase's
     faults: list[str] = field(default_factory=list)
 
     def __rich__(self) -> str:
@@ -27,19 +31,20 @@ class ProgressState:
         now = time.monotonic()
         elapsed = now - self.phase_started
         limit = f"/{self.phase_limit_s:.0f}s" if self.phase_limit_s else "s"
-        rate = self.invokes / max(now - self.started, 1e-9)
+        rate = self.phase_invokes / max(elapsed, 1e-9)  # since setup would dilute the main phase's rate
         faults = ", ".join(self.faults[-3:]) or "none"
-        return (f"phase {self.phase} {elapsed:5.1f}{limit} | {rate:8.1f} ops/s | ok {self.counts['ok']} "
+        return (f"phase {self.phase} {elapsed:5.1f}{limit} | {rate:8.1f} client ops/s | ok {self.counts['ok']} "
                 f"fail {self.counts['fail']} info {self.counts['info']} | faults: {faults}")
 
 
 class Progress:
-    """``quiet=True`` prints a line per phase to stderr; otherwise a rich live status line."""
+    """``quiet=True`` prints a line when each phase starts and ends to stderr; otherwise a rich live status line."""
 
     def __init__(self, *, quiet: bool) -> None:
         self.quiet = quiet
         self.state = ProgressState()
         self._live: Any = None
+        self._phases = 0
 
     def start(self) -> None:
         if self.quiet:
@@ -52,14 +57,20 @@ class Progress:
         self._live.start()
 
     def phase(self, name: str, limit_s: float | None = None) -> None:
+        if self.quiet and self._phases:  # the phase that ended, with the client rate it achieved
+            print(f"[splitbrain] {self.state.line()} (done)", file=sys.stderr, flush=True)
+        self._phases += 1
         self.state.phase, self.state.phase_limit_s, self.state.phase_started = name, limit_s, time.monotonic()
+        self.state.phase_invokes = 0
         if self.quiet:
-            print(f"[splitbrain] {self.state.line()}", file=sys.stderr, flush=True)
+            print(f"[splitbrain] phase {name} starts", file=sys.stderr, flush=True)
         self.refresh()
 
     def record(self, op_type: str, process: Any, f: str, value: Any) -> None:
         if op_type == "invoke":
             self.state.invokes += 1
+            if process != "nemesis":
+                self.state.phase_invokes += 1
         elif process == "nemesis":
             self.state.faults.append(f"{f} {value!s:.40}")
             del self.state.faults[:-10]

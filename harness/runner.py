@@ -37,6 +37,7 @@ from checker.history import read_jsonl
 from harness import generator as g
 from harness.history_writer import HistoryWriter
 from harness.interpreter import Interpreter
+from harness.load import describe_load
 from harness.progress import Progress
 from harness.protocols import (
     DB,
@@ -58,8 +59,10 @@ from harness.store import (
     write_junit,
     write_results,
 )
+from nemesis import accounting
 
-__all__ = ["Interpreter", "RunOutcome", "TestParts", "run_repeated", "run_test", "worst_exit_code"]
+__all__ = ["Interpreter", "RunOutcome", "TestParts", "fault_line", "run_repeated", "run_test", "worst_exit_code",
+           "write_schedule"]
 
 log = logging.getLogger("splitbrain.runner")
 NEMESIS = g.NEMESIS_THREAD
@@ -82,6 +85,7 @@ class TestParts:
     final_generator: Any = None
     client_nodes: Sequence[str] | None = None
     op_timeouts: Mapping[str, float] | None = None  # f -> seconds, overriding op_timeout_s for slow ops
+    schedule: Sequence[Any] = ()  # the nemesis steps of the main phase (nemesis.schedule.Step), planned up front
 
 
 @dataclass
@@ -148,6 +152,7 @@ async def run_test(
                 installed.append(sig)
     crash: str = ""
     interrupted = False
+    main_start_ns: int | None = None
     started = time.monotonic()
     db, nemesis = parts.db, parts.nemesis
     set_up: list[str] = []
@@ -174,9 +179,13 @@ async def run_test(
         if parts.final_generator is not None:
             phase_list.append(("final", g.time_limit(spec.phases.final_drain_s, g.clients(parts.final_generator)),
                                spec.phases.final_drain_s))
+        if parts.schedule:
+            write_schedule(run.path / "schedule.yaml", parts.schedule, seed=spec.seed)
         for name, gen, limit in phase_list:
             progress.phase(name, limit)
-            completed = await interp.run(gen)
+            if name == "main":
+                main_start_ns = writer.now_ns()
+            completed = await interp.run(gen, phase=name)
             writer.sync()
             if not completed:
                 interrupted = True
@@ -210,12 +219,52 @@ async def run_test(
     if (interrupted or crash) and valid is True:
         valid = "unknown"
     merged["valid"] = valid
+    load = interp.load_figures(history, rate_hz=spec.rate)  # achieved rate, per worker and node (harness.load)
+    if load is not None:
+        merged["load"] = load
+    faults = accounting.summarize(op.to_dict() for op in history if not op.is_client)
+    fault_warnings = accounting.warnings(faults)
+    for line in fault_warnings:
+        log.warning("%s", line)
+        print(f"[splitbrain] WARNING: {line}", flush=True)
     doc = write_results(run, merged, name=spec.name, seed=spec.seed, interrupted=interrupted,
-                        crashed=crash or None, counts=dict(writer.counts), duration_s=time.monotonic() - started)
-    write_junit(run, spec.name, merged, time_s=time.monotonic() - started, error=crash)
+                        crashed=crash or None, counts=dict(writer.counts), duration_s=time.monotonic() - started,
+                        main_phase_start_ns=main_start_ns, faults=faults, fault_warnings=fault_warnings)
+    write_junit(run, spec.name, merged, time_s=time.monotonic() - started, error=crash,
+                properties={"seed": str(spec.seed), "spec": str(run.test_yaml),
+                            "faults": fault_line(faults) or "none"})
     code = exit_code(valid, crashed=bool(crash) and not interrupted)
+    if faults:
+        print(f"[splitbrain] faults: {fault_line(faults)}", flush=True)
+    if load is not None:
+        print(f"[splitbrain] {describe_load(load)}", flush=True)
     print(f"[splitbrain] {spec.name}: valid={valid!s} exit={code} seed={spec.seed} results={run.path}", flush=True)
     return RunOutcome(run, valid, code, interrupted, doc)
+
+
+def fault_line(faults: Mapping[str, Mapping[str, Any]]) -> str:
+    """One line of the fault summary: ``kill 3/3, crash-at:raft.before_apply 0/2 (not reached...)``."""
+    parts = []
+    for label, k in faults.items():
+        item = f"{label} {k.get('effective', 0)}/{k.get('requested', 0)}"
+        if k.get("not_effective"):
+            reason = next(iter(k.get("reasons") or {}), "")
+            item += f" ({reason[:60]})" if reason else ""
+        parts.append(item)
+    return ", ".join(parts)
+
+
+def write_schedule(path: Any, steps: Sequence[Any], *, seed: int) -> None:
+    """``schedule.yaml``: the main phase's nemesis steps in the format ``nemesis.schedule`` reads."""
+    import yaml
+
+    from nemesis.schedule import to_data
+
+    header = (f"# The nemesis schedule of this run (seed {seed}), planned before the main phase.  Paste it\n"
+              "# under nemesis.schedule in a spec to run these faults again; `splitbrain repro` replays\n"
+              "# what was executed (see the history's nemesis ops).\n")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(header + yaml.safe_dump(to_data(steps), sort_keys=False, default_flow_style=None, width=120))
 
 
 def worst_exit_code(codes: Sequence[int]) -> int:

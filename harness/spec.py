@@ -98,6 +98,12 @@ class NemesisSpec:
     packages: tuple[str, ...] = ()
     interval_s: float = 10.0
     targets: tuple[str, ...] = ("one", "minority", "majority")
+    schedule: tuple[Any, ...] | None = None
+    """Explicit steps (:class:`nemesis.schedule.Step`); when set, the packages plan no random faults."""
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Per package: ``{kinds: [...], targets: [...]}`` -- which kinds it may pick and which targets it uses."""
+    role_wait_s: float = 10.0
+    """How long a role selector (``masters``, ``controller-leader``...) waits for its role to exist."""
 
 
 @dataclass(frozen=True)
@@ -244,7 +250,7 @@ def _workloads(c: _Ctx, raw: Any) -> tuple[WorkloadSpec, ...]:
 def _nemesis(c: _Ctx, raw: Any, nodes: NodesSpec) -> NemesisSpec:
     if raw is None or raw == "none":
         return NemesisSpec()
-    m = c.mapping("nemesis", raw, ("packages", "interval_s", "targets"))
+    m = c.mapping("nemesis", raw, ("packages", "interval_s", "targets", "schedule", "options", "role_wait_s"))
     packages = c.str_list("nemesis.packages", m.get("packages", []))
     if packages == ["none"]:
         packages = []
@@ -254,7 +260,28 @@ def _nemesis(c: _Ctx, raw: Any, nodes: NodesSpec) -> NemesisSpec:
     if not targets:
         raise c.err("nemesis.targets", targets, "at least one target")
     tg = tuple(_target(c, f"nemesis.targets[{i}]", t, nodes) for i, t in enumerate(targets))
-    return NemesisSpec(pk, interval, tg)
+    options = m.get("options") or {}
+    if not isinstance(options, Mapping):
+        raise c.err("nemesis.options", options, "a mapping of package name -> {kinds: [...], targets: [...]}")
+    role_wait = c.num_range("nemesis.role_wait_s", m.get("role_wait_s", 10.0), 0.0, 600.0)
+    return NemesisSpec(pk, interval, tg, _schedule(c, m.get("schedule"), nodes), dict(options), role_wait)
+
+
+def _schedule(c: _Ctx, raw: Any, nodes: NodesSpec) -> tuple[Any, ...] | None:
+    """``nemesis.schedule``: explicit steps; :mod:`nemesis.schedule` owns the format."""
+    if raw is None:
+        return None
+    from nemesis.schedule import ScheduleError, parse
+    from nemesis.targets import Topology
+
+    try:
+        return parse(raw, Topology(nodes.controllers, nodes.broker_sets))
+    except ScheduleError as exc:
+        step = "" if exc.index is None else f"[{exc.index}]" + (f".{exc.field}" if exc.field else "")
+        value = raw if exc.index is None else raw[exc.index]
+        if exc.index is not None and exc.field and isinstance(value, Mapping):
+            value = value.get(exc.field.split(".")[0], value)
+        raise c.err(f"nemesis.schedule{step}", value, f"a valid schedule step ({exc.message})") from None
 
 
 def _target(c: _Ctx, key: str, raw: Any, nodes: NodesSpec) -> str:
@@ -390,6 +417,14 @@ def spec_to_dict(spec: TestSpec) -> dict[str, Any]:
         "packages": list(spec.nemesis.packages), "interval_s": spec.nemesis.interval_s,
         "targets": list(spec.nemesis.targets),
     }
+    if spec.nemesis.options:
+        d["nemesis"]["options"] = {k: dict(v) for k, v in spec.nemesis.options.items()}
+    if spec.nemesis.role_wait_s != NemesisSpec.role_wait_s:
+        d["nemesis"]["role_wait_s"] = spec.nemesis.role_wait_s
+    if spec.nemesis.schedule is not None:
+        from nemesis.schedule import to_data
+
+        d["nemesis"]["schedule"] = to_data(spec.nemesis.schedule)
     d["cluster"] = dict(spec.cluster)
     return d
 

@@ -143,8 +143,10 @@ def write_results(run: RunDir, merged: Mapping[str, Any], **facts: Any) -> dict[
     return doc
 
 
-def write_junit(run: RunDir, test_name: str, merged: Mapping[str, Any], *, time_s: float, error: str = "") -> None:
-    """A JUnit XML file with one testcase per checker (failure if invalid, error if unknown)."""
+def write_junit(run: RunDir, test_name: str, merged: Mapping[str, Any], *, time_s: float, error: str = "",
+                properties: Mapping[str, str] | None = None) -> None:
+    """A JUnit XML file with one testcase per checker (failure if invalid, error if unknown); ``properties``
+    (seed, spec, fault summary) become the suite's ``<properties>``."""
     checkers = merged.get("checkers") or {"all": merged}
     cases, failures, errors = [], 0, 0
     for cname, res in checkers.items():
@@ -161,10 +163,14 @@ def write_junit(run: RunDir, test_name: str, merged: Mapping[str, Any], *, time_
         errors += 1
         cases.append(f'  <testcase classname={quoteattr(test_name)} name="run">'
                      f"<error message={quoteattr(error[:200])}/></testcase>")
+    props = ""
+    if properties:
+        props = ("  <properties>\n" + "".join(f"    <property name={quoteattr(k)} value={quoteattr(v)}/>\n"
+                                           for k, v in properties.items()) + "  </properties>\n")
     xml = (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f"<testsuite name={quoteattr(test_name)} tests=\"{len(cases)}\" failures=\"{failures}\" "
-        f"errors=\"{errors}\" time=\"{time_s:.3f}\">\n" + "\n".join(cases) + "\n</testsuite>\n"
+        f"errors=\"{errors}\" time=\"{time_s:.3f}\">\n" + props + "\n".join(cases) + "\n</testsuite>\n"
     )
     run.junit_xml.write_text(xml, encoding="utf-8")
 

@@ -29,12 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from nemesis import grudge as gr
-from nemesis.targets import Topology, resolve
+from nemesis.accounting import STEP
+from nemesis.targets import RoleUnavailable, Topology, resolve, roles_of
 from system_under_test.protocol import RequestCode, connect
 
 log = logging.getLogger("splitbrain.nemesis")
 
 CHAIN = "splitbrain"
+ROLE_WAIT_S = 10.0
+"""How long a role selector waits for its role to exist (a few election timeouts) by default."""
 
 
 def _done(op: Mapping[str, Any], value: Any, *, error: str | None = None) -> dict[str, Any]:
@@ -60,9 +63,17 @@ class _Base:
 
     def __init__(self, db: Any, rng: random.Random) -> None:
         self.db = db
-        self.rng = rng
+        self._rng = rng
         spec = db.spec
         self.topo = Topology(tuple(spec.nodes.controllers), tuple(tuple(s) for s in spec.nodes.broker_sets))
+        self.role_wait_s = float(getattr(getattr(spec, "nemesis", None), "role_wait_s", ROLE_WAIT_S))
+
+    @property
+    def rng(self) -> random.Random:
+        """The current step's RNG when run under :class:`nemesis.accounting.Accounted` (so a replay of
+        the same steps draws the same random choices), else the nemesis's own."""
+        step = STEP.get()
+        return step.rng if step is not None else self._rng
 
     def fs(self) -> frozenset[str]:
         return self.FS
@@ -73,11 +84,35 @@ class _Base:
     async def teardown(self, test: dict[str, Any]) -> None:
         return None
 
+    async def _primaries(self, test: dict[str, Any]) -> list[str]:
+        primaries = getattr(self.db, "primaries", None)
+        if primaries is None:
+            return []
+        found: list[str] = await primaries(test)
+        return found
+
     async def targets(self, test: dict[str, Any], selector: str) -> list[str]:
-        primaries: list[str] = []
-        if any(k in selector for k in ("primaries", "leader", "masters")):
-            primaries = await self.db.primaries(test)
-        return resolve(selector, self.topo, primaries, self.rng)
+        """Resolve ``selector`` now.  A role that has no node yet (no controller leader mid-election)
+        is asked for again until ``role_wait_s`` has passed; the resolution -- selector, nodes, and
+        the role each node had -- is recorded on the step (``targets`` in the completion)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.role_wait_s
+        rng_state = self.rng.getstate()
+        while True:
+            primaries = await self._primaries(test)
+            try:
+                nodes = resolve(selector, self.topo, primaries, self.rng)
+                break
+            except RoleUnavailable:
+                if loop.time() >= deadline:
+                    raise
+                self.rng.setstate(rng_state)  # a retry draws what the first try would have drawn
+                await asyncio.sleep(0.2)
+        step = STEP.get()
+        if step is not None:
+            step.resolutions.append({"selector": selector, "nodes": nodes,
+                                     "roles": roles_of(nodes, self.topo, primaries)})
+        return nodes
 
     async def exec_all(self, test: dict[str, Any], nodes: Sequence[str], argv: Sequence[str],
                        *, check: bool = True) -> None:
@@ -521,9 +556,11 @@ class PacketNemesis(_Base):
 class FailpointNemesis(_Base):
     """Arm/disarm the cluster's named failpoints at run time:
     ``arm-failpoint`` {"targets", "name", "action"}; ``disarm-failpoint`` {"targets", "name"} (name '*' = all);
-    ``crash-at`` {"targets", "name", "timeout_s"}: arm ``1*crash``, wait until the process dies at that step,
-    restart it and wait until it serves.  Per node: ``crashed`` (the step was reached, with the seconds it
-    took) and ``restarted`` ("ready", or why not); a step not reached in time is disarmed and reported."""
+    ``crash-at`` {"targets", "name", "timeout_s", "trigger"}: arm ``1*crash``, make the step happen (``trigger``:
+    ``auto`` issues harmless controller writes for controller and Raft points, see :func:`trigger_for`), wait
+    until the process dies at that step, restart it and wait until it serves.  Per node: ``crashed`` (the step
+    was reached, with the seconds it took) and ``restarted`` ("ready", or why not); a step not reached in time
+    is disarmed and reported."""
 
     FS = frozenset({"arm-failpoint", "disarm-failpoint", "crash-at"})
 
@@ -542,7 +579,13 @@ class FailpointNemesis(_Base):
         report: dict[str, Any] = {n: {"armed": r} for n, r in armed.items()}
         loop = asyncio.get_running_loop()
         t0, pending = loop.time(), {n for n, r in armed.items() if r == "ok"}
+        trigger = trigger_for(name, str(value.get("trigger", "auto")))
+        writes: dict[str, int] = {"ok": 0, "failed": 0}
+        next_write = t0
         while pending and loop.time() - t0 < timeout_s:
+            if trigger == "controller-write" and loop.time() >= next_write:
+                next_write = loop.time() + 0.5
+                writes["ok" if await self._controller_write(test) else "failed"] += 1
             await asyncio.sleep(0.1)
             for n in sorted(pending):
                 if not await self.db.alive(test, n):
@@ -554,13 +597,46 @@ class FailpointNemesis(_Base):
         for n, r in report.items():
             if r.get("crashed"):
                 r.update(await restart_and_wait(self.db, test, n, float(value.get("ready_timeout_s", 30.0))))
-        return {"name": name, "nodes": report}
+        out: dict[str, Any] = {"name": name, "nodes": report, "trigger": trigger}
+        if trigger == "controller-write":
+            out["writes"] = writes
+        return out
+
+    async def _controller_write(self, test: dict[str, Any]) -> bool:
+        """One harmless replicated controller write: ApplyBrokerId of a fresh id in the broker set
+        :data:`PROBE_BROKER_SET`, which no broker ever joins.  It makes the controller leader decide,
+        propose, persist, commit, apply and reply -- every step a controller or Raft failpoint sits on."""
+        client = self.db.client(test, timeout_s=1.0)
+        try:
+            cluster = self.db.options.cluster_name
+            broker_id = await client.get_next_broker_id(cluster, PROBE_BROKER_SET)
+            code = f"probe{self.rng.randrange(10**9)}"
+            await client.apply_broker_id(cluster, PROBE_BROKER_SET, broker_id, code, "127.0.0.1:1")
+            return True
+        except Exception as exc:  # the leader may be the process we are crashing
+            log.debug("crash-at trigger write: %r", exc)
+            return False
+        finally:
+            await client.close()
 
     async def _go(self, test: dict[str, Any], f: str, value: Mapping[str, Any]) -> dict[str, Any]:
         nodes = await self.targets(test, str(value.get("targets", "all")))
         results = await admin_failpoints(self.db, test, nodes, f, str(value.get("name", "*")),
                                          str(value.get("action", "1*crash")))
         return {**dict(value), "results": results}
+
+
+PROBE_BROKER_SET = "nemesis-probe"
+"""The broker set the crash-at trigger applies ids in: no broker of the test belongs to it."""
+
+
+def trigger_for(name: str, trigger: str) -> str:
+    """What makes failpoint ``name`` fire (pure): ``auto`` picks ``controller-write`` for controller and
+    Raft points (a steady controller writes nothing, so without one such a point is never reached) and
+    ``none`` for the rest (the workload drives them)."""
+    if trigger != "auto":
+        return trigger
+    return "controller-write" if name.startswith(("controller.", "raft.")) else "none"
 
 
 async def restart_and_wait(db: Any, test: dict[str, Any], node: str, timeout_s: float) -> dict[str, str]:

@@ -1,143 +1,83 @@
-"""Nemesis packages: a nemesis, the generator that schedules its faults, and the final heal.
+"""Nemesis packages: which faults a spec asks for, planned into one schedule before the run starts.
 
-A spec's ``nemesis: {packages: [...], interval_s: S, targets: [...]}`` picks packages by name;
-:func:`build` composes them into one nemesis (routing by ``f``), one generator that mixes their
-fault schedules, and one heal generator that undoes everything (heal partitions and packets,
-reset clocks, resume paused processes, restart dead ones, disarm failpoints).  Faults of different
-packages may overlap; each package alternates start/stop on its own.
+A spec's ``nemesis: {packages: [...], interval_s: S, targets: [...], options: {...}}`` picks packages by
+name.  Each package knows its fault *kinds* (partition kinds, ``kill``/``terminate``, clock faults,
+packet behaviours, disk faults, failpoints) and draws one per fault from the kinds and targets its
+options allow (``options: {partition: {kinds: [isolate-master-from-slaves], targets: [masters]}}``; without
+options, every kind and the spec's ``targets``).
+
+:func:`plan` turns the packages into a :mod:`nemesis.schedule` -- a pure function of the packages, their
+options, the interval, the main phase's length and the seed: each package alternates a fault and, an
+interval later, its undo step (``stop-partition``, ``start``, ``resume``...), with gaps of ``interval_s``
+on average (uniform in half to one and a half intervals); failpoint walks (``protocol-crash``,
+``registration-crash``) crash something every interval or so.  Each package draws from its own RNG (seeded
+by the seed and its name), so adding a package does not change another's faults.  A spec with
+``nemesis.schedule`` skips planning and runs its steps as written.
+
+:func:`build` makes the nemesis (one member per kind of fault, routed by ``f`` and wrapped by
+:class:`nemesis.accounting.Accounted`), the generator that performs the schedule, and the heal ops
+that undo everything after the main phase (heal partitions and packets, reset clocks, resume paused
+processes, restart dead ones, disarm failpoints).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness import generator as g
 from harness.protocols import Nemesis, compose_nemeses
+from nemesis.accounting import Accounted
+from nemesis.disk import CORRUPT_MODES, FAULTS, REPAIRABLE_MODES, DiskNemesis
 from nemesis.faults import ClockNemesis, FailpointNemesis, PacketNemesis, PartitionNemesis, ProcessNemesis
-from nemesis.targets import Topology
+from nemesis.schedule import PARTITION_KINDS, UNDO, Step, timed
+from nemesis.targets import SelectorError, Topology
 from nemesis.targets import validate as validate_target
 
+__all__ = [
+    "ALIASES", "BUILDERS", "PROTOCOL_POINTS", "Composed", "PackageDef", "build", "definitions", "expand", "plan",
+    "validate",
+]
 
-@dataclass
-class Package:
+StartFn = Callable[[random.Random, int], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class PackageDef:
+    """What a package plans: ``start(rng, k)`` is its k-th fault op; ``alternate`` puts each fault's
+    undo step one interval after it; ``heal`` undoes everything the package can leave behind."""
+
     name: str
-    nemesis: Nemesis
-    generator: Any
-    heal: list[dict[str, Any]]
+    start: StartFn
+    alternate: bool
+    heal: tuple[dict[str, Any], ...]
+    nemesis: Callable[[Any, random.Random], Nemesis]
 
 
-def _pick(options: Sequence[Any]) -> Callable[[Any], Any]:
-    return lambda ctx: options[ctx.rng.randrange(len(options))]
+@dataclass(frozen=True)
+class _Options:
+    kinds: tuple[str, ...]
+    targets: tuple[str, ...]
 
 
-def _alternate(interval_s: float, start: Callable[[Any], dict[str, Any]], stop: dict[str, Any]) -> Any:
-    """sleep ~interval, start a fault, sleep ~interval, stop it; forever (the runner's time limit ends it)."""
-    return g.cycle([g.sleep(interval_s), g.once(start), g.sleep(interval_s), stop])
+def _pick(rng: random.Random, options: Sequence[Any]) -> Any:
+    return options[rng.randrange(len(options))]
 
 
-def partition_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
-    kinds = ["random-halves", "isolate", "isolate-controller-leader", "isolate-master", "majorities-ring", "bridge",
-             "one-way"]
-    if not db.spec.nodes.broker_sets:
-        kinds = [k for k in kinds if "master" not in k]
-    pick_kind, pick_target = _pick(kinds), _pick(list(targets) or ["one"])
-
-    def start(ctx: Any) -> dict[str, Any]:
-        kind = pick_kind(ctx)
-        value: dict[str, Any] = {"kind": kind}
-        if kind == "isolate":
-            value["targets"] = pick_target(ctx)
-        if kind == "one-way":
-            value.update({"from": "one", "to": "all"})
-        return {"f": "start-partition", "value": value}
-
-    return Package("partition", PartitionNemesis(db, rng), _alternate(interval_s, start, {"f": "stop-partition"}),
-                   [{"f": "stop-partition"}])
+# ---------------------------------------------------------------------------------------------
+# One definition per package: its kinds (all, default) and how it draws a fault
 
 
-def kill_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
-    pick = _pick(list(targets) or ["one"])
-    return Package("kill", ProcessNemesis(db, rng),
-                   _alternate(interval_s, lambda ctx: {"f": "kill", "value": pick(ctx)}, {"f": "start"}),
-                   [{"f": "start"}])
-
-
-def pause_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
-    pick = _pick(list(targets) or ["one"])
-    return Package("pause", ProcessNemesis(db, rng),
-                   _alternate(interval_s, lambda ctx: {"f": "pause", "value": pick(ctx)}, {"f": "resume"}),
-                   [{"f": "resume"}])
-
-
-def clock_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
-    pick = _pick(list(targets) or ["one"])
-
-    def start(ctx: Any) -> dict[str, Any]:
-        choice = ctx.rng.randrange(3)
-        if choice == 0:
-            return {"f": "bump-clock", "value": {"targets": pick(ctx), "delta_ms": ctx.rng.choice([-60_000, 60_000,
-                                                                                                    5_000])}}
-        if choice == 1:
-            return {"f": "skew-clock", "value": {"targets": pick(ctx), "rate": ctx.rng.choice([0.5, 2.0, 5.0])}}
-        return {"f": "strobe-clock", "value": {"targets": pick(ctx), "delta_ms": 200, "period_ms": 50,
-                                               "duration_s": min(interval_s, 5.0)}}
-
-    return Package("clock", ClockNemesis(db, rng), _alternate(interval_s, start, {"f": "reset-clock"}),
-                   [{"f": "reset-clock"}])
-
-
-def packet_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
-    pick = _pick(list(targets) or ["one"])
-    behaviors = [{"delay": {"time_ms": 50, "jitter_ms": 10}}, {"loss": {"percent": 20}},
-                 {"duplicate": {"percent": 20}}, {"delay": {"time_ms": 20}, "reorder": {"percent": 25}},
-                 {"rate": {"rate": "1mbit"}}]
-    pick_b = _pick(behaviors)
-    return Package("packet", PacketNemesis(db, rng),
-                   _alternate(interval_s, lambda ctx: {"f": "start-packet", "value": {"targets": pick(ctx),
-                                                                                      "behavior": pick_b(ctx)}},
-                              {"f": "stop-packet"}),
-                   [{"f": "stop-packet"}])
-
-
-def _disk_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str], *, name: str,
-                  corrupt_modes: Sequence[str]) -> Package:
-    """Live disk faults on a broker (or a master), alternating with crashes that lose unsynced writes
-    or damage a segment; brokers only (the spec's targets pick controllers as often as brokers)."""
-    from nemesis.disk import FAULTS, DiskNemesis
-
-    faults, broker_targets = list(FAULTS), ["brokers:one", "masters"]
-
-    def start(ctx: Any) -> dict[str, Any]:
-        target = ctx.rng.choice(broker_targets)
-        choice = ctx.rng.randrange(len(faults) + 2)
-        if choice < len(faults):
-            return {"f": "start-disk", "value": {"fault": faults[choice], "targets": target,
-                                                 "delay_ms": ctx.rng.choice([20, 100, 400])}}
-        if choice == len(faults):
-            return {"f": "lose-unfsynced", "value": {"targets": target}}
-        return {"f": "corrupt-file", "value": {"targets": target, "mode": ctx.rng.choice(list(corrupt_modes))}}
-
-    return Package(name, DiskNemesis(db, rng), _alternate(interval_s, start, {"f": "stop-disk"}),
-                   [{"f": "stop-disk"}])
-
-
-def disk_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
-    from nemesis.disk import REPAIRABLE_MODES
-
-    return _disk_package(db, rng, interval_s, targets, name="disk", corrupt_modes=REPAIRABLE_MODES)
-
-
-def disk_corrupt_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
-    """Like ``disk`` but also damages the middle of logs: those brokers refuse to start and stay down."""
-    from nemesis.disk import CORRUPT_MODES
-
-    return _disk_package(db, rng, interval_s, targets, name="disk-corrupt", corrupt_modes=CORRUPT_MODES)
-
-
-# (failpoint, whom to arm it on): the controller and replication steps the protocol-crash package walks
+PARTITION_DEFAULT = ("random-halves", "isolate", "isolate-controller-leader", "isolate-master", "majorities-ring",
+                     "bridge", "one-way")
+CLOCK_KINDS = ("bump-clock", "skew-clock", "strobe-clock")
+PACKET_BEHAVIORS: Mapping[str, dict[str, Any]] = {
+    "delay": {"delay": {"time_ms": 50, "jitter_ms": 10}}, "loss": {"loss": {"percent": 20}},
+    "duplicate": {"duplicate": {"percent": 20}}, "reorder": {"delay": {"time_ms": 20}, "reorder": {"percent": 25}},
+    "rate": {"rate": {"rate": "1mbit"}},
+}
+DISK_KINDS = (*FAULTS, "lose-unfsynced", "corrupt-file")
 PROTOCOL_POINTS = (
     ("controller.before_propose", "controller-leader"),
     ("controller.after_commit_before_reply", "controller-leader"),
@@ -145,39 +85,123 @@ PROTOCOL_POINTS = (
     ("raft.before_apply", "controllers:one"),
     ("broker.master.after_append_before_replication", "masters"),
 )
+"""(failpoint, whom to arm it on): the controller and replication steps ``protocol-crash`` walks."""
 
 
-def protocol_crash_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
-    """Crash processes at exact protocol steps, walking :data:`PROTOCOL_POINTS` in order, forever: a
-    controller between deciding and proposing a write, between commit and reply, after persisting and
-    before applying Raft entries, a master between append and replication.  Each is restarted."""
-    points = [(n, t) for n, t in PROTOCOL_POINTS if t != "masters" or db.spec.nodes.broker_sets]
-    steps: list[Any] = []
-    for name, target in points:
-        steps += [g.sleep(interval_s), {"f": "crash-at", "value": {"name": name, "targets": target,
-                                                                 "timeout_s": max(5.0, 2 * interval_s)}}]
-    return Package("protocol-crash", FailpointNemesis(db, rng), g.cycle(steps),
-                   [{"f": "disarm-failpoint", "value": {"targets": "all", "name": "*"}}])
+def _partition(o: _Options, interval_s: float) -> StartFn:
+    def start(rng: random.Random, k: int) -> dict[str, Any]:
+        kind = _pick(rng, o.kinds)
+        value: dict[str, Any] = {"kind": kind}
+        if kind == "isolate":
+            value["targets"] = _pick(rng, o.targets)
+        if kind == "one-way":
+            value.update({"from": "one", "to": "all"})
+        return {"f": "start-partition", "value": value}
+    return start
 
 
-def _registration_crash_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Package:
-    """Imported lazily: nemesis.registration spawns extra brokers and imports the broker code."""
-    from nemesis.registration import registration_crash_package
-
-    return registration_crash_package(db, rng, interval_s, targets)
+def _process(o: _Options, interval_s: float) -> StartFn:
+    return lambda rng, k: {"f": _pick(rng, o.kinds), "value": _pick(rng, o.targets)}
 
 
-BUILDERS: dict[str, Callable[[Any, random.Random, float, Sequence[str]], Package]] = {
-    "partition": partition_package,
-    "kill": kill_package,
-    "pause": pause_package,
-    "clock": clock_package,
-    "packet": packet_package,
-    "disk": disk_package,
-    "disk-corrupt": disk_corrupt_package,
-    "protocol-crash": protocol_crash_package,
-    "registration-crash": _registration_crash_package,
+def _clock(o: _Options, interval_s: float) -> StartFn:
+    def start(rng: random.Random, k: int) -> dict[str, Any]:
+        kind, target = _pick(rng, o.kinds), _pick(rng, o.targets)
+        if kind == "bump-clock":
+            return {"f": kind, "value": {"targets": target, "delta_ms": _pick(rng, [-60_000, 60_000, 5_000])}}
+        if kind == "skew-clock":
+            return {"f": kind, "value": {"targets": target, "rate": _pick(rng, [0.5, 2.0, 5.0])}}
+        return {"f": kind, "value": {"targets": target, "delta_ms": 200, "period_ms": 50,
+                                     "duration_s": min(interval_s, 5.0)}}
+    return start
+
+
+def _packet(o: _Options, interval_s: float) -> StartFn:
+    return lambda rng, k: {"f": "start-packet", "value": {"targets": _pick(rng, o.targets),
+                                                          "behavior": PACKET_BEHAVIORS[_pick(rng, o.kinds)]}}
+
+
+def _disk(modes: Sequence[str]) -> Callable[[_Options, float], StartFn]:
+    def make(o: _Options, interval_s: float) -> StartFn:
+        def start(rng: random.Random, k: int) -> dict[str, Any]:
+            kind, target = _pick(rng, o.kinds), _pick(rng, o.targets)
+            if kind == "lose-unfsynced":
+                return {"f": kind, "value": {"targets": target}}
+            if kind == "corrupt-file":
+                return {"f": kind, "value": {"targets": target, "mode": _pick(rng, list(modes))}}
+            return {"f": "start-disk", "value": {"fault": kind, "targets": target,
+                                                 "delay_ms": _pick(rng, [20, 100, 400])}}
+        return start
+    return make
+
+
+def _protocol_crash(o: _Options, interval_s: float, custom_targets: bool) -> StartFn:
+    default_targets = dict(PROTOCOL_POINTS)
+
+    def start(rng: random.Random, k: int) -> dict[str, Any]:
+        name = o.kinds[k % len(o.kinds)]
+        target = _pick(rng, o.targets) if custom_targets else default_targets.get(name, "one")
+        return {"f": "crash-at", "value": {"name": name, "targets": target, "timeout_s": max(5.0, 2 * interval_s)}}
+    return start
+
+
+def _registration_crash(o: _Options, interval_s: float) -> StartFn:
+    return lambda rng, k: {"f": "registration-crash", "value": {"failpoint": o.kinds[k % len(o.kinds)]}}
+
+
+def _registration_nemesis(db: Any, rng: random.Random) -> Nemesis:
+    from nemesis.registration import RegistrationCrashNemesis  # spawns extra brokers: imports the broker code
+
+    return RegistrationCrashNemesis(db, rng)
+
+
+def _registration_points() -> tuple[str, ...]:
+    from system_under_test.broker.registration import FAILPOINTS
+
+    return tuple(FAILPOINTS)
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """A package's vocabulary: every kind it may pick, the default choice, its fixed targets."""
+
+    all: Callable[[], tuple[str, ...]]
+    default: Callable[[bool], tuple[str, ...]]  # has broker sets -> default kinds
+    make: Callable[[_Options, float], StartFn]
+    alternate: bool
+    heal: tuple[dict[str, Any], ...]
+    nemesis: Callable[[Any, random.Random], Nemesis]
+    default_targets: tuple[str, ...] | None = None  # None: the spec's nemesis.targets
+    any_kind: bool = False  # kinds are failpoint names: any well-formed name is allowed
+
+
+def _no_masters(kinds: tuple[str, ...], has_sets: bool) -> tuple[str, ...]:
+    return kinds if has_sets else tuple(k for k in kinds if "master" not in k)
+
+
+KINDS: dict[str, _Kind] = {
+    "partition": _Kind(lambda: tuple(k for k in PARTITION_KINDS if k != "grudge"),
+                       lambda s: _no_masters(PARTITION_DEFAULT, s), _partition, True, ({"f": "stop-partition"},),
+                       PartitionNemesis),
+    "kill": _Kind(lambda: ("kill", "terminate"), lambda s: ("kill",), _process, True, ({"f": "start"},),
+                  ProcessNemesis),
+    "pause": _Kind(lambda: ("pause",), lambda s: ("pause",), _process, True, ({"f": "resume"},), ProcessNemesis),
+    "clock": _Kind(lambda: CLOCK_KINDS, lambda s: CLOCK_KINDS, _clock, True, ({"f": "reset-clock"},), ClockNemesis),
+    "packet": _Kind(lambda: tuple(PACKET_BEHAVIORS), lambda s: tuple(PACKET_BEHAVIORS), _packet, True,
+                    ({"f": "stop-packet"},), PacketNemesis),
+    "disk": _Kind(lambda: DISK_KINDS, lambda s: DISK_KINDS, _disk(REPAIRABLE_MODES), True, ({"f": "stop-disk"},),
+                  DiskNemesis, ("brokers:one", "masters")),
+    "disk-corrupt": _Kind(lambda: DISK_KINDS, lambda s: DISK_KINDS, _disk(CORRUPT_MODES), True,
+                          ({"f": "stop-disk"},), DiskNemesis, ("brokers:one", "masters")),
+    "protocol-crash": _Kind(lambda: tuple(p for p, _ in PROTOCOL_POINTS),
+                            lambda s: tuple(p for p, t in PROTOCOL_POINTS if t != "masters" or s),
+                            lambda o, i: _protocol_crash(o, i, False), False,
+                            ({"f": "disarm-failpoint", "value": {"targets": "all", "name": "*"}},), FailpointNemesis,
+                            any_kind=True),
+    "registration-crash": _Kind(_registration_points, lambda s: _registration_points(), _registration_crash, False,
+                                (), _registration_nemesis),
 }
+BUILDERS = KINDS  # the package names a spec may use
 ALIASES = {"all": ["partition", "kill", "pause", "clock", "packet", "disk"], "leader-chaos": ["partition", "kill"]}
 
 
@@ -190,43 +214,148 @@ def expand(names: Sequence[str]) -> list[str]:
     return out
 
 
-def validate(names: Sequence[str], targets: Sequence[str], topo: Topology, rng: random.Random) -> None:
-    """Reject unknown package names and malformed target selectors before the test starts (ValueError)."""
+def _options(name: str, raw: Mapping[str, Any] | None, targets: Sequence[str], has_sets: bool) -> _Options:
+    kind = KINDS[name]
+    raw = raw or {}
+    kinds = tuple(raw.get("kinds") or kind.default(has_sets))
+    tg = tuple(raw.get("targets") or kind.default_targets or targets or ("one",))
+    return _Options(kinds, tg)
+
+
+def definitions(names: Sequence[str], *, targets: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None,
+                interval_s: float, has_broker_sets: bool) -> list[PackageDef]:
+    """The expanded packages with their options applied (validated names assumed)."""
+    out = []
+    for name in expand(names):
+        kind = KINDS[name]
+        raw = (options or {}).get(name)
+        o = _options(name, raw, targets, has_broker_sets)
+        if name == "protocol-crash" and raw and raw.get("targets"):
+            start = _protocol_crash(o, interval_s, True)
+        else:
+            start = kind.make(o, interval_s)
+        out.append(PackageDef(name, start, kind.alternate, kind.heal, kind.nemesis))
+    return out
+
+
+def _gap(rng: random.Random, interval_s: float) -> float:
+    """A gap of ``interval_s`` on average, uniform in [0.5, 1.5) x interval (so packages drift apart
+    instead of striking in lockstep)."""
+    return interval_s * (0.5 + rng.random())
+
+
+def plan(defs: Sequence[PackageDef], *, interval_s: float, time_limit_s: float, seed: int) -> tuple[Step, ...]:
+    """The schedule the packages ask for (see the module docstring); pure."""
+    timed_steps: list[tuple[float, int, int, Step]] = []
+    for order, d in enumerate(defs):
+        rng = random.Random(f"{seed}:{d.name}")
+        timing = random.Random(f"{seed}:{d.name}:timing")  # apart, so options on kinds do not move the times
+        t, k = _gap(timing, interval_s), 0
+        while t < time_limit_s:
+            op = d.start(rng, k)
+            timed_steps.append((t, order, len(timed_steps), Step(round(t, 3), op["f"], op.get("value"))))
+            if d.alternate:
+                t += _gap(timing, interval_s)
+                undo = UNDO.get(op["f"])
+                if undo is not None and t < time_limit_s:
+                    timed_steps.append((t, order, len(timed_steps), Step(round(t, 3), undo, None)))
+            t += _gap(timing, interval_s)
+            k += 1
+    return tuple(s for *_, s in sorted(timed_steps, key=lambda x: x[:3]))
+
+
+def validate(names: Sequence[str], targets: Sequence[str], topo: Topology, rng: random.Random | None = None, *,
+             options: Mapping[str, Any] | None = None) -> None:
+    """Reject unknown package names, malformed selectors and bad per-package options before the test
+    starts (ValueError whose message starts with the offending key)."""
     for n in expand(names):
-        if n not in BUILDERS:
-            raise ValueError(f"unknown nemesis package {n!r}; known: {sorted(BUILDERS) + sorted(ALIASES)}")
+        if n not in KINDS:
+            raise ValueError(f"unknown nemesis package {n!r}; known: {sorted(KINDS) + sorted(ALIASES)}")
     for t in targets:
         validate_target(t, topo, rng)
+    for name, raw in (options or {}).items():
+        key = f"nemesis.options.{name}"
+        if name not in KINDS:
+            raise ValueError(f"{key}: unknown package {name!r}; known: {sorted(KINDS)}")
+        if not isinstance(raw, Mapping) or set(map(str, raw)) - {"kinds", "targets"}:
+            raise ValueError(f"{key}: expected a mapping with keys kinds and/or targets, got {raw!r}")
+        kind = KINDS[name]
+        kinds = raw.get("kinds")
+        if kinds is not None:
+            allowed = kind.all()
+            if not isinstance(kinds, list) or not kinds:
+                raise ValueError(f"{key}.kinds: expected a non-empty list of {', '.join(allowed)}; got {kinds!r}")
+            for i, k in enumerate(kinds):
+                if k not in allowed and not (kind.any_kind and isinstance(k, str) and "." in k):
+                    raise ValueError(f"{key}.kinds[{i}]: unknown kind {k!r}; kinds: {', '.join(allowed)}")
+                if "master" in str(k) and not topo.broker_sets:
+                    raise ValueError(f"{key}.kinds[{i}]: {k} needs broker sets and this topology has none")
+        tg = raw.get("targets")
+        if tg is not None:
+            if not isinstance(tg, list) or not tg:
+                raise ValueError(f"{key}.targets: expected a non-empty list of selectors, got {tg!r}")
+            for i, t in enumerate(tg):
+                try:
+                    validate_target(str(t), topo, rng)
+                except SelectorError as exc:
+                    raise ValueError(f"{key}.targets[{i}]: {exc}") from None
 
 
 @dataclass
 class Composed:
+    """The nemesis for a test, the generator performing its schedule, the heal ops, and the schedule."""
+
     nemesis: Nemesis | None
     generator: Any
     heal: Any
+    schedule: tuple[Step, ...] = ()
 
 
-def build(db: Any, names: Sequence[str], *, interval_s: float, targets: Sequence[str], seed: int) -> Composed:
-    """Compose the named packages (see the module docstring)."""
+def build(db: Any, names: Sequence[str], *, interval_s: float, targets: Sequence[str], seed: int,
+          time_limit_s: float | None = None, options: Mapping[str, Mapping[str, Any]] | None = None,
+          schedule: Sequence[Step] | None = None) -> Composed:
+    """Compose the named packages (see the module docstring).  With ``schedule`` the packages' random
+    faults are off and the steps run as given; the nemeses of every f the schedule uses are added."""
+    spec = db.spec
+    has_sets = bool(spec.nodes.broker_sets)
+    defs = definitions(names, targets=targets, options=options, interval_s=interval_s, has_broker_sets=has_sets)
+    if schedule is None:
+        limit = float(time_limit_s if time_limit_s is not None else getattr(spec, "time_limit_s", 60.0))
+        steps = plan(defs, interval_s=interval_s, time_limit_s=limit, seed=seed)
+    else:
+        steps = tuple(schedule)
+    makers = {d.nemesis for d in defs}
+    makers.update(_maker_for(s.f) for s in steps)
+    if not makers:
+        return Composed(None, None, None, ())
     rng = random.Random(seed)
-    packages = [BUILDERS[n](db, rng, interval_s, targets) for n in expand(names)]
-    if not packages:
-        return Composed(None, None, None)
-    # one ProcessNemesis instance may serve both kill and pause
-    members: dict[type, Nemesis] = {}
-    for p in packages:
-        members.setdefault(type(p.nemesis), p.nemesis)
-    if "kill" in expand(names) and "pause" in expand(names):
-        shared = members[ProcessNemesis]
-        for p in packages:
-            if isinstance(p.nemesis, ProcessNemesis):
-                p.nemesis = shared
-    nemesis = compose_nemeses(list(members.values()))
-    gens = [p.generator for p in packages]
-    generator = gens[0] if len(gens) == 1 else g.any_of(*gens)
-    heal_ops = [op for p in packages for op in p.heal]
+    members = [make(db, rng) for make in _ordered(makers)]
+    heal_ops = [op for d in defs for op in d.heal] + [op for s in steps for op in _heal_for(s.f)]
     heal = [op for i, op in enumerate(heal_ops) if op not in heal_ops[:i]]
-    return Composed(nemesis, generator, heal)
+    nemesis = Accounted(compose_nemeses(members), seed=seed)
+    return Composed(nemesis, timed(steps) if steps else None, heal, steps)
 
 
-__all__ = ["ALIASES", "BUILDERS", "Composed", "FailpointNemesis", "Package", "build", "expand", "validate"]
+_MAKER_BY_F: dict[str, Callable[[Any, random.Random], Nemesis]] = {
+    **{f: PartitionNemesis for f in PartitionNemesis.FS}, **{f: ProcessNemesis for f in ProcessNemesis.FS},
+    **{f: ClockNemesis for f in ClockNemesis.FS}, **{f: PacketNemesis for f in PacketNemesis.FS},
+    **{f: FailpointNemesis for f in FailpointNemesis.FS}, **{f: DiskNemesis for f in DiskNemesis.FS},
+    "registration-crash": _registration_nemesis,
+}
+_HEAL_BY_MAKER = {m: k.heal for k in KINDS.values() for m in [k.nemesis]}
+
+
+def _maker_for(f: str) -> Callable[[Any, random.Random], Nemesis]:
+    return _MAKER_BY_F[f]
+
+
+def _heal_for(f: str) -> tuple[dict[str, Any], ...]:
+    maker = _MAKER_BY_F[f]
+    if maker is ProcessNemesis:
+        return ({"f": "start"},) if f in ("kill", "terminate") else ({"f": "resume"},) if f == "pause" else ()
+    return _HEAL_BY_MAKER.get(maker, ())
+
+
+def _ordered(makers: set[Callable[[Any, random.Random], Nemesis]]) -> list[Callable[[Any, random.Random], Nemesis]]:
+    order = list(_MAKER_BY_F.values())
+    return sorted(makers, key=order.index)

@@ -44,7 +44,7 @@ from system_under_test.protocol import RequestCode, connect
 
 __all__ = [
     "FAILPOINTS", "FIRST_REGISTRATION_POINTS", "ExtraBrokers", "RegistrationCrashNemesis", "crash_at",
-    "decode_identity_files", "describe", "registration_crash_package", "replace_flag", "start_slot",
+    "decode_identity_files", "describe", "replace_flag", "start_slot",
 ]
 
 log = logging.getLogger("splitbrain.nemesis.registration")
@@ -292,12 +292,3 @@ class RegistrationCrashNemesis:
         finally:
             await self.extra.kill(test, node, slot)
         return {**op, "type": "info", "value": out}
-
-
-def registration_crash_package(db: Any, rng: random.Random, interval_s: float, targets: Sequence[str]) -> Any:
-    """The package for ``nemesis/packages.py`` BUILDERS: one crash walk step every ``interval_s``."""
-    from harness import generator as g
-    from nemesis.packages import Package
-
-    return Package("registration-crash", RegistrationCrashNemesis(db, rng),
-                   g.cycle([g.sleep(interval_s), {"f": "registration-crash", "value": None}]), [])

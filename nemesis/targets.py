@@ -1,28 +1,45 @@
 """Target selectors: which nodes a fault hits, resolved at the moment of injection.
 
-A selector is a string:
+A selector is a string.  Its atoms:
 
-* ``one`` / ``minority`` / ``minority-third`` / ``majority`` / ``all`` -- random subsets of the
-  candidate nodes (``minority-third``: at most a third, at least one);
-* ``controllers`` / ``brokers`` -- every node of that role;
-* ``primaries`` -- the controller leader and every broker master (asked from the cluster now);
-* ``controller-leader`` / ``masters`` -- one of those kinds of primary;
-* ``controllers:SEL`` / ``brokers:SEL`` -- SEL applied to one role's nodes (``controllers:minority``);
-* ``broker-set-N:SEL`` -- SEL applied to the replicas of broker set N;
-* a node name, or a comma list of node names.
+* ``one`` / ``minority`` / ``minority-third`` / ``majority`` / ``all`` -- random subsets of every node
+  (``minority-third``: at most a third, at least one);
+* a *pool* -- ``controllers``, ``brokers``, ``broker-set-N`` (the replicas of broker set N), or a role:
+  ``controller-leader``, ``controller-followers`` (every controller but the leader), ``masters`` (every
+  broker set's master), ``slaves`` (every broker set's non-masters, in sets whose master is known) and
+  ``primaries`` (the controller leader and every master);
+* ``POOL:SUBSET`` -- SUBSET (one of the random subsets above) taken within the pool
+  (``controllers:minority``, ``slaves:one``, ``controller-followers:one``);
+* a node name, or a comma list of node names (``c1,b0-1``).
 
-:func:`resolve` is pure: it takes the topology, the current primaries and a seeded RNG, and
-raises ``ValueError`` naming the selector when it cannot be satisfied.
+Atoms join with ``+`` into a union (``masters+controller-followers:one``); the result is the sorted
+set of nodes any atom picked.
+
+Role atoms need the cluster's current roles (``primaries``: the controller leader first, if known,
+then the broker masters, as :meth:`harness.cluster.SplitbrainDB.primaries` returns them).  When a role
+has no node right now (no leader mid-election), :func:`resolve` raises :class:`RoleUnavailable`, which
+the nemesis answers by asking again until its wait runs out; a selector that can never be satisfied
+(an unknown word, a broker set that does not exist) raises :class:`SelectorError`.
+
+Everything here is pure: topology, roles and a seeded RNG come in, node names come out.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
+
+
+class Sampler(Protocol):
+    """What resolution needs of an RNG (``random.Random`` is one)."""
+
+    def sample(self, population: Sequence[str], k: int) -> list[str]: ...
+
+__all__ = [
+    "POOLS", "ROLE_POOLS", "SIMPLE", "RoleUnavailable", "SelectorError", "Topology", "needs_roles", "pins",
+    "resolve", "roles_of", "validate",
+]
 
 
 @dataclass(frozen=True)
@@ -38,69 +55,162 @@ class Topology:
     def all(self) -> tuple[str, ...]:
         return self.controllers + self.brokers
 
+    def broker_set_of(self, node: str) -> tuple[str, ...]:
+        return next((s for s in self.broker_sets if node in s), ())
+
 
 SIMPLE = ("one", "minority", "minority-third", "majority", "all")
-KINDS = SIMPLE + ("primaries", "controller-leader", "masters")
+ROLE_POOLS = ("controller-leader", "controller-followers", "masters", "slaves", "primaries")
+POOLS = ("controllers", "brokers", "broker-set-N", *ROLE_POOLS)
 
 
-def _subset(kind: str, nodes: Sequence[str], rng: random.Random) -> list[str]:
+class SelectorError(ValueError):
+    """A selector that no cluster state can satisfy: bad syntax, an unknown node or broker set."""
+
+
+class RoleUnavailable(ValueError):
+    """A role selector that has no node right now (e.g. no controller leader mid-election); asking
+    again later may succeed."""
+
+
+def _subset(kind: str, nodes: Sequence[str], rng: Sampler) -> list[str]:
     nodes = list(nodes)
-    if not nodes:
-        return []
-    if kind == "all":
+    if not nodes or kind == "all":
         return nodes
     n = {"one": 1, "minority": max(1, (len(nodes) - 1) // 2), "minority-third": max(1, (len(nodes) - 1) // 3),
          "majority": len(nodes) // 2 + 1}[kind]
     return sorted(rng.sample(nodes, n))
 
 
-def resolve(selector: str, topo: Topology, primaries: Sequence[str], rng: random.Random) -> list[str]:
-    """Nodes hit by ``selector`` now.
+@dataclass(frozen=True)
+class _Roles:
+    leader: tuple[str, ...]
+    masters: tuple[str, ...]
+
+    @staticmethod
+    def of(topo: Topology, primaries: Sequence[str]) -> _Roles:
+        return _Roles(tuple(p for p in primaries if p in topo.controllers)[:1],
+                      tuple(p for p in primaries if p in topo.brokers))
+
+    def slaves(self, topo: Topology) -> tuple[str, ...]:
+        return tuple(n for s in topo.broker_sets if any(m in s for m in self.masters) for n in s
+                     if n not in self.masters)
+
+
+def _pool(selector: str, name: str, topo: Topology, roles: _Roles) -> Sequence[str]:
+    if name == "controllers":
+        return topo.controllers
+    if name == "brokers":
+        return topo.brokers
+    if name.startswith("broker-set-") and name[len("broker-set-"):].isdigit():
+        i = int(name[len("broker-set-"):])
+        if i >= len(topo.broker_sets):
+            raise SelectorError(f"target {selector!r}: there are only {len(topo.broker_sets)} broker sets "
+                                f"(broker-set-0 .. broker-set-{len(topo.broker_sets) - 1})")
+        return topo.broker_sets[i]
+    if name not in ROLE_POOLS:
+        raise SelectorError(f"target {selector!r}: {name!r} is not a pool; pools: {', '.join(POOLS)}")
+    if name in ("masters", "slaves", "primaries") and not topo.broker_sets:
+        raise SelectorError(f"target {selector!r}: {name} needs broker sets and this topology has none")
+    pool = {
+        "controller-leader": roles.leader,
+        "controller-followers": tuple(c for c in topo.controllers if c not in roles.leader) if roles.leader else (),
+        "masters": roles.masters,
+        "slaves": roles.slaves(topo),
+        "primaries": roles.leader + roles.masters,
+    }[name]
+    if not pool:
+        raise RoleUnavailable(f"target {selector!r}: no {name} right now (controller leader: "
+                              f"{list(roles.leader) or 'unknown'}, masters: {list(roles.masters) or 'none known'})")
+    return pool
+
+
+def _atom(selector: str, atom: str, topo: Topology, roles: _Roles, rng: Sampler) -> list[str]:
+    if not atom:
+        raise SelectorError(f"target {selector!r}: empty term (write terms joined by '+', e.g. masters+slaves:one)")
+    if atom in SIMPLE:
+        return _subset(atom, topo.all, rng)
+    if ":" in atom:
+        scope, inner = atom.split(":", 1)
+        if inner not in SIMPLE:
+            raise SelectorError(f"target {selector!r}: after {scope}: use one of {', '.join(SIMPLE)}")
+        return _subset(inner, _pool(selector, scope, topo, roles), rng)
+    if atom in POOLS or atom.startswith("broker-set-"):
+        return list(_pool(selector, atom, topo, roles))
+    names = [n.strip() for n in atom.split(",") if n.strip()]
+    unknown = [n for n in names if n not in topo.all]
+    if not names or unknown:
+        raise SelectorError(f"target {selector!r}: unknown node(s) {unknown or [atom]}; use {', '.join(SIMPLE)}, "
+                            f"a pool ({', '.join(POOLS)}), POOL:SUBSET, node names, or terms joined by '+'")
+    return names
+
+
+def resolve(selector: str, topo: Topology, primaries: Sequence[str], rng: Sampler) -> list[str]:
+    """Nodes hit by ``selector`` now, sorted.
 
     Args:
         selector: see the module docstring.
         topo: node names per role.
         primaries: controller leader first (if known), then broker masters (as returned by the DB).
-        rng: the nemesis's seeded RNG.
+        rng: the step's seeded RNG (random subsets draw from it, in the order the terms are written).
     Raises:
-        ValueError: unknown selector, unknown node, or an empty result for a primary selector.
+        SelectorError: the selector is malformed or names what the topology does not have.
+        RoleUnavailable: a role term has no node right now.
     """
-    sel = selector.strip()
-    if sel in ("controllers", "brokers"):  # a whole role, as the spec's short forms
-        sel = f"{sel}:all"
-    if ":" in sel:
-        scope, inner = sel.split(":", 1)
-        if scope == "controllers":
-            pool: Sequence[str] = topo.controllers
-        elif scope == "brokers":
-            pool = topo.brokers
-        elif scope.startswith("broker-set-") and scope[len("broker-set-"):].isdigit():
-            i = int(scope[len("broker-set-"):])
-            if i >= len(topo.broker_sets):
-                raise ValueError(f"target {selector!r}: there are only {len(topo.broker_sets)} broker sets")
-            pool = topo.broker_sets[i]
+    roles = _Roles.of(topo, primaries)
+    out: set[str] = set()
+    for atom in selector.strip().split("+"):
+        out.update(_atom(selector, atom.strip(), topo, roles, rng))
+    return sorted(out)
+
+
+def needs_roles(selector: str) -> bool:
+    """Whether resolving ``selector`` needs the cluster's current roles (pure, syntactic)."""
+    return any(p in selector for p in ROLE_POOLS)
+
+
+def roles_of(nodes: Sequence[str], topo: Topology, primaries: Sequence[str]) -> dict[str, str]:
+    """The role each of ``nodes`` has given ``primaries``: controller-leader, controller-follower,
+    master, slave, or plain controller/broker when the leader or its set's master is unknown."""
+    roles = _Roles.of(topo, primaries)
+    out: dict[str, str] = {}
+    for n in nodes:
+        if n in topo.controllers:
+            out[n] = ("controller-leader" if n in roles.leader else
+                      "controller-follower" if roles.leader else "controller")
+        elif n in roles.masters:
+            out[n] = "master"
+        elif any(m in topo.broker_set_of(n) for m in roles.masters):
+            out[n] = "slave"
         else:
-            raise ValueError(f"target {selector!r}: scope must be controllers, brokers or broker-set-N")
-        if inner not in SIMPLE:
-            raise ValueError(f"target {selector!r}: after the scope use one of {SIMPLE}")
-        return _subset(inner, pool, rng)
-    if sel in SIMPLE:
-        return _subset(sel, topo.all, rng)
-    if sel in ("primaries", "controller-leader", "masters"):
-        leaders = [p for p in primaries if p in topo.controllers]
-        masters = [p for p in primaries if p in topo.brokers]
-        chosen = {"primaries": leaders + masters, "controller-leader": leaders[:1], "masters": masters}[sel]
-        if not chosen:
-            raise ValueError(f"target {selector!r}: no such primary right now (primaries: {list(primaries)})")
-        return chosen
-    names = [n.strip() for n in sel.split(",") if n.strip()]
-    unknown = [n for n in names if n not in topo.all]
-    if not names or unknown:
-        raise ValueError(f"target {selector!r}: unknown node(s) {unknown or [sel]}; selectors: {KINDS}, "
-                         "controllers:SEL, brokers:SEL, broker-set-N:SEL or node names")
-    return names
+            out[n] = "broker" if n in topo.brokers else "unknown"
+    return out
 
 
-def validate(selector: str, topo: Topology, rng: random.Random) -> None:
-    """Check a selector's syntax before the test starts (primaries resolve later)."""
-    resolve(selector, topo, list(topo.controllers[:1]) + [s[0] for s in topo.broker_sets if s], rng)
+class _First:
+    """Stands in for an RNG when only the syntax matters: a "random" subset is the first nodes."""
+
+    @staticmethod
+    def sample(nodes: Sequence[str], n: int) -> list[str]:
+        return list(nodes[:n])
+
+
+def validate(selector: str, topo: Topology, rng: Sampler | None = None) -> None:
+    """Check a selector's syntax before the test starts, against a cluster where every role exists
+    (the first controller leads, every set's first replica is master).  ``rng`` is accepted for
+    callers that have one; random subsets do not matter here.
+
+    Raises:
+        SelectorError: naming the selector and what is wrong.
+    """
+    primaries = list(topo.controllers[:1]) + [s[0] for s in topo.broker_sets if s]
+    try:
+        resolve(selector, topo, primaries, rng if rng is not None else _First())
+    except RoleUnavailable as exc:  # e.g. controller-followers with a single controller
+        raise SelectorError(f"{exc}: this topology never has one") from None
+
+
+def pins(nodes: Sequence[str]) -> str:
+    """The selector that names exactly ``nodes`` (for replays pinned to recorded nodes)."""
+    return ",".join(nodes)
+

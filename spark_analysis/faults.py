@@ -21,7 +21,9 @@ How nemesis ``f`` names map to windows (:data:`OPEN_VERBS`, :data:`CLOSE_VERBS`;
   the op's invocation to its completion.
 
 A start op seen again while its window is open (the completion of the invoke) does not reopen it; a close
-op seen as invoke and then as completion moves ``end_ns`` to the completion.  Pure: no I/O, no clocks.
+op seen as invoke and then as completion moves ``end_ns`` to the completion.  A fault whose completion says
+``effective: false`` (:mod:`nemesis.accounting`) opens no window: it never happened, so no metric counts it.
+Pure: no I/O, no clocks.
 """
 
 from __future__ import annotations
@@ -124,6 +126,12 @@ def fault_windows(nemesis_ops: Iterable[Mapping[str, Any]], *, last_time_ns: int
             continue
         t = int(op.get("time", 0))
         action, kind = verb
+        if action != "close" and op.get("type") != "invoke" and op.get("effective") is False:
+            # the fault did not take effect (nemesis.accounting): the window its invocation opened never was
+            w = open_.get(kind)
+            if w is not None and w[2] is None:
+                del open_[kind]
+            continue
         if action == "instant":  # opened by its invocation, closed by its own completion
             action = "open" if op.get("type") == "invoke" else "close"
         if action == "open":
@@ -132,8 +140,8 @@ def fault_windows(nemesis_ops: Iterable[Mapping[str, Any]], *, last_time_ns: int
                 if w is not None:  # a close was pending and a new start arrives: finish the old window
                     done.append((w[0], kind, w[1], w[2], True))
                 open_[kind] = [t, targets_of(op.get("value")), None, None]
-            elif not w[1]:
-                w[1] = targets_of(op.get("value"))
+            elif not w[1] or op.get("type") != "invoke":  # a completion names the nodes the selector hit
+                w[1] = targets_of(op.get("value")) or w[1]
             continue
         kinds = list(open_) if kind == "*" else [kind]
         for k in kinds:

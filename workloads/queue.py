@@ -3,8 +3,10 @@
 In a nutshell.  Every broker set ``broker-i`` holds queues ``0..queues_per_set-1`` of topic ``topic``
 (default ``sb``); a queue is named ``"<topic>/<broker-set>/<queue-id>"``.  Client threads
 
-* **send** a value that is unique in the whole test -- ``"p<process>-<n>"``, ``n`` counting that process's
-  sends -- to a random queue through the current master (``system_under_test.client.producer``);
+* **send** a value that is unique in the whole test -- ``"w<worker>-<n>"``, ``n`` counting that worker
+  thread's sends (per worker, not per process: a process id changes after every ``info``, so values keyed
+  by it would shift between a run and its repro) -- to a random queue through the current master
+  (``system_under_test.client.producer``);
 * **poll** a queue from the thread's own cursor (a logical queue offset; the generator moves it past the
   records each ok poll returned), usually from the master and sometimes (``slave_read_fraction``) from a
   slave replica named by index (the client maps it to a broker id);
@@ -15,7 +17,7 @@ offset 0 to its end (each queue retried until one drain completes ok).
 
 Op values (exactly what ``checker.queue`` expects)::
 
-    send   invoke {"queue": Q, "value": "p3-17"}          ok: + "offset" (queue offset), "master_epoch", "broker_id"
+    send   invoke {"queue": Q, "value": "w3-17"}          ok: + "offset" (queue offset), "master_epoch", "broker_id"
     poll   invoke {"queue": Q, "offset": F, "max": N[, "replica": k]}
            ok:    + "records": [[offset, value], ...], "next_offset", "max_offset", "broker_id"
     commit invoke {"queue": Q, "offset": F}                ok: unchanged
@@ -105,7 +107,10 @@ def check_options(ctx: WorkloadContext, table: Mapping[str, tuple[Any, type, Any
 
 
 def invocation(ctx: g.Context, f: str, value: Any) -> dict[str, Any] | None:
-    """An invocation of ``f`` on the lowest free thread of ``ctx`` (None if every thread is busy)."""
+    """An invocation of ``f`` on the first free thread of ``ctx`` (None if every thread is busy).
+
+    The context orders its threads: under :func:`harness.generator.pace` it holds just the worker whose
+    turn it is, under :func:`harness.generator.stagger` the least recently used thread comes first."""
     thread = ctx.free_thread()
     if thread is None:
         return None
@@ -185,8 +190,10 @@ def settings_of(cluster_options: Any) -> str:
 class QueueGen:
     """Main-phase generator (pure, seeded by ``ctx.rng``).  Dicts are never mutated: each step copies.
 
-    ``seqs`` maps a process to its next sequence number; ``cursors`` maps (thread, queue) to the thread's
-    next poll offset and follows ok polls (see :meth:`update`).
+    ``seqs`` maps a worker thread to its next send number; ``cursors`` maps (thread, queue) to the thread's
+    next poll offset and follows ok polls (see :meth:`update`).  Under :func:`harness.generator.pace` each
+    op's draws come from that worker's own stream, so a worker's ops depend on the seed, the worker and
+    what its own polls returned -- not on other workers' timing.
     """
 
     queues: tuple[str, ...]
@@ -204,13 +211,12 @@ class QueueGen:
         thread = ctx.free_thread()
         if thread is None:
             return (g.PENDING, self)
-        process = ctx.workers[thread]
         rng, o = ctx.rng, self.options
         queue = self.queues[rng.randrange(len(self.queues))]
         if rng.random() < o.send_fraction:
-            n = self.seqs.get(process, 0)
-            inv = invocation(ctx, "send", {"queue": queue, "value": f"p{process}-{n}"})
-            return (inv, replace(self, seqs={**self.seqs, process: n + 1}))
+            n = self.seqs.get(thread, 0)
+            inv = invocation(ctx, "send", {"queue": queue, "value": f"w{thread}-{n}"})
+            return (inv, replace(self, seqs={**self.seqs, thread: n + 1}))
         cursor = self.cursors.get((thread, queue), 0)
         if rng.random() < o.commit_fraction:
             return (invocation(ctx, "commit", {"queue": queue, "offset": cursor}), self)

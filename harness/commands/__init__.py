@@ -4,8 +4,9 @@
 * ``test``      -- validate a spec, bring the cluster up on its backend, run the workloads and nemeses, check.
 * ``analyze``   -- re-run the checkers of a stored run on its ``history.jsonl`` and rewrite ``results.json``.
 * ``repro``     -- rerun a stored run with its exact spec and seed (same generator and fault schedule).
-* ``test-all``  -- a matrix of specs with one summary table and one JUnit file.
-* ``cluster``   -- ``up SPEC`` / ``down`` / ``status`` / ``logs NODE`` of a cluster left running without a test.
+* ``test-all``  -- a matrix of specs with one summary table and one JUnit file (``--jobs N``: N at once).
+* ``cluster``   -- ``up SPEC`` / ``down [NAME] [--all-orphans]`` / ``status`` / ``logs NODE`` of a cluster left
+  running without a test (owned by its record: :mod:`harness.control.owner`).
 * ``serve``     -- the web UI over a results directory (:mod:`harness.web`).
 
 Shared machinery lives in the ``_``-prefixed modules: :mod:`._parts` (workloads -> TestParts, the composite

@@ -53,15 +53,19 @@ def ssh_targets(spec: TestSpec, nodes_file: str | None) -> dict[str, Any]:
     try:
         targets = mod.load_nodes_file(nodes_file)
     except (OSError, ValueError) as exc:
-        raise SpecError(nodes_file, "<file>", None, f"a readable nodes file ({exc})") from None
+        raise SpecError(nodes_file, "<file>", None, f"a readable nodes file ({' '.join(str(exc).split())})") from None
     missing = [n for n in spec.nodes.all if n not in targets]
     if missing:
         raise SpecError(nodes_file, "nodes", missing, f"a host for every node of the spec {list(spec.nodes.all)}")
     return {n: targets[n] for n in spec.nodes.all}
 
 
-async def open_remote(spec: TestSpec, *, nodes_file: str | None = None, state_dir: Path | None = None) -> Any:
+async def open_remote(spec: TestSpec, *, nodes_file: str | None = None, state_dir: Path | None = None,
+                      results_dir: str | None = None) -> Any:
     """Create the remote for ``spec.backend`` over ``spec.nodes.all``.  The caller must ``await remote.close()``.
+
+    The run is owned by this process (:mod:`harness.control.owner`), recorded with ``results_dir``; the local
+    backend also starts its supervisor (clean-up if this process is killed).
 
     Raises:
         BackendUnavailable: the backend cannot be created here (message says why and what to do).
@@ -71,10 +75,13 @@ async def open_remote(spec: TestSpec, *, nodes_file: str | None = None, state_di
     from harness.control.base import ControlError
 
     try:
+        from harness.control.owner import make_owner
+
+        owner = make_owner(results_dir=str(Path(results_dir).resolve()) if results_dir else None)
         if spec.backend == "local":
-            return await mod.LocalRemote.create(list(spec.nodes.all), state_dir=state_dir)
+            return await mod.LocalRemote.create(list(spec.nodes.all), state_dir=state_dir, owner=owner)
         if spec.backend == "docker":
-            return await mod.DockerRemote.create(list(spec.nodes.all))
+            return await mod.DockerRemote.create(list(spec.nodes.all), owner=owner)
         targets = ssh_targets(spec, nodes_file)
         try:
             settings = mod.load_nodes_settings(nodes_file)

@@ -8,16 +8,21 @@ checkers are namespaced ``<workload>/<checker>`` so two workloads may both have 
 
 :func:`validate_spec` checks everything a run needs *before* anything starts (cluster options, nemesis
 package names and targets, workload names and options, overlapping ``fs``) and raises ``SpecError`` naming
-the file, the key and the reason.
+the file, the key and the reason; :func:`prepare` also refuses what is valid but not worth running (no
+``workloads:`` key, 2 controllers: :func:`runnable_problem`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from harness import generator as g
 from harness.cluster import ClusterOptions, SplitbrainDB, cluster_options
@@ -25,8 +30,8 @@ from harness.runner import TestParts
 from harness.spec import SpecError, TestSpec, load_spec
 
 __all__ = [
-    "CompositeClient", "Prepared", "add_spec_arguments", "build_parts", "build_workloads", "namespaced_checkers",
-    "overrides_from_args", "prepare", "validate_spec",
+    "CompositeClient", "Prepared", "add_spec_arguments", "build_parts", "build_workloads", "check_results_root",
+    "namespaced_checkers", "overrides_from_args", "prepare", "runnable_problem", "validate_spec",
 ]
 
 
@@ -47,6 +52,8 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--leave-running", action="store_true", default=None, help="leave the cluster up after the run")
     p.add_argument("--backend", help="local | docker | ssh")
     p.add_argument("--nodes-file", help="ssh backend: YAML file of node -> host (see harness.control.ssh)")
+    p.add_argument("--allow-weak-quorum", action="store_true",
+                   help="run a spec with 2 controllers anyway (one fault leaves no quorum)")
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -112,12 +119,29 @@ def validate_spec(spec: TestSpec) -> ClusterOptions:
     if names:
         topo = Topology(spec.nodes.controllers, spec.nodes.broker_sets)
         try:
-            packages.validate(names, spec.nemesis.targets, topo, random.Random(spec.seed))
+            packages.validate(names, spec.nemesis.targets, topo, random.Random(spec.seed),
+                              options=spec.nemesis.options)
         except ValueError as exc:
-            key = "nemesis.targets" if "unknown nemesis package" not in str(exc) else "nemesis.packages"
+            msg = str(exc)
+            if msg.startswith("nemesis.options"):
+                key, _, why = msg.partition(": ")
+                raise SpecError(spec.source, key, _option_value(spec.nemesis.options, key),
+                                f"valid package options ({why})") from None
+            key = "nemesis.targets" if "unknown nemesis package" not in msg else "nemesis.packages"
             raise SpecError(spec.source, key, names if key == "nemesis.packages" else list(spec.nemesis.targets),
                             f"valid nemesis settings ({exc})") from None
     return options
+
+
+def _option_value(options: Mapping[str, Any], key: str) -> Any:
+    """The value at ``nemesis.options.PKG.FIELD[I]`` (for error messages; the whole map if not found)."""
+    value: Any = options
+    for part in key.removeprefix("nemesis.options.").replace("[", ".").replace("]", "").split("."):
+        try:
+            value = value[int(part)] if isinstance(value, list) else value[part]
+        except (KeyError, IndexError, ValueError, TypeError):
+            return dict(options)
+    return value
 
 
 @dataclass(frozen=True)
@@ -128,10 +152,64 @@ class Prepared:
     options: ClusterOptions
 
 
-def prepare(path: str, overrides: Mapping[str, Any]) -> Prepared:
-    """Load, override and validate a spec file (raises SpecError)."""
-    spec = load_spec(path, overrides)
+def runnable_problem(spec: TestSpec, *, names_workloads: bool, allow_weak_quorum: bool = False) -> SpecError | None:
+    """What a spec may say for a unit test but a real run must not (pure; None when runnable).
+
+    * no ``workloads:`` key (and no ``--workload``): nothing is assumed -- a silent default of ``queue`` made
+      specs test something their author never chose;
+    * exactly 2 controllers: a Raft majority of 2 is both of them, so any kill, pause or partition of a
+      controller leaves no quorum and the run measures nothing but unavailability.  ``--allow-weak-quorum``
+      runs it anyway (on purpose: a test of what unavailability looks like).
+    """
+    if not names_workloads:
+        return SpecError(spec.source, "workloads", None,
+                         "a list of workloads, e.g. `workloads: [queue]` (nothing is assumed; or pass --workload)")
+    if len(spec.nodes.controllers) == 2 and not allow_weak_quorum:
+        return SpecError(spec.source, "nodes.controllers", list(spec.nodes.controllers),
+                         "1 or at least 3 controllers: 2 need both for a majority, so one fault leaves no quorum "
+                         "(use 3, or pass --allow-weak-quorum to run it anyway)")
+    return None
+
+
+def _names_workloads(path: str, overrides: Mapping[str, Any]) -> bool:
+    """Whether the spec file has a ``workloads:`` key or the command line gives ``--workload``."""
+    if overrides.get("workload"):
+        return True
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return True  # load_spec already accepted the file; do not invent a second error here
+    return isinstance(raw, Mapping) and "workloads" in raw
+
+
+def prepare(path: str, overrides: Mapping[str, Any], *, allow_weak_quorum: bool = False) -> Prepared:
+    """Load, override and validate a spec file for a real run (see :func:`runnable_problem`).
+
+    Raises:
+        SpecError: naming the file, the key and what to do.
+    """
+    try:
+        spec = load_spec(path, overrides)
+    except SpecError as exc:  # a YAML parser's message spans lines (a caret drawing): keep the error one line
+        raise SpecError(exc.file, exc.key, exc.value, " ".join(exc.allowed.split())) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(path, "<file>", None, f"UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    problem = runnable_problem(spec, names_workloads=_names_workloads(path, overrides),
+                               allow_weak_quorum=allow_weak_quorum)
+    if problem is not None:
+        raise problem
     return Prepared(spec, validate_spec(spec))
+
+
+def check_results_root(flag: str, root: str) -> str | None:
+    """Why ``root`` cannot hold results (it is created if missing), or None.  Checked before any cluster starts."""
+    try:
+        Path(root).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"{flag} {root}: cannot create the results directory ({exc.strerror}); pass a writable directory"
+    if not os.access(root, os.W_OK | os.X_OK):
+        return f"{flag} {root}: the results directory is not writable; pass a writable directory"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,12 +271,13 @@ def namespaced_checkers(workloads: Sequence[Any]) -> dict[str, Any]:
 
 
 def client_generator(spec: TestSpec, workloads: Sequence[Any]) -> Any:
-    """The workloads' main generators mixed and paced at ``spec.rate`` ops/s in total."""
+    """The workloads' main generators mixed and paced at ``spec.rate`` ops/s in total: one stream per worker at
+    ``rate / concurrency``, each a pure function of (seed, worker) (:func:`harness.generator.pace`)."""
     gens = [wl.generator for wl in workloads if wl.generator is not None]
     if not gens:
         return None
     mixed = gens[0] if len(gens) == 1 else g.mix(gens)
-    return g.stagger(1.0 / spec.rate, mixed)
+    return g.pace(spec.rate, mixed, seed=spec.seed)
 
 
 def final_generator(workloads: Sequence[Any]) -> Any:
@@ -215,7 +294,8 @@ def build_parts(spec: TestSpec, options: ClusterOptions) -> tuple[TestParts, Spl
     db = SplitbrainDB(spec, options)
     workloads = build_workloads(spec, db)
     composed = packages.build(db, _nemesis_names(spec, workloads), interval_s=spec.nemesis.interval_s,
-                              targets=spec.nemesis.targets, seed=spec.seed)
+                              targets=spec.nemesis.targets, seed=spec.seed, time_limit_s=spec.time_limit_s,
+                              options=spec.nemesis.options, schedule=spec.nemesis.schedule)
     client = CompositeClient([(frozenset(wl.fs), wl.client) for wl in workloads])
     parts = TestParts(
         client=client,
@@ -224,6 +304,7 @@ def build_parts(spec: TestSpec, options: ClusterOptions) -> tuple[TestParts, Spl
         db=db,
         nemesis=composed.nemesis,
         heal_generator=composed.heal,
+        schedule=composed.schedule,
         final_generator=final_generator(workloads),
         op_timeouts={f: t for wl in workloads for f, t in wl.op_timeouts.items()},
     )

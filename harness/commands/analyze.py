@@ -7,7 +7,10 @@ crashed, duration) and, unless ``--no-plots``, the plots and timeline.  RUN defa
 it may be a run directory, a test directory (its latest run) or a path relative to ``--results``.
 
 Exit code: the verdict's (0 valid, 1 invalid, 2 unknown); a run that was interrupted or crashed is never
-reported valid.  A missing run, spec or history exits 2 with a message saying what was looked for.
+reported valid.  A missing run, spec or history exits 2 with a message saying what was looked for.  A history
+that is empty or cannot be read (a malformed line, not UTF-8, unreadable file) is no evidence either way: the
+verdict is ``unknown`` with the reason (``results.json`` says it too), exit 2, never a traceback and never
+``invalid``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from checker.history import read_jsonl
+from checker.history import HistoryError, read_jsonl
 from harness.cluster import SplitbrainDB, cluster_options
 from harness.commands._artifacts import write_artifacts
 from harness.commands._parts import build_workloads, namespaced_checkers
@@ -29,9 +32,13 @@ from harness.commands._runs import RunNotFound, resolve_run_dir
 from harness.spec import SpecError, load_spec
 from harness.store import EXIT_UNKNOWN, RunDir, exit_code, merge_results, write_junit, write_results
 
-__all__ = ["analyze_run", "configure", "run"]
+__all__ = ["UnreadableHistory", "analyze_run", "configure", "run"]
 
-_FACTS = ("name", "seed", "interrupted", "crashed", "counts", "duration_s")
+
+class UnreadableHistory(ValueError):
+    """The run's history is empty or cannot be read; the message names the file (and line) and the reason."""
+
+_FACTS = ("name", "seed", "interrupted", "crashed", "ended", "counts", "duration_s", "load", "main_phase_start_ns")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -55,6 +62,7 @@ def analyze_run(run_dir: str | Path, *, plots: bool = True) -> tuple[int, dict[s
     Raises:
         SpecError: the run's test.yaml is missing or invalid, or names an unknown workload.
         FileNotFoundError: the run has no history.jsonl.
+        UnreadableHistory: the history is empty or unreadable (``results.json`` was rewritten as unknown first).
     """
     path = Path(run_dir)
     spec = load_spec(path / "test.yaml")
@@ -62,7 +70,14 @@ def analyze_run(run_dir: str | Path, *, plots: bool = True) -> tuple[int, dict[s
     workloads = build_workloads(spec, SplitbrainDB(spec, options))
     if not (path / "history.jsonl").exists():
         raise FileNotFoundError(f"{path}: no history.jsonl (the run never started its workers)")
-    history = read_jsonl(path / "history.jsonl")
+    unreadable = ""
+    try:
+        history = read_jsonl(path / "history.jsonl")
+    except (HistoryError, UnicodeDecodeError, OSError) as exc:
+        history, unreadable = [], f"unreadable history: {exc} (repair or remove that line, then analyze again)"
+    if not unreadable and not history:
+        unreadable = (f"{path / 'history.jsonl'}: empty history (no operation was recorded), nothing to check "
+                      "(rerun the test: `splitbrain repro RUN`)")
     try:
         old = json.loads((path / "results.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -75,19 +90,29 @@ def analyze_run(run_dir: str | Path, *, plots: bool = True) -> tuple[int, dict[s
         facts["crashed"] = facts.get("crashed") or "no results.json: the run ended before checking"
     test = {"name": spec.name, "spec": spec, "nodes": list(spec.nodes.all), "run_dir": str(path), "remote": None,
             "seed": spec.seed, "concurrency": spec.concurrency}
-    results = {name: _check_safe(c, test, history) for name, c in namespaced_checkers(workloads).items()}
-    merged = merge_results(results)
+    if unreadable:  # no evidence either way: the checkers would call an empty history invalid
+        merged: dict[str, Any] = {"valid": "unknown", "error": unreadable}
+    else:
+        results = {name: _check_safe(c, test, history) for name, c in namespaced_checkers(workloads).items()}
+        merged = merge_results(results)
     valid = merged.get("valid", "unknown")
     if (facts.get("interrupted") or facts.get("crashed")) and valid is True:
         valid = "unknown"
     merged["valid"] = valid
+    if history:  # fault accounting is read from the history's nemesis completions (nemesis.accounting)
+        from nemesis import accounting
+
+        facts["faults"] = accounting.summarize(op.to_dict() for op in history if not op.is_client)
+        facts["fault_warnings"] = accounting.warnings(facts["faults"])
     run = RunDir(path.parent.parent, path.parent.name, path)
     doc = write_results(run, merged, **facts, analyzed_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                         history_ops=len(history))
     write_junit(run, spec.name, merged, time_s=float(facts.get("duration_s") or 0.0),
                 error=str(facts.get("crashed") or ""))
-    if plots:
+    if plots and not unreadable:
         write_artifacts(path, title=f"{spec.name} seed={spec.seed}")
+    if unreadable:
+        raise UnreadableHistory(unreadable)
     return exit_code(valid), doc
 
 
@@ -103,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_UNKNOWN
     except FileNotFoundError as exc:
         print(f"splitbrain analyze: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    except UnreadableHistory as exc:
+        print(f"splitbrain analyze: verdict unknown (also in results.json): {exc}", file=sys.stderr)
         return EXIT_UNKNOWN
     counts = doc.get("anomaly_counts") or {}
     an = ", ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no anomalies"

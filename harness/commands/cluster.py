@@ -1,11 +1,16 @@
-"""``splitbrain cluster up SPEC | down [NAME] | status [NAME] | logs NODE``: a cluster without a test.
+"""``splitbrain cluster up SPEC | down [NAME] [--all-orphans] | status [NAME] | logs NODE``: a cluster without a test.
 
 * ``up`` validates the spec like ``splitbrain test``, creates its backend, starts every controller and then
-  every broker, waits until each serves, records the cluster under ``<results>/.clusters/<name>.json`` and
-  exits, leaving the cluster running (the record is how later processes find it).
-* ``down`` removes recorded clusters (all, or NAME) -- processes, namespaces/containers, bridge, firewall
-  rule -- and then every orphaned local/docker run whose owning process is gone (a crashed test's leftovers).
-* ``status`` shows each recorded cluster's nodes (alive or not) and the controller leader.
+  every broker, waits until each serves, records the cluster under ``<results>/.clusters/<name>.json``, hands
+  the backend's resources over to that record (:mod:`harness.control.owner`) and exits, leaving the cluster
+  running.  It prints the ``export`` lines for ``splitbrain admin`` (or use ``splitbrain admin --cluster NAME``).
+* ``down [NAME]`` removes the named cluster, or without NAME every cluster recorded under *this* ``--results``
+  (the caller's) -- processes, namespaces/containers, bridge, firewall rule -- and its record.  Nothing else:
+  another results directory's clusters and live runs are never touched.  ``--all-orphans`` also removes, on the
+  whole machine, runs nobody answers for any more (owner process gone, or a kept cluster whose record is gone);
+  docker clean-up happens only then, and only to containers carrying splitbrain's labels.
+* ``status`` shows each recorded cluster's nodes (alive or not) and the controller leader; a cluster whose
+  resources are gone is reported as gone, without asking whatever now answers at its old addresses.
 * ``logs NODE`` prints the tail of a node's log (``-n`` lines).
 
 Exit codes: 0 done, 2 bad input (invalid spec, unknown cluster or node, backend unavailable), 255 the
@@ -17,6 +22,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -25,7 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands._backend import BackendUnavailable, backend_module, open_remote, ssh_targets
-from harness.commands._clusters import cluster_record, list_records, record_path, remove_record, write_record
+from harness.commands._clusters import (
+    cluster_alive,
+    cluster_record,
+    list_records,
+    record_path,
+    remove_record,
+    write_record,
+)
 from harness.commands._parts import Prepared, add_spec_arguments, overrides_from_args, prepare
 from harness.spec import SpecError
 from harness.store import EXIT_CRASHED, EXIT_UNKNOWN
@@ -38,8 +52,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     up = sub.add_parser("up", help="start the spec's cluster and leave it running")
     up.add_argument("spec")
     add_spec_arguments(up)
-    down = sub.add_parser("down", help="stop recorded clusters and clean up orphaned runs")
-    down.add_argument("name", nargs="?", help="only this cluster (default: all recorded)")
+    down = sub.add_parser("down", help="stop this results dir's clusters (or NAME); --all-orphans for leftovers")
+    down.add_argument("name", nargs="?", help="only this cluster (default: every cluster recorded under --results)")
+    down.add_argument("--all-orphans", action="store_true",
+                      help="also remove runs on this machine nobody answers for (owner gone, or record gone)")
     status = sub.add_parser("status", help="show recorded clusters")
     status.add_argument("name", nargs="?")
     logs = sub.add_parser("logs", help="print the tail of a node's log")
@@ -57,7 +73,7 @@ async def _up(prepared: Prepared, results_root: str, nodes_file: str | None) -> 
     from harness.cluster import SplitbrainDB
 
     spec = prepared.spec
-    remote = await open_remote(spec, nodes_file=nodes_file)
+    remote = await open_remote(spec, nodes_file=nodes_file, results_dir=results_root)
     db = SplitbrainDB(spec, prepared.options)
     ok = False
     with tempfile.TemporaryDirectory(prefix="splitbrain-up-") as tmp:
@@ -66,8 +82,10 @@ async def _up(prepared: Prepared, results_root: str, nodes_file: str | None) -> 
             await asyncio.gather(*(db.setup(test, n) for n in spec.nodes.controllers))
             brokers = [n for s in spec.nodes.broker_sets for n in s]
             await asyncio.gather(*(db.setup(test, n) for n in brokers))
-            record = cluster_record(spec, remote, db)
-            write_record(results_root, record)
+            record = cluster_record(spec, remote, db, results_root=results_root)
+            path = write_record(results_root, record)
+            if hasattr(remote, "keep_as_cluster"):  # the record owns it now: the launcher exits by design
+                remote.keep_as_cluster(path, results_root)
             ok = True
             return record
         finally:
@@ -80,7 +98,7 @@ async def _up(prepared: Prepared, results_root: str, nodes_file: str | None) -> 
 
 def _cmd_up(args: argparse.Namespace) -> int:
     try:
-        prepared = prepare(args.spec, overrides_from_args(args))
+        prepared = prepare(args.spec, overrides_from_args(args), allow_weak_quorum=args.allow_weak_quorum)
         if prepared.spec.backend == "ssh":
             ssh_targets(prepared.spec, args.nodes_file)
             raise SpecError(prepared.spec.source, "backend", "ssh",
@@ -104,8 +122,17 @@ def _cmd_up(args: argparse.Namespace) -> int:
     print(f"cluster {name} is up ({record['backend']}); controllers: {', '.join(record['controllers'])}")
     for n, info in record["nodes"].items():
         print(f"  {n:<10} {info['role']:<10} {info['address']:<16} pid={info['pid']} log={info['log']}")
+    for line in exports(record):
+        print(line)
+    print(f"or: splitbrain admin --cluster {name} --results {args.results} metadata")
     print(f"stop it with: splitbrain cluster down {name} --results {args.results}")
     return 0
+
+
+def exports(record: Mapping[str, Any]) -> list[str]:
+    """The shell ``export`` lines that point ``splitbrain admin`` (and clients) at a recorded cluster."""
+    return [f"export SPLITBRAIN_CONTROLLERS={shlex.quote(','.join(record.get('controllers') or []))}",
+            f"export SPLITBRAIN_TOKEN={shlex.quote(str(record.get('token') or ''))}"]
 
 
 def _remove_cluster(rec: Mapping[str, Any]) -> list[str]:
@@ -113,8 +140,12 @@ def _remove_cluster(rec: Mapping[str, Any]) -> list[str]:
         local = backend_module("local")
         return list(local.cleanup_state(Path(rec["local_state"])))
     if rec.get("backend") == "docker" and rec.get("docker_prefix"):
+        from harness.control.owner import remove_claim
+
         docker = backend_module("docker")
-        return list(docker.cleanup_run(str(rec["docker_prefix"])))
+        gone = list(docker.cleanup_run(str(rec["docker_prefix"])))
+        remove_claim(str(rec["docker_prefix"]))
+        return gone
     return []
 
 
@@ -126,19 +157,40 @@ def _cmd_down(args: argparse.Namespace) -> int:
         return EXIT_UNKNOWN
     removed: list[str] = []
     for rec in records:
+        if rec.get("uid") not in (None, os.getuid()) and os.getuid() != 0:
+            print(f"splitbrain cluster down: {rec['name']} belongs to uid {rec['uid']}, not you: left alone",
+                  file=sys.stderr)
+            continue
         try:
-            removed += _remove_cluster(rec)
+            gone = _remove_cluster(rec)
         except BackendUnavailable as exc:
             print(f"splitbrain cluster down: {rec['name']}: {exc}", file=sys.stderr)
             continue
+        removed += gone
         remove_record(args.results, rec["name"])
-        print(f"cluster {rec['name']} is down")
-    removed += backend_module("local").cleanup_all(only_orphans=True)
-    with contextlib.suppress(Exception):  # docker absent or engine unreachable: nothing of ours to clean there
-        removed += backend_module("docker").cleanup_all(only_orphans=True)
+        print(f"cluster {rec['name']} is down" + ("" if gone else " (its resources were already gone)"))
+    if args.all_orphans:
+        removed += _remove_orphans()
     for r in removed:
         print(f"  removed {r}")
+    if not records and not args.all_orphans:
+        print(f"no clusters recorded under {args.results}/.clusters (--all-orphans removes leftovers of dead runs)")
     return 0
+
+
+def _remove_orphans() -> list[str]:
+    """Local and docker runs nobody answers for (:func:`harness.control.owner.orphan_reason`), machine-wide."""
+    removed: list[str] = []
+    local = backend_module("local")
+    for state_file, why in local.orphans():
+        print(f"orphan {state_file.stem}: {why}")
+        removed += local.cleanup_state(state_file)
+    try:
+        docker = backend_module("docker")
+        removed += docker.cleanup_all(only_orphans=True)  # by our labels only
+    except Exception as exc:  # no SDK or no engine: nothing of ours can be there
+        print(f"docker: not checked ({exc.__class__.__name__})")
+    return removed
 
 
 def _pid_alive(pid: Any) -> bool:
@@ -165,6 +217,11 @@ def _cmd_status(args: argparse.Namespace) -> int:
         print(f"no recorded clusters under {args.results}/.clusters" + (f" named {args.name!r}" if args.name else ""))
         return EXIT_UNKNOWN if args.name else 0
     for rec in records:
+        if rec.get("backend") == "local" and not cluster_alive(rec):
+            print(f"{rec['name']} ({rec['backend']}, up since {rec.get('created')}): gone (its namespaces or "
+                  f"processes no longer exist); forget it with `splitbrain cluster down {rec['name']} "
+                  f"--results {args.results}`")
+            continue
         quorum = asyncio.run(_leader(rec))
         print(f"{rec['name']} ({rec['backend']}, up since {rec.get('created')}): {quorum}")
         for n, info in rec["nodes"].items():

@@ -19,7 +19,9 @@ __all__ = ["configure", "run"]
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", default="results", help="results root directory (default: results)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
+    from harness.cli import port_number
+
+    p.add_argument("--port", type=port_number, default=8080, help="port 0..65535 (default 8080; 0 = any free port)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -30,7 +30,14 @@ from typing import Any
 from harness.commands._artifacts import write_artifacts
 from harness.commands._backend import BackendUnavailable, open_remote, ssh_targets
 from harness.commands._clusters import cluster_record, write_record
-from harness.commands._parts import Prepared, add_spec_arguments, build_parts, overrides_from_args, prepare
+from harness.commands._parts import (
+    Prepared,
+    add_spec_arguments,
+    build_parts,
+    check_results_root,
+    overrides_from_args,
+    prepare,
+)
 from harness.commands._runs import junit_for_runs, read_summary, summary_table
 from harness.runner import RunOutcome, run_test, worst_exit_code
 from harness.spec import SpecError
@@ -51,6 +58,7 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", default="results", help="results root directory (default: results)")
     p.add_argument("--junit", help="write one JUnit XML file for all runs")
     p.add_argument("--quiet", action="store_true", help="no live progress line")
+    p.add_argument("--run-dirs-file", help=argparse.SUPPRESS)  # test-all --jobs: where a child lists its runs
 
 
 def repro_command(run_dir: str | Path, seed: int) -> str:
@@ -92,13 +100,15 @@ async def execute(
         remote = None
         keep = False
         try:
-            remote = await open_remote(one, nodes_file=nodes_file, state_dir=state_dir)
+            remote = await open_remote(one, nodes_file=nodes_file, state_dir=state_dir, results_dir=results_root)
             undo()  # run_test installs its own SIGINT/SIGTERM handling (graceful stop)
             outcome = await run_test(one, parts, results_root=results_root, remote=remote, quiet=quiet)
             undo = _cancel_on_sigterm(asyncio.current_task())
             if one.leave_running and not outcome.interrupted and i == spec.test_count - 1:  # only the last run
                 keep = True
-                path = write_record(results_root, cluster_record(one, remote, db))
+                path = write_record(results_root, cluster_record(one, remote, db, results_root=results_root))
+                if hasattr(remote, "keep_as_cluster"):  # from now on the record, not this process, owns it
+                    remote.keep_as_cluster(path, results_root)
                 print(f"[splitbrain] cluster left running ({path}); stop it with: splitbrain cluster down "
                       f"{one.name} --results {results_root}", flush=True)
         finally:
@@ -109,7 +119,9 @@ async def execute(
         if written:
             log.info("wrote %s", ", ".join(written))
         if outcome.exit_code != 0:
-            print(f"[splitbrain] reproduce with: {repro_command(outcome.run_dir.path, one.seed)}", flush=True)
+            print(f"[splitbrain] reproduce with: splitbrain repro {shlex.quote(str(outcome.run_dir.path))} "
+                  f"(same seed, client ops and executed faults); shrink the faults with: splitbrain shrink "
+                  f"{shlex.quote(str(outcome.run_dir.path))}", flush=True)
         outcomes.append(outcome)
         if outcome.interrupted:
             break
@@ -140,11 +152,19 @@ def write_junit_file(path: str, run_dirs: list[Path]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        prepared = prepare(args.spec, overrides_from_args(args))
+        prepared = prepare(args.spec, overrides_from_args(args),
+                           allow_weak_quorum=getattr(args, "allow_weak_quorum", False))
         if prepared.spec.backend == "ssh":
             ssh_targets(prepared.spec, getattr(args, "nodes_file", None))
     except SpecError as exc:
         print(f"splitbrain test: invalid spec: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    except BackendUnavailable as exc:
+        print(f"splitbrain test: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    problem = check_results_root("--results", args.results)
+    if problem:
+        print(f"splitbrain test: {problem}", file=sys.stderr)
         return EXIT_UNKNOWN
     print(f"[splitbrain] {prepared.spec.name}: seed={prepared.spec.seed} backend={prepared.spec.backend} "
           f"runs={prepared.spec.test_count}", flush=True)
@@ -164,6 +184,9 @@ def run(args: argparse.Namespace) -> int:
         log.error("splitbrain test crashed", exc_info=True)
         print(f"splitbrain test: crashed: {exc.__class__.__name__}: {exc}", file=sys.stderr)
         return EXIT_CRASHED
+    if getattr(args, "run_dirs_file", None):
+        with open(args.run_dirs_file, "a", encoding="utf-8") as fh:
+            fh.writelines(f"{o.run_dir.path}\n" for o in outcomes)
     if len(outcomes) > 1:
         _print_table(args.spec, [o.run_dir.path for o in outcomes])
     if args.junit:

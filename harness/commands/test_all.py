@@ -12,6 +12,14 @@ the spec alone (aliases such as ``all`` expanded), e.g. the nightly suite::
 
 A cell the spec's own validation rejects (a workload that needs a nemesis package the cell lacks,
 say) is listed as skipped with the reason, not run; a spec whose base form is invalid is an error.
+
+``--jobs N`` runs up to N specs or cells at once, each as its own ``splitbrain test`` process (its resolved
+spec written to a temporary file, its output in ``<results>/.test-all/<n>.log``).  Runs never share
+anything: each has its own backend (namespaces on their own subnet, or containers with their own labels), its
+own owner and supervisor, its own run directory.  The table and JUnit file are the same as with ``--jobs 1``
+(rows in spec order); a child that fails before making a run directory is a row with its exit code and the
+last line it printed.  Ctrl-C reaches every child (they stop gracefully, each writing its run directory); the
+command waits for them and exits 130.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands._backend import BackendUnavailable
-from harness.commands._parts import Prepared, add_spec_arguments, overrides_from_args, prepare
+from harness.commands._parts import Prepared, add_spec_arguments, check_results_root, overrides_from_args, prepare
 from harness.commands._runs import RunSummary, junit_for_runs, read_summary, summary_table
 from harness.commands.test import add_output_arguments, execute
 from harness.runner import worst_exit_code
@@ -39,8 +47,24 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--matrix", action="store_true",
                    help="run each spec as cells: every workload alone x every nemesis package alone")
     p.add_argument("--dry-run", action="store_true", help="list the runs (and skipped cells) without starting any")
+    p.add_argument("--jobs", type=_jobs, default=1, metavar="N",
+                   help="run up to N specs/cells at once, each in its own process (default 1)")
     add_spec_arguments(p)
     add_output_arguments(p)
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of parallel runs (1..64)") from None
+    if not 1 <= n <= 64:
+        raise argparse.ArgumentTypeError(f"{n} is outside 1..64")
+    return n
+
+
+# The command a --jobs child runs (tests point it at an interpreter that registers test-only workloads).
+CHILD_COMMAND: list[str] = [sys.executable, "-m", "harness.cli"]
 
 
 def matrix_cells(spec: Any) -> list[tuple[str, dict[str, Any]]]:
@@ -52,7 +76,7 @@ def matrix_cells(spec: Any) -> list[tuple[str, dict[str, Any]]]:
     return [(f"{w} x {p}", {"workload": w, "nemesis": p}) for w in workloads for p in packages]
 
 
-def _load_all(paths: list[str], overrides: dict[str, Any], *, matrix: bool = False
+def _load_all(paths: list[str], overrides: dict[str, Any], *, matrix: bool = False, allow_weak_quorum: bool = False
               ) -> tuple[list[tuple[str, Prepared]], list[str], list[str]]:
     """(label, prepared) per run, errors (bad specs), skipped matrix cells (with reasons)."""
     prepared: list[tuple[str, Prepared]] = []
@@ -60,7 +84,7 @@ def _load_all(paths: list[str], overrides: dict[str, Any], *, matrix: bool = Fal
     skipped: list[str] = []
     for path in paths:
         try:
-            base = prepare(path, overrides)
+            base = prepare(path, overrides, allow_weak_quorum=allow_weak_quorum)
         except SpecError as exc:
             errors.append(str(exc))
             continue
@@ -69,7 +93,8 @@ def _load_all(paths: list[str], overrides: dict[str, Any], *, matrix: bool = Fal
             continue
         for label, cell in matrix_cells(base.spec):
             try:
-                prepared.append((f"{path}: {label}", prepare(path, {**overrides, **cell})))
+                one = prepare(path, {**overrides, **cell}, allow_weak_quorum=allow_weak_quorum)
+                prepared.append((f"{path}: {label}", one))
             except SpecError as exc:
                 skipped.append(f"{path}: {label}: {exc}")
     return prepared, errors, skipped
@@ -78,10 +103,15 @@ def _load_all(paths: list[str], overrides: dict[str, Any], *, matrix: bool = Fal
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    prepared, errors, skipped = _load_all(args.specs, overrides_from_args(args), matrix=args.matrix)
+    prepared, errors, skipped = _load_all(args.specs, overrides_from_args(args), matrix=args.matrix,
+                                          allow_weak_quorum=args.allow_weak_quorum)
     if errors:
         for e in errors:
             print(f"splitbrain test-all: invalid spec: {e}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    problem = None if args.dry_run else check_results_root("--results", args.results)
+    if problem:
+        print(f"splitbrain test-all: {problem}", file=sys.stderr)
         return EXIT_UNKNOWN
     for cell in skipped:
         print(f"splitbrain test-all: skipped cell {cell}", file=sys.stderr)
@@ -95,6 +125,20 @@ def run(args: argparse.Namespace) -> int:
     rows: list[tuple[str, RunSummary]] = []
     junit_runs: list[tuple[RunSummary, Any]] = []
     codes: list[int] = []
+    if args.jobs > 1:
+        results = _run_parallel(prepared, args)
+        for (label, p), (code, run_dirs, last_line) in zip(prepared, results, strict=True):
+            codes.append(code)
+            if not run_dirs:
+                s = RunSummary(p.spec.name, "-", "crashed" if code == 255 else "unknown", seed=p.spec.seed,
+                               rel_path=f"exit {code}: {last_line}"[:80])
+                rows.append((label, s))
+                junit_runs.append((s, None))
+            for d in run_dirs:
+                s = read_summary(d)
+                rows.append((label, s))
+                junit_runs.append((s, _doc(d)))
+        prepared = []  # done: fall through to the table
     for label, p in prepared:
         try:
             code, outcomes = asyncio.run(execute(p, results_root=args.results, quiet=args.quiet,
@@ -128,6 +172,53 @@ def run(args: argparse.Namespace) -> int:
         Path(args.junit).parent.mkdir(parents=True, exist_ok=True)
         Path(args.junit).write_text(junit_for_runs(junit_runs), encoding="utf-8")
     return 130 if 130 in codes else worst_exit_code(codes)
+
+
+def _run_parallel(prepared: list[tuple[str, Prepared]], args: argparse.Namespace) -> list[tuple[int, list[Path], str]]:
+    """Run every prepared spec as a ``splitbrain test`` child, at most ``args.jobs`` at once.
+
+    Returns, per spec in order: (exit code, its run directories, the last line it printed).
+    """
+    import subprocess
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.spec import resolved_yaml
+
+    logs = Path(args.results) / ".test-all"
+    logs.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="test-all-", dir=logs))
+
+    def one(i: int) -> tuple[int, list[Path], str]:
+        label, p = prepared[i]
+        spec_file, dirs_file, log_file = work / f"{i}.yaml", work / f"{i}.runs", logs / f"{work.name}-{i}.log"
+        spec_file.write_text(resolved_yaml(p.spec), encoding="utf-8")
+        argv = [*CHILD_COMMAND, "test", str(spec_file), "--results", args.results, "--quiet",
+                "--run-dirs-file", str(dirs_file)]
+        if getattr(args, "nodes_file", None):
+            argv += ["--nodes-file", args.nodes_file]
+        if getattr(args, "allow_weak_quorum", False):
+            argv.append("--allow-weak-quorum")
+        print(f"[splitbrain] start {i + 1}/{len(prepared)}: {label} (seed {p.spec.seed}; log {log_file})",
+              flush=True)
+        with open(log_file, "wb") as log:
+            code = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
+        try:
+            run_dirs = [Path(line) for line in dirs_file.read_text(encoding="utf-8").splitlines() if line]
+        except OSError:
+            run_dirs = []
+        lines = [ln for ln in log_file.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+        code = 255 if code < 0 else code  # killed by a signal: the harness did not finish
+        print(f"[splitbrain] done {i + 1}/{len(prepared)}: {label}: exit {code}", flush=True)
+        return code, run_dirs, lines[-1] if lines else ""
+
+    try:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            return list(pool.map(one, range(len(prepared))))
+    finally:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _doc(run_dir: Path) -> Any:

@@ -16,9 +16,12 @@ Topology of one run (prefix ``sbXXXXXX``, unique per run so parallel runs never 
 * ``exec`` runs under ``timeout -s KILL``; ``spawn`` starts ``setsid nohup`` in the background,
   appending to a log file inside the container, and records the pid's start time so a signal
   never reaches a reused pid.  Files move with ``put_archive``/``get_archive``.
-* Everything carries the labels ``splitbrain.backend=docker``, ``splitbrain.run=<prefix>`` and the
-  owner's pid/start time: :func:`cleanup_all` (``only_orphans``: owner gone) removes containers
-  then networks by label, after a crash too.  The labels are the state; there is no state file.
+* Everything carries the labels ``splitbrain.backend=docker``, ``splitbrain.run=<prefix>``, the
+  owner's pid/start time and results directory: :func:`cleanup_all` (``only_orphans``: nobody answers
+  for the run, :func:`harness.control.owner.orphan_reason`) removes containers then networks by label,
+  after a crash too.  The labels are the state; a run kept as a cluster (labels cannot change) also has
+  a claim file (:meth:`DockerRemote.keep_as_cluster`) naming its cluster record.  Clean-up never touches
+  a container without our labels, nor another live run's.
 
 Needs a reachable docker engine and the node image (``splitbrain images build``).
 """
@@ -55,6 +58,7 @@ LABEL_BACKEND = "splitbrain.backend"
 LABEL_RUN = "splitbrain.run"
 LABEL_OWNER = "splitbrain.owner"  # "<pid>:<start time>" of the harness process
 LABEL_NODE = "splitbrain.node"
+LABEL_RESULTS = "splitbrain.results"  # the owner's results directory
 NODE_ROOT = "/srv/splitbrain"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _PARALLEL = 8
@@ -114,6 +118,7 @@ class DockerRemote:
     async def create(
         cls, nodes: Sequence[str], *, image: str | None = None, prefix: str | None = None, mount_repo: bool = True,
         python: str = "python3", env: Mapping[str, str] | None = None, ssh_authorized_key: str | None = None,
+        owner: Mapping[str, Any] | None = None,
     ) -> DockerRemote:
         """Create a private bridge network and one container per node (started in parallel).
 
@@ -126,11 +131,11 @@ class DockerRemote:
             raise ControlError(f"docker backend: need distinct node names made of a-z, 0-9, '.', '_', '-' "
                                f"(usable as host names), got {list(nodes)}")
         return await asyncio.to_thread(cls._create_sync, list(nodes), image or default_image(), prefix, mount_repo,
-                                       python, dict(env or {}), ssh_authorized_key)
+                                       python, dict(env or {}), ssh_authorized_key, dict(owner or {}))
 
     @classmethod
     def _create_sync(cls, nodes: list[str], image: str, prefix: str | None, mount_repo: bool, python: str,
-                     env: dict[str, str], ssh_key: str | None) -> DockerRemote:
+                     env: dict[str, str], ssh_key: str | None, owner: dict[str, Any]) -> DockerRemote:
         client = _client()
         try:
             client.images.get(image)
@@ -138,7 +143,9 @@ class DockerRemote:
             raise ControlError(f"docker backend: image {image} is not in the engine; build it with "
                                "`splitbrain images build` (no registry is assumed)") from None
         prefix = prefix or f"sb{secrets.token_hex(3)}"
-        labels = {LABEL_BACKEND: "docker", LABEL_RUN: prefix, LABEL_OWNER: f"{os.getpid()}:{_own_start()}"}
+        labels = {LABEL_BACKEND: "docker", LABEL_RUN: prefix, LABEL_OWNER: f"{os.getpid()}:{_own_start()}",
+                  LABEL_RESULTS: str(owner.get("results_dir") or "")}
+        env = {**env, "SPLITBRAIN_RUN_ID": prefix}
         net_name = f"{prefix}-net"
         if ssh_key:
             env = {**env, "SPLITBRAIN_SSH_AUTHORIZED_KEY": ssh_key}
@@ -170,9 +177,23 @@ class DockerRemote:
             raise ControlError(f"docker backend: creating {len(nodes)} containers from {image} failed: {exc}") from exc
         return cls(client, prefix, net_name, containers, addresses, python=python)
 
+    @property
+    def run_id(self) -> str:
+        return self.prefix
+
+    def keep_as_cluster(self, record: str | Path, results_dir: str | Path) -> None:
+        """Hand the run over to a cluster record: an orphan only once that record is gone."""
+        from harness.control.owner import make_owner, write_claim
+
+        write_claim(self.prefix, make_owner(kind="cluster", record=str(Path(record).resolve()),
+                                            results_dir=str(Path(results_dir).resolve())))
+
     async def close(self) -> None:
         """Remove our containers (their processes die with them) and the network."""
+        from harness.control.owner import remove_claim
+
         await asyncio.to_thread(cleanup_run, self.prefix, client=self.client)
+        remove_claim(self.prefix)
         self.containers.clear()
 
     # -- plumbing -----------------------------------------------------------------------------------
@@ -316,19 +337,35 @@ def cleanup_run(prefix: str, *, client: Any = None) -> list[str]:
     return removed
 
 
-def _owner_alive(owner: str) -> bool:
-    pid_s, _, start = owner.partition(":")
+def _owner_from_label(label: str) -> dict[str, Any]:
+    pid_s, _, start = label.partition(":")
     try:
-        stat = Path(f"/proc/{int(pid_s)}/stat").read_text()
-    except (OSError, ValueError):
-        return False
-    parsed = parse_proc_stat(stat)
-    return parsed is not None and parsed[0] != "Z" and str(parsed[1]) == start
+        return {"kind": "run", "pid": int(pid_s), "start": int(start)}
+    except ValueError:
+        return {"kind": "run", "pid": None, "start": None}
+
+
+def _owner_alive(owner_label: str) -> bool:
+    """Whether the ``<pid>:<start>`` owner label names a live process (the same one: start times match)."""
+    from harness.control.owner import process_alive
+
+    owner = _owner_from_label(owner_label)
+    return process_alive(owner["pid"], owner["start"])
+
+
+def run_orphan_reason(prefix: str, owner_label: str) -> str | None:
+    """Why docker run ``prefix`` is an orphan (its claim file, else its owner label), or None."""
+    from harness.control.owner import orphan_reason, process_alive, read_claim
+
+    owner = read_claim(prefix) or _owner_from_label(owner_label)
+    return orphan_reason(owner, alive=process_alive, exists=lambda p: Path(p).exists())
 
 
 def cleanup_all(*, only_orphans: bool = False) -> list[str]:
-    """Remove every splitbrain docker run (``only_orphans``: only runs whose owning process is gone;
-    this assumes the engine runs on this machine, so owner pids are comparable)."""
+    """Remove splitbrain docker runs -- only containers and networks carrying our labels (``only_orphans``:
+    only runs nobody answers for; this assumes the engine runs on this machine, so owner pids are comparable)."""
+    from harness.control.owner import remove_claim
+
     client = _client()
     flt = {"label": f"{LABEL_BACKEND}=docker"}
     runs: dict[str, str] = {}
@@ -338,8 +375,9 @@ def cleanup_all(*, only_orphans: bool = False) -> list[str]:
             runs[labels[LABEL_RUN]] = labels.get(LABEL_OWNER, "")
     removed: list[str] = []
     for prefix, owner in sorted(runs.items()):
-        if only_orphans and _owner_alive(owner):
+        if only_orphans and run_orphan_reason(prefix, owner) is None:
             continue
         removed += cleanup_run(prefix, client=client)
+        remove_claim(prefix)
     return removed
 

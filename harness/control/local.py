@@ -15,10 +15,17 @@ Topology of one run (prefix ``sbXXXX``, unique per run so parallel runs never co
   bridge, recorded in the state file, removed by cleanup (docker does the same for docker0).
 * Processes start inside their namespace (``ip netns exec``) in their own session, with
   stdout+stderr appended to a log file; each node has a directory ``<root>/<node>/``.
-* Everything created (namespaces, bridge, processes with their start times) is recorded in a
-  JSON state file under :data:`STATE_DIR` *before* it is created, so :func:`cleanup_all` (and
-  ``splitbrain cluster down``) can remove it all after a crash.  Only pids whose start time
-  still matches are ever signalled.
+* Everything created (namespaces, veths, bridge, the FORWARD rule, processes with their start times and
+  argv, the ``SPLITBRAIN_RUN_ID`` environment marker every node process carries) is recorded in a JSON
+  state file under :data:`STATE_DIR` *before* it is created, with the run's *owner*
+  (:mod:`harness.control.owner`: kind, pid + start time, results directory, cluster record).  Only pids
+  whose start time still matches are ever signalled.
+* Ownership decides who may remove a run: :meth:`LocalRemote.close` removes its own; a supervisor process
+  (:mod:`harness.control.supervisor`, started with the run) saves the node logs into the run's results
+  directory, marks it ``ended: killed`` and removes everything within about a second when the owner dies
+  without closing (SIGKILL); :func:`cleanup_all` with ``only_orphans`` removes only runs whose owner is gone
+  for good (:func:`harness.control.owner.orphan_reason`) -- never a live run or a kept cluster
+  (:meth:`LocalRemote.keep_as_cluster`).
 
 Needs root (CAP_NET_ADMIN); otherwise :class:`NotPermitted` suggests the docker backend.
 """
@@ -41,10 +48,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.control.base import CommandFailed, ControlError, ExecResult, NotPermitted
+from harness.control.owner import make_owner, orphan_reason, process_alive
 
-__all__ = ["STATE_DIR", "LocalRemote", "cleanup_all", "cleanup_state"]
+__all__ = ["RUN_ID_ENV", "STATE_DIR", "LocalRemote", "cleanup_all", "cleanup_state", "orphans"]
 
 STATE_DIR = Path(os.environ.get("SPLITBRAIN_LOCAL_STATE_DIR", "/tmp/splitbrain-local"))
+RUN_ID_ENV = "SPLITBRAIN_RUN_ID"  # set in every node process's environment: which run it belongs to
 _SUBNET_BASE = "10.77"
 _MAX_NODES = 250
 # Machine-wide (whatever the state dir): two runs choosing a subnet at once must not pick the same one.
@@ -99,14 +108,20 @@ class LocalRemote:
         self.state_path = state_path
         self.root = Path(state["root"])
         self._popen: dict[int, subprocess.Popen[bytes]] = {}
+        self._supervisor: subprocess.Popen[bytes] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
     @classmethod
     async def create(
         cls, nodes: Sequence[str], *, state_dir: Path | None = None, root: str | None = None, prefix: str | None = None,
+        owner: Mapping[str, Any] | None = None, supervise: bool = True,
     ) -> LocalRemote:
         """Create a bridge and one namespace per node.
+
+        Args:
+            owner: who answers for the run (default: this process, kind ``run``; see :mod:`.owner`).
+            supervise: start the supervisor that cleans up if this process dies without :meth:`close`.
 
         Raises:
             NotPermitted: not root, or ``ip`` is missing.
@@ -121,10 +136,15 @@ class LocalRemote:
             raise NotPermitted("the local backend needs iproute2's `ip` command; install iproute2 or use docker")
         if not 1 <= len(nodes) <= _MAX_NODES or len(set(nodes)) != len(nodes):
             raise ControlError(f"local backend: need 1..{_MAX_NODES} distinct node names, got {list(nodes)}")
-        return await asyncio.to_thread(cls._create_sync, list(nodes), state_dir or STATE_DIR, root, prefix)
+        remote = await asyncio.to_thread(cls._create_sync, list(nodes), state_dir or STATE_DIR, root, prefix,
+                                         dict(owner or make_owner()))
+        if supervise:
+            remote.start_supervisor()
+        return remote
 
     @classmethod
-    def _create_sync(cls, nodes: list[str], state_dir: Path, root: str | None, prefix: str | None) -> LocalRemote:
+    def _create_sync(cls, nodes: list[str], state_dir: Path, root: str | None, prefix: str | None,
+                     owner: dict[str, Any]) -> LocalRemote:
         state_dir.mkdir(parents=True, exist_ok=True)
         prefix = prefix or f"sb{secrets.token_hex(2)}"
         state_path = state_dir / f"{prefix}.json"
@@ -132,19 +152,20 @@ class LocalRemote:
             raise ControlError(f"local backend: prefix {prefix} is in use ({state_path})")
         with open(_SUBNET_LOCK, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the bridge holds the subnet's address
-            return cls._create_locked(nodes, state_dir, root, prefix, state_path)
+            return cls._create_locked(nodes, state_dir, root, prefix, state_path, owner)
 
     @classmethod
     def _create_locked(cls, nodes: list[str], state_dir: Path, root: str | None, prefix: str,
-                       state_path: Path) -> LocalRemote:
+                       state_path: Path, owner: dict[str, Any]) -> LocalRemote:
         free = sorted(set(range(1, 255)) - _used_subnets(state_dir))
         if not free:
             raise ControlError(f"local backend: no free {_SUBNET_BASE}.X.0/24 subnet; run `splitbrain cluster down`")
         subnet = free[0]
         root_dir = root or tempfile.mkdtemp(prefix=f"{prefix}-", dir=str(state_dir))
         state: dict[str, Any] = {
-            "prefix": prefix, "owner_pid": os.getpid(), "owner_start": _proc_starttime(os.getpid()), "subnet": subnet,
-            "bridge": f"{prefix}br", "root": root_dir, "nodes": {}, "pids": {},
+            "prefix": prefix, "owner_pid": owner["pid"], "owner_start": owner["start"], "owner": owner,
+            "subnet": subnet, "bridge": f"{prefix}br", "root": root_dir, "nodes": {}, "pids": {},
+            "env": {RUN_ID_ENV: prefix}, "iptables": [], "run_dir": None,
         }
         for i, node in enumerate(nodes):
             ip = f"{_SUBNET_BASE}.{subnet}.{i + 1}"
@@ -156,6 +177,7 @@ class LocalRemote:
             _run(["ip", "link", "add", br, "type", "bridge"])
             if shutil.which("iptables"):
                 state["fw_rule"] = True
+                state["iptables"] = [{"table": "filter", "chain": "FORWARD", "rule": _fw_rule(br)}]
                 _write_state(state_path, state)
                 _run(["iptables", "-w", "-I", "FORWARD", "1", *_fw_rule(br)])
             _run(["ip", "addr", "add", f"{_SUBNET_BASE}.{subnet}.254/24", "dev", br])
@@ -174,6 +196,37 @@ class LocalRemote:
             raise
         return remote
 
+    # -- ownership -----------------------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        return str(self.state["prefix"])
+
+    def start_supervisor(self) -> None:
+        """Start :mod:`harness.control.supervisor` for this run: its own session, no inherited pipes, so
+        neither a Ctrl-C to our process group nor a caller waiting for our output is held up by it."""
+        import sys
+
+        self._supervisor = subprocess.Popen(
+            [sys.executable, "-m", "harness.control.supervisor", str(self.state_path)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            cwd=str(Path(__file__).resolve().parents[2]), close_fds=True,
+        )
+        self.state["supervisor"] = {"pid": self._supervisor.pid, "start": _proc_starttime(self._supervisor.pid)}
+        _write_state(self.state_path, self.state)
+
+    def note_run_dir(self, run_dir: str | Path) -> None:
+        """Where this run's results go: the supervisor saves node logs there (and marks it killed) if we die."""
+        self.state["run_dir"] = str(run_dir)
+        _write_state(self.state_path, self.state)
+
+    def keep_as_cluster(self, record: str | Path, results_dir: str | Path) -> None:
+        """Hand the run over to a cluster record (``cluster up``, ``--leave-running``): from now on it is an
+        orphan only when that record is gone, and the supervisor leaves it alone when we exit."""
+        self.state["owner"] = make_owner(kind="cluster", record=str(Path(record).resolve()),
+                                         results_dir=str(Path(results_dir).resolve()))
+        _write_state(self.state_path, self.state)
+
     async def close(self) -> None:
         """Kill every process we started and remove namespaces, bridge and state file."""
         for p in self._popen.values():
@@ -184,6 +237,12 @@ class LocalRemote:
             with contextlib.suppress(Exception):
                 p.wait(timeout=5)
         self._popen.clear()
+        if self._supervisor is not None:  # it sees the state file gone and exits; reap it (bounded)
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self._supervisor.wait, 5)
+            if self._supervisor.poll() is None:
+                self._supervisor.kill()
+            self._supervisor = None
 
     # -- Remote -------------------------------------------------------------------------------------
 
@@ -202,7 +261,7 @@ class LocalRemote:
         return self.root / node
 
     def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
-        return {**os.environ, **(env or {})}
+        return {**os.environ, **(env or {}), RUN_ID_ENV: self.run_id}
 
     async def exec(
         self, node: str, argv: Sequence[str], *, timeout_s: float = 30.0, env: Mapping[str, str] | None = None,
@@ -311,17 +370,33 @@ def cleanup_state(state_path: Path) -> list[str]:
     return removed
 
 
-def _owner_alive(state: Mapping[str, Any]) -> bool:
-    pid, start = state.get("owner_pid"), state.get("owner_start")
-    return isinstance(pid, int) and start is not None and _proc_starttime(pid) == start
+def _orphan_reason(state: Mapping[str, Any]) -> str | None:
+    owner = state.get("owner") or {"kind": "run", "pid": state.get("owner_pid"), "start": state.get("owner_start")}
+    return orphan_reason(owner, alive=process_alive, exists=lambda p: Path(p).exists())
+
+
+def orphans(*, state_dir: Path | None = None) -> list[tuple[Path, str]]:
+    """(state file, why) of every recorded run nobody answers for (see :func:`harness.control.owner.orphan_reason`).
+    A state file that cannot be read is skipped: it may be one being written right now."""
+    out: list[tuple[Path, str]] = []
+    for f in sorted((state_dir or STATE_DIR).glob("*.json")):
+        try:
+            state = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        reason = _orphan_reason(state) if isinstance(state, dict) else None
+        if reason:
+            out.append((f, reason))
+    return out
 
 
 def cleanup_all(*, state_dir: Path | None = None, only_orphans: bool = False) -> list[str]:
-    """Clean every recorded run (``only_orphans``: only those whose owning process is gone)."""
+    """Clean every recorded run (``only_orphans``: only the orphans, by :func:`orphans`)."""
     removed: list[str] = []
-    for f in sorted((state_dir or STATE_DIR).glob("*.json")):
-        with contextlib.suppress(OSError, ValueError):
-            if only_orphans and _owner_alive(json.loads(f.read_text())):
-                continue
+    if only_orphans:
+        files = [f for f, _ in orphans(state_dir=state_dir)]
+    else:
+        files = sorted((state_dir or STATE_DIR).glob("*.json"))
+    for f in files:
         removed += cleanup_state(f)
     return removed

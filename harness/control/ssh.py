@@ -196,7 +196,11 @@ def _read_nodes_file(path: str | Path) -> Mapping[str, Any]:
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
-        raise NodesFileError(f"{path}: not valid YAML: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise NodesFileError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise NodesFileError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if not isinstance(raw, Mapping) or not isinstance(raw.get("nodes"), Mapping) or not raw["nodes"]:
         raise NodesFileError(f"{path}: expected a mapping with a non-empty 'nodes' mapping (node -> host or map)")
     unknown = sorted(set(map(str, raw)) - set(_FILE_KEYS))

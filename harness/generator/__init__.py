@@ -19,6 +19,11 @@ Plain values are generators too (:func:`as_gen`): a dict is one op, a list runs 
 turn, a callable ``f(ctx) -> dict | None`` is called for every op, ``None`` is exhausted.
 
 Special op types the interpreter never sends to a worker: ``"sleep"`` (just a wake-up time).
+
+Client load: :func:`pace` runs one stream per client thread at ``rate / threads`` ops/s, each op drawn
+from an RNG seeded by ``(seed, thread, op number)`` -- so every worker gets its share of the load and
+its ops do not shift when timing does.  :func:`stagger` is one shared stream (round robin over the
+free threads) drawn from the context's RNG.
 """
 
 from harness.generator._combinators import (
@@ -49,6 +54,7 @@ from harness.generator._core import (
     make_context,
     next_process,
 )
+from harness.generator._pace import pace, stream_seed
 from harness.generator._simulate import simulate
 from harness.generator._threads import clients, each_process, each_thread, nemesis, reserve
 from harness.generator._time import delay, sleep, stagger, time_limit
@@ -78,12 +84,14 @@ __all__ = [
     "nemesis",
     "next_process",
     "once",
+    "pace",
     "phases",
     "repeat",
     "reserve",
     "simulate",
     "sleep",
     "stagger",
+    "stream_seed",
     "synchronize",
     "then",
     "time_limit",

@@ -12,6 +12,7 @@ from harness.generator._core import (
     Gen,
     OpDict,
     OpResult,
+    Thread,
     _update,
     as_gen,
 )
@@ -25,26 +26,45 @@ class _Stagger:
     mean_ns: int
     next_ns: int | None
     gen: Gen | None
+    order: tuple[Thread, ...] = ()  # threads that ran an op, least recently first
+
+    def _fair(self, ctx: Context) -> Context:
+        """``ctx`` with its threads least recently used first, so ``free_thread()`` rotates over the free
+        workers instead of always handing the op to the lowest-numbered one."""
+        if not self.order:
+            return ctx
+        used = [t for t in self.order if t in ctx.threads]
+        fresh = [t for t in ctx.threads if t not in self.order]
+        return ctx._replace(threads=(*fresh, *used))
 
     def op(self, ctx: Context) -> OpResult:
         if self.gen is None:
             return None
-        res = self.gen.op(ctx)
+        res = self.gen.op(self._fair(ctx))
         if res is None:
             return None
         value, nxt = res
         if value is PENDING:
-            return (PENDING, _Stagger(self.mean_ns, self.next_ns, nxt))
+            return (PENDING, _Stagger(self.mean_ns, self.next_ns, nxt, self.order))
         at = max(value["time"], self.next_ns if self.next_ns is not None else ctx.time_ns)  # type: ignore[index]
         gap = ctx.rng.randrange(2 * self.mean_ns) if self.mean_ns > 0 else 0
-        return ({**value, "time": at}, _Stagger(self.mean_ns, at + gap, nxt))  # type: ignore[dict-item]
+        order = self.order
+        if value["type"] != "sleep":  # type: ignore[index]
+            thread = ctx.thread_of(value["process"])  # type: ignore[index]
+            if thread is not None:
+                order = (*(t for t in order if t != thread), thread)
+        return ({**value, "time": at}, _Stagger(self.mean_ns, at + gap, nxt, order))  # type: ignore[dict-item]
 
     def update(self, ctx: Context, event: OpDict) -> Gen | None:
-        return _Stagger(self.mean_ns, self.next_ns, _update(self.gen, ctx, event))
+        return _Stagger(self.mean_ns, self.next_ns, _update(self.gen, ctx, event), self.order)
 
 
 def stagger(mean_interval_s: float, gen: Any) -> Gen:
-    """Space ops by uniformly random gaps in [0, 2*mean) -- a total rate of ~1/mean ops/s."""
+    """Space ops by uniformly random gaps in [0, 2*mean) -- a total rate of ~1/mean ops/s -- handing each
+    op to the least recently used free thread (round robin when all keep up).
+
+    One stream for all threads, drawn from the context's shared RNG: for client load prefer
+    :func:`~harness.generator.pace`, whose per-worker streams do not shift with timing."""
     return _Stagger(int(mean_interval_s * NS_PER_S), None, as_gen(gen))
 
 

@@ -23,6 +23,7 @@ table{border-collapse:collapse;font-size:14px}td,th{padding:3px 8px;border-botto
 a{color:#1a4f9c;text-decoration:none}a:hover{text-decoration:underline}
 pre{background:#f6f6f6;padding:8px;overflow:auto;max-height:40em;font-size:12px}
 .v{padding:1px 6px;border-radius:3px}form *{margin-right:6px}img{max-width:100%;border:1px solid #ddd}
+.bad{color:#a40000;font-weight:600}
 """
 
 
@@ -91,12 +92,35 @@ def render_run(s: RunSummary, *, results_text: str, test_yaml: str, history_tail
     body = (
         f"<p><a href='/'>&larr; all runs</a></p><h2>{_e(s.name)} {_e(s.ts)} {_verdict(s.verdict)}</h2>"
         f"<p>seed {_e(s.seed)} &middot; anomalies: {_anoms(s.anomaly_counts)} &middot; {' &middot; '.join(links)}</p>"
-        f"{imgs}<h3>results.json</h3><pre>{_e(results_text)}</pre><h3>test.yaml</h3><pre>{_e(test_yaml)}</pre>"
+        f"{faults_table(results_text)}{imgs}<h3>results.json</h3><pre>{_e(results_text)}</pre><h3>test.yaml</h3><pre>{_e(test_yaml)}</pre>"
         f"<h3>history.jsonl (last {len(history_tail)} lines{history_ops})</h3>"
         f"<pre>{_e(chr(10).join(history_tail))}</pre>"
         f"<h3>files</h3><ul>{flist}</ul>"
     )
     return _page(f"{s.name} {s.ts}", body)
+
+
+def faults_table(results_text: str) -> str:
+    """The run's fault accounting (``faults`` in results.json): per kind requested / took effect / did not,
+    with the reasons; warnings for kinds that never took effect.  Empty when the run has none."""
+    try:
+        doc = json.loads(results_text)
+    except ValueError:
+        return ""
+    faults = doc.get("faults") if isinstance(doc, dict) else None
+    if not isinstance(faults, dict) or not faults:
+        return ""
+    rows = []
+    for label, k in faults.items():
+        if not isinstance(k, dict):
+            continue
+        reasons = "; ".join(f"{_e(r)} ({_e(n)})" for r, n in (k.get("reasons") or {}).items())
+        cls = " class='bad'" if k.get("requested") and not k.get("effective") else ""
+        rows.append(f"<tr{cls}><td>{_e(label)}</td><td>{_e(k.get('requested'))}</td><td>{_e(k.get('effective'))}"
+                    f"</td><td>{_e(k.get('not_effective'))}</td><td>{reasons}</td></tr>")
+    warn = "".join(f"<p class='bad'>&#9888; {_e(w)}</p>" for w in doc.get("fault_warnings") or [])
+    return ("<h3>faults</h3>" + warn + "<table><tr><th>fault</th><th>requested</th><th>took effect</th>"
+            "<th>did not</th><th>why not</th></tr>" + "".join(rows) + "</table>")
 
 
 def render_listing(rel: str, entries: Sequence[tuple[str, bool, int]]) -> str:

@@ -66,6 +66,15 @@ FP_BEFORE_TRANSFER = failpoints.declare(
     "the master is about to send a batch of log data to a slave (pause = replication stalls, slaves stay connected)",
 )
 
+FP_ALTER_REPLY = failpoints.declare(
+    "broker.alter_sync_state_set.after_reply",
+    "the controller accepted the master's AlterSyncStateSet; the master has not applied the new set yet",
+)
+FP_ALTER_EXPAND_REPLY = failpoints.declare(
+    "broker.alter_sync_state_set.expand.after_reply",
+    "as broker.alter_sync_state_set.after_reply, but only when the accepted set adds a member (an expansion)",
+)
+
 IDLE_HEARTBEAT_S = 1.0
 HOUSEKEEPING_S = 0.5
 WINDOW_BYTES = 8 * 1024 * 1024
@@ -196,6 +205,9 @@ class HaMaster:
             self._alter_in_flight = False
         if not self.active or self.master_epoch != master_epoch:
             return
+        await failpoints.ahit(FP_ALTER_REPLY)
+        if accepted - self.view.members:
+            await failpoints.ahit(FP_ALTER_EXPAND_REPLY)
         self.view = apply_controller_set(self.view, accepted, new_epoch)
         self._uncertain_since_ms = None
         log.info("SyncStateSet now %s", self.view.describe())

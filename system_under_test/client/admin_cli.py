@@ -14,8 +14,14 @@ Verbs::
     store inspect DIR...             compare controller stores' signatures, tell which is latest
     store mark-clean DIR             manual recovery: mark the latest store clean
 
-Human-readable tables by default, ``--json`` for scripts.  An unreachable controller, a wrong
-token or an unknown broker set prints one clear line and exits 1; bad flags exit 2.
+Where the cluster is: ``--controllers`` and ``--token-file`` (or ``SPLITBRAIN_CONTROLLERS``,
+``SPLITBRAIN_TOKEN`` / ``SPLITBRAIN_TOKEN_FILE``); else ``--cluster NAME`` finds a ``splitbrain cluster up``
+cluster's addresses and token in its record under ``--results``; with neither, the only running cluster
+recorded there is used.
+
+Human-readable tables by default, fitted to the terminal's width (cells wrap, nothing is cut; piped output
+is never wrapped), ``--json`` for scripts (always complete).  An unreachable controller, a wrong token or an
+unknown broker set prints one clear line and exits 1; bad flags, or no cluster to talk to, exit 2.
 """
 
 from __future__ import annotations
@@ -36,7 +42,11 @@ from system_under_test.protocol import ConnectionLost, RequestCode, RequestTimeo
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--controllers", default=os.environ.get("SPLITBRAIN_CONTROLLERS", ""),
                    help="controller addresses host:port,host:port (env SPLITBRAIN_CONTROLLERS)")
-    p.add_argument("--token-file", help="cluster token file (else env SPLITBRAIN_TOKEN)")
+    p.add_argument("--token-file", default=os.environ.get("SPLITBRAIN_TOKEN_FILE") or None,
+                   help="cluster token file (env SPLITBRAIN_TOKEN_FILE; else env SPLITBRAIN_TOKEN)")
+    p.add_argument("--cluster", help="a `splitbrain cluster up` cluster by name (its addresses and token; "
+                                     "default: the only running one, when no controllers are given)")
+    p.add_argument("--results", default="results", help="results root holding cluster records (default: results)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--timeout-s", type=float, default=5.0)
     sub = p.add_subparsers(dest="verb", metavar="VERB", required=True)
@@ -77,7 +87,28 @@ class AdminError(Exception):
     """One clear line for the user; exit 1."""
 
 
+class AdminInputError(AdminError):
+    """Bad input (no cluster to talk to, an unknown --cluster): one line, exit 2."""
+
+
+def _record(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The cluster record to use: ``--cluster NAME``, or the only running one when no controllers are given."""
+    if not args.cluster and [a for a in args.controllers.split(",") if a.strip()]:
+        return None
+    if getattr(args, "cluster_record", None) is None:
+        from harness.commands._clusters import ClusterNotFound, find_cluster  # records are the harness's
+
+        try:
+            args.cluster_record = find_cluster(args.results, args.cluster)
+        except ClusterNotFound as exc:
+            raise AdminInputError(str(exc)) from None
+    return dict(args.cluster_record)
+
+
 def _token(args: argparse.Namespace) -> str | None:
+    record = _record(args)
+    if record is not None and not args.token_file:
+        return str(record.get("token") or "") or None
     if args.token_file:
         try:
             return Path(args.token_file).read_text().strip()
@@ -87,6 +118,9 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 def _controllers(args: argparse.Namespace) -> list[str]:
+    record = _record(args)
+    if record is not None:
+        return [str(a) for a in record.get("controllers") or []]
     addrs = [a.strip() for a in args.controllers.split(",") if a.strip()]
     if not addrs:
         raise AdminError("no controllers given: pass --controllers host:port,... or set SPLITBRAIN_CONTROLLERS")
@@ -101,6 +135,8 @@ def _print(args: argparse.Namespace, data: Any, title: str = "") -> None:
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:  # piped or captured: no width to fit, so never wrap or cut a cell
+        console = Console(width=100_000)
     rows = data if isinstance(data, list) else [data]
     if rows and all(isinstance(r, dict) for r in rows):
         cols: list[str] = []
@@ -108,7 +144,7 @@ def _print(args: argparse.Namespace, data: Any, title: str = "") -> None:
             cols += [k for k in r if k not in cols and k != "message"]
         table = Table(title=title or None)
         for c in cols:
-            table.add_column(c)
+            table.add_column(c, overflow="fold")  # too wide for the terminal: wrap inside the cell, cut nothing
         for r in rows:
             table.add_row(*[_cell(r.get(c)) for c in cols])
         console.print(table)
@@ -292,6 +328,9 @@ def _raft_position(d: Path) -> tuple[int, int]:
 def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_run(args))
+    except AdminInputError as exc:
+        print(f"splitbrain admin: {exc}", file=sys.stderr)
+        return 2
     except AdminError as exc:
         print(f"splitbrain admin: {exc}", file=sys.stderr)
         return 1

@@ -80,6 +80,9 @@ COMMIT_REPLY = failpoints.declare(
     "controller.after_commit_before_reply", "a write is committed and applied, the reply not yet sent"
 )
 BEFORE_PROPOSE = failpoints.declare("controller.before_propose", "a write was decided, not yet proposed to Raft")
+EXPAND_COMMITTED = failpoints.declare(
+    "controller.alter_sync_state_set.expand.after_commit",
+    "an AlterSyncStateSet that adds a member is committed and applied, the reply not yet sent")
 FORMATION_ROUND = failpoints.declare(
     "controller.formation.before_round", "formation: this node is about to ask its peers for their status"
 )
@@ -220,6 +223,7 @@ class ControllerServer:
         self._leader_since_ms: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[None]] = set()  # writes finishing after an armed failpoint
+        self._expansions: set[int] = set()  # ids of AlterSyncStateSet decisions in flight that add a member
         self._stopped = asyncio.Event()
         self._shutdown_id: str | None = None
 
@@ -464,8 +468,26 @@ class ControllerServer:
         once they are committed and applied.  Callbacks rather than a task per write (a task cost
         more than the rest of a write's handling); the failpoints are still hit once per write, and
         an armed delay or pause continues the write in a task."""
-        rest = eventloop.start_eagerly(failpoints.ahit(BEFORE_PROPOSE))
+        if decision.request is RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET and self._expands(decision):
+            self._expansions.add(id(decision))
+        try:
+            rest = eventloop.start_eagerly(failpoints.ahit(BEFORE_PROPOSE))
+        except BaseException:
+            self._expansions.discard(id(decision))
+            raise
         return self._submit(decision) if rest is None else self._submit_after(rest, decision)
+
+    def _expands(self, decision: Decision) -> bool:
+        """Whether an AlterSyncStateSet decision adds a member to the set the state holds now."""
+        h = decision.request_header
+        bs = self.sm.state.broker_set(str(h.get("broker_name")))
+        requested = h.get("sync_state_set")
+        return bs is not None and isinstance(requested, list) and bool(set(requested) - set(bs.sync_state_set))
+
+    async def _after_commit(self, expansion: bool) -> None:
+        await failpoints.ahit(COMMIT_REPLY)
+        if expansion:
+            await failpoints.ahit(EXPAND_COMMITTED)
 
     def _submit(self, decision: Decision) -> asyncio.Future[Reply]:
         reply: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
@@ -473,17 +495,25 @@ class ControllerServer:
         return reply
 
     async def _submit_after(self, before: Awaitable[Any], decision: Decision) -> Reply:
-        await before
+        try:
+            await before
+        except BaseException:
+            self._expansions.discard(id(decision))
+            raise
         return await self._submit(decision)
 
     def _committed(self, decision: Decision, reply: asyncio.Future[Reply],
                    done: asyncio.Future[list[ApplyResult]]) -> None:
         """The group commit of ``decision`` finished: reply from the apply results, or with the failure."""
+        expansion = False
+        if self._expansions:
+            expansion = id(decision) in self._expansions
+            self._expansions.discard(id(decision))
         if reply.done():
             return
         try:
             results = done.result()
-            after = eventloop.start_eagerly(failpoints.ahit(COMMIT_REPLY))
+            after = eventloop.start_eagerly(self._after_commit(expansion))
         except asyncio.CancelledError:
             reply.cancel()
             return

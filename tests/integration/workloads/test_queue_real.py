@@ -47,7 +47,7 @@ def run_queue(tmp: Path, *, seed: int, cluster: dict[str, Any], nemesis: list[st
             nem = packages.build(db, nemesis, interval_s=spec.nemesis.interval_s, targets=spec.nemesis.targets,
                                  seed=spec.seed)
             parts = TestParts(client=wl.client, checkers=wl.checkers,
-                              generator=g.clients(g.stagger(1.0 / spec.rate, wl.generator),
+                              generator=g.clients(g.pace(spec.rate, wl.generator, seed=spec.seed),
                                                   schedule if schedule is not None else nem.generator),
                               db=db, nemesis=nem.nemesis, heal_generator=nem.heal,
                               final_generator=wl.final_generator)
@@ -73,6 +73,8 @@ def test_safe_settings_lose_nothing_when_the_master_is_isolated(tmp_path: Path) 
     st = q["stats"]
     assert st["acknowledged"] > 50 and st["drained"] is True and st["lost"] == 0, st
     assert st["settings"] == "safe" and out.valid is True, out.results
+    load = out.results["load"]  # every worker had its share, so every node it is bound to did too
+    assert load["max_worker_share"] <= 1.5 and len(load["ops_per_node"]) == 4, load
 
 
 @pytest.mark.timeout(60)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,10 @@ from checker.linearizable import check
 from checker.models import make_model
 from checker.readers import format_defaults, read_history
 
-DATA = Path("/work/shared/checker-data")
+# The shared data folder sits beside the checkout (``../shared/checker-data``); SPLITBRAIN_CHECKER_DATA points
+# elsewhere.  No absolute path: the suite runs from any clone.
+DATA = Path(os.environ.get("SPLITBRAIN_CHECKER_DATA",
+                           Path(__file__).resolve().parents[3].parent / "shared" / "checker-data"))
 pytestmark = pytest.mark.skipif(not DATA.exists(), reason="checker test data not present")
 
 
@@ -39,12 +43,16 @@ EXPECTED = _expected()
 def _check(rel: str, model: str, **overrides: object) -> object:
     hist = read_history(DATA / rel)
     opts = {**format_defaults(hist.format, model), **overrides}
-    return check(hist.ops, make_model(model, **opts), time_limit_s=30, clock=time.monotonic)
+    return check(hist.ops, make_model(model, **opts))  # no time limit: a slow machine must not turn a verdict unknown
 
 
 def test_every_file_is_listed() -> None:
-    assert len(EXPECTED) == 64 + 18
-    assert len([r for r in EXPECTED if "/jepsen/" in r[0]]) == len(list((DATA / "porcupine/jepsen").glob("*.log")))
+    """Each history file in the folder has exactly one verdict row, and each row names a file that exists
+    (compared as sets, so adding a history with its row needs no edit here)."""
+    on_disk = {str(p.relative_to(DATA)) for p in DATA.rglob("*") if p.suffix in (".log", ".txt", ".edn")}
+    listed = [r[0] for r in EXPECTED]
+    assert len(listed) == len(set(listed))
+    assert set(listed) == on_disk
 
 
 @pytest.mark.parametrize(("rel", "model", "want"), EXPECTED, ids=[r[0] for r in EXPECTED])
@@ -57,7 +65,7 @@ def test_expected_verdict(rel: str, model: str, want: bool) -> None:
                                  "porcupine/kv/c01-ok.txt", "porcupine/kv/c01-bad.txt"])
 def test_kv_unpartitioned_agrees(rel: str) -> None:
     hist = read_history(DATA / rel)
-    res = check(hist.ops, make_model("kv"), partition=False, time_limit_s=30, clock=time.monotonic)
+    res = check(hist.ops, make_model("kv"), partition=False)
     assert res.valid is rel.endswith("-ok.txt")
 
 
@@ -84,13 +92,21 @@ def test_same_first_failure_as_knossos(name: str, initial: object, proc: int, in
         assert (res.previous_ok.process, res.previous_ok.index) == prev  # type: ignore[attr-defined]
 
 
+def _ticking(step_s: float) -> Callable[[], float]:
+    """An injected clock that advances ``step_s`` each time the checker reads it (0 stands the clock still)."""
+    reads = iter(range(10**9))
+    return lambda: next(reads) * step_s
+
+
 @pytest.mark.parametrize("name", ["memstress3-12.edn", "memstress3-14.edn"])
 def test_one_millisecond_limit_is_unknown_timeout(name: str) -> None:
-    res = _check("knossos/data/cas-register/good/" + name, "cas-register")
-    assert res.valid is True  # type: ignore[attr-defined]
     hist = read_history(DATA / "knossos/data/cas-register/good" / name)
     model = make_model("cas-register", **format_defaults(hist.format, "cas-register"))
-    res = check(hist.ops, model, time_limit_s=0.001, clock=time.perf_counter)
+    # The same 1 ms limit passes while the clock stands still and times out once 1 ms goes by per read:
+    # the limit, not the machine's speed, decides.
+    res = check(hist.ops, model, time_limit_s=0.001, clock=_ticking(0.0))
+    assert res.valid is True, res.describe()
+    res = check(hist.ops, model, time_limit_s=0.001, clock=_ticking(0.001))
     assert (res.valid, res.cause) == ("unknown", "timeout")
 
 

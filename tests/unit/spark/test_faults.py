@@ -70,3 +70,11 @@ def test_instant_faults_span_their_own_invocation_to_completion() -> None:
     ws = fault_windows(ops, last_time_ns=5000)
     assert [(w.kind, w.start_ns, w.end_ns, w.healed) for w in ws] == [("crash", 100, 900, True),
                                                                       ("kill", 1000, 2300, True)]
+
+
+def test_faults_that_did_not_take_effect_open_no_window() -> None:
+    ops = [nem(100, "invoke", "crash-at", {"name": "raft.before_apply"}),
+           {**nem(200, "info", "crash-at", {"name": "raft.before_apply"}), "effective": False, "why": "not reached"},
+           nem(300, "invoke", "kill", "one"), {**nem(310, "info", "kill", ["c1"]), "effective": True},
+           nem(400, "invoke", "start"), {**nem(420, "info", "start", []), "effective": False}]
+    assert fault_windows(ops, last_time_ns=1000) == [FaultWindow(0, "kill", ("c1",), 300, 420, True)]

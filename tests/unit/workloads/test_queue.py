@@ -80,7 +80,7 @@ def test_generator_is_deterministic_by_seed_and_values_are_unique() -> None:
     assert fs == {"send", "poll", "commit"}
     for op in a:
         if op["type"] == "invoke" and op["f"] == "send":
-            assert op["value"]["value"].startswith(f"p{op['process']}-")
+            assert op["value"]["value"].startswith(f"w{op['process'] % 3}-")  # keyed by worker thread
 
 
 def test_poll_cursor_follows_ok_polls_per_thread_and_queue() -> None:
@@ -202,4 +202,4 @@ def test_any_seed_gives_unique_values_and_cursors_that_only_move_forward(seed: i
             got = [[o, f"x{o}"] for o in range(v["offset"], v["offset"] + c.rng.randrange(3))]
             gen = gen.update(c, {**inv, "type": "ok", "value": {**v, "records": got}})
     assert len(sent) == len(set(sent))
-    assert {x.split("-")[0] for x in sent} <= {f"p{t}" for t in range(threads)}
+    assert {x.split("-")[0] for x in sent} <= {f"w{t}" for t in range(threads)}

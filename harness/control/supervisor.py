@@ -1,0 +1,147 @@
+"""The per-run supervisor of the local backend: cleans up after a harness that died without closing its run.
+
+``python -m harness.control.supervisor STATE_FILE`` is started by :meth:`LocalRemote.create` in its own
+session with no inherited pipes.  It waits (a pidfd, else a 0.2 s poll) until either
+
+* the state file is gone -- the harness closed the run normally: nothing to do; or
+* the owner process is gone while the state file remains -- the harness was SIGKILLed (or crashed past its
+  ``finally``).  Unless the run was handed over to a cluster record (kind ``cluster``: ``cluster up`` exits by
+  design), the supervisor then, in this order:
+
+  1. copies every node's ``*.log`` into ``<run dir>/nodes/<node>/`` (the only copy would go with the namespaces),
+  2. marks the run directory ``ended: killed`` in ``results.json`` (verdict ``unknown``; ``analyze`` re-checks
+     the history that was streamed up to the kill),
+  3. removes the run's processes, namespaces, bridge, FORWARD rule and state (:func:`cleanup_state`).
+
+So node daemons and faults (iptables/tc live in the namespaces) outlive a killed harness by about a second.
+The decision is :func:`next_action` (pure); this module's ``main`` is the shell around it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["mark_killed", "next_action", "save_node_logs", "supervise"]
+
+_POLL_S = 0.2
+
+
+def next_action(state: Mapping[str, Any] | None, *, owner_alive: bool) -> str:
+    """``wait``, ``exit`` (closed normally or kept as a cluster) or ``clean`` (owner died, run left behind)."""
+    if state is None:
+        return "exit"
+    if owner_alive:
+        return "wait"
+    owner = state.get("owner") or {}
+    return "exit" if owner.get("kind") == "cluster" else "clean"
+
+
+def save_node_logs(state: Mapping[str, Any]) -> list[str]:
+    """Copy each node's ``*.log`` into ``<run_dir>/nodes/<node>/``; returns the files copied."""
+    run_dir = state.get("run_dir")
+    if not run_dir or not Path(run_dir).is_dir():
+        return []
+    copied = []
+    for node in state.get("nodes", {}):
+        src_dir = Path(str(state.get("root", ""))) / node
+        for src in sorted(src_dir.glob("*.log")) if src_dir.is_dir() else []:
+            dest = Path(run_dir) / "nodes" / node / src.name
+            with contextlib.suppress(OSError):
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dest)
+                copied.append(str(dest))
+    return copied
+
+
+def mark_killed(run_dir: str | Path, owner_pid: Any) -> None:
+    """Record in ``results.json`` that the run ended because its harness was killed (verdict unknown)."""
+    path = Path(run_dir) / "results.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = {}
+    doc = doc if isinstance(doc, dict) else {}
+    doc["ended"] = "killed"
+    doc["valid"] = "unknown" if doc.get("valid") is True or "valid" not in doc else doc["valid"]
+    doc.setdefault("crashed", f"the harness (pid {owner_pid}) was killed before it finished; node logs were saved "
+                              "by the run's supervisor; `splitbrain analyze` re-checks the recorded history")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _read(state_path: Path) -> dict[str, Any] | None:
+    for _ in range(5):  # a write in progress is replaced atomically; a vanished file means "closed"
+        try:
+            doc = json.loads(state_path.read_text(encoding="utf-8"))
+            return doc if isinstance(doc, dict) else None
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            time.sleep(0.05)
+    return None
+
+
+def _wait_owner(pid: int, start: Any, state_path: Path) -> None:
+    """Return when the owner is gone or the state file is; a pidfd makes the first instant."""
+    from harness.control.owner import process_alive
+
+    fd = None
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.pidfd_open(pid)
+    try:
+        while process_alive(pid, start) and state_path.exists():
+            if fd is not None:
+                select.select([fd], [], [], 0.5)  # wakes at the owner's exit; the timeout notices a close
+            else:
+                time.sleep(_POLL_S)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def supervise(state_path: Path) -> str:
+    """Watch one run until it is closed or its owner dies (see the module docstring); returns what it did."""
+    from harness.control.local import cleanup_state
+    from harness.control.owner import process_alive
+
+    state = _read(state_path)
+    while True:
+        owner = (state or {}).get("owner") or {}
+        pid, start = owner.get("pid"), owner.get("start")
+        action = next_action(state, owner_alive=process_alive(pid, start))
+        if action == "exit":
+            return "closed" if state is None else "kept as a cluster"
+        if action == "clean" or not isinstance(pid, int):
+            break
+        _wait_owner(pid, start, state_path)
+        state = _read(state_path)  # the owner may have handed the run over (keep_as_cluster) meanwhile
+    assert state is not None
+    save_node_logs(state)
+    if state.get("run_dir") and Path(state["run_dir"]).is_dir():
+        with contextlib.suppress(OSError):
+            mark_killed(state["run_dir"], pid)
+    cleanup_state(state_path)
+    return "cleaned"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m harness.control.supervisor STATE_FILE", file=sys.stderr)
+        return 2
+    supervise(Path(args[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
