@@ -249,7 +249,9 @@ def docker_client() -> Any:
     """A docker SDK client, or ImageError saying how to reach the engine."""
     try:
         docker = importlib.import_module("docker")  # the SDK (mypy would see the repo's docker/ dir)
-        client = docker.from_env(timeout=600)
+        # a build step can be silent for long (pip installing the node's requirements on a busy machine
+        # took over 10 minutes once, and the SDK's read timeout then failed a build that was working)
+        client = docker.from_env(timeout=1800)
         client.ping()
         return client
     except Exception as exc:

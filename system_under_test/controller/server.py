@@ -74,6 +74,8 @@ _REQUEST_CODES = {int(c): c for c in RequestCode}  # a dict lookup; RequestCode(
 # Members used on every request, as module globals: ``RequestCode.X`` goes through EnumType's
 # ``__getattr__`` hook on Python 3.11 (about 0.2 us a lookup).
 _RAFT_MESSAGE, _FORMATION_STATUS = RequestCode.RAFT_MESSAGE, RequestCode.FORMATION_STATUS
+FORMATION_LINGER_S = 2.0
+"""How long a member that refuses to form keeps answering its peers' status requests before it exits."""
 _GET_METADATA_INFO, _HEARTBEAT = RequestCode.CONTROLLER_GET_METADATA_INFO, RequestCode.BROKER_HEARTBEAT
 
 COMMIT_REPLY = failpoints.declare(
@@ -256,6 +258,12 @@ class ControllerServer:
                     dirty_recovery=self.options.dirty_recovery,
                 )
                 if decision.verdict is formation.Verdict.ABORT:
+                    # Keep answering FORMATION_STATUS a little longer: a peer whose first round missed this
+                    # member (it started a moment later) must still learn its store to reach the same
+                    # verdict, instead of waiting for a member that has already exited.
+                    log.info("formation: %s; answering peers for %.1fs before exiting", decision.reason,
+                             FORMATION_LINGER_S)
+                    await asyncio.sleep(FORMATION_LINGER_S)
                     raise FormationFailed(decision.reason)
                 if decision.verdict is formation.Verdict.ACTIVATE:
                     assert decision.cluster_id is not None

@@ -187,7 +187,9 @@ def test_lease_expiry_fences_broker_and_reelects_master(tmp_path: Path) -> None:
                 if info["master_id"] == b2["broker_id"]:
                     break
                 await asyncio.sleep(0.2)
-            assert info["master_id"] == b2["broker_id"] and info["master_epoch"] == 2, info
+            # b2 is master in a later master epoch than b1's 1 (more than one election can happen when b2's own
+            # heartbeats are late on a busy machine: the epoch only has to move forward)
+            assert info["master_id"] == b2["broker_id"] and info["master_epoch"] >= 2, info
             epochs = (await client.call(RequestCode.CONTROLLER_GET_BROKER_EPOCHS, {"broker_name": "s"})).body
             fenced = {e["broker_id"]: e["fenced"] for e in epochs}
             assert fenced == {b1["broker_id"]: True, b2["broker_id"]: False}
