@@ -43,7 +43,7 @@ from harness.runner import RunOutcome, run_test, worst_exit_code
 from harness.spec import SpecError
 from harness.store import EXIT_CRASHED, EXIT_UNKNOWN
 
-__all__ = ["configure", "execute", "repro_command", "run", "write_junit_file"]
+__all__ = ["configure", "execute", "run", "write_junit_file"]
 
 log = logging.getLogger("splitbrain.commands.test")
 
@@ -59,12 +59,6 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--junit", help="write one JUnit XML file for all runs")
     p.add_argument("--quiet", action="store_true", help="no live progress line")
     p.add_argument("--run-dirs-file", help=argparse.SUPPRESS)  # test-all --jobs: where a child lists its runs
-
-
-def repro_command(run_dir: str | Path, seed: int) -> str:
-    """The shell command that reruns a stored run exactly (its test.yaml carries spec and seed)."""
-    return shlex.join(["splitbrain", "test", str(Path(run_dir) / "test.yaml"), "--seed", str(seed),
-                       "--test-count", "1"])
 
 
 def _cancel_on_sigterm(task: asyncio.Task[Any] | None) -> Callable[[], None]:
