@@ -20,7 +20,8 @@ Vocabulary:
     {
       "valid": true | false | "unknown",
       "checkers": {
-        "<name>": {"valid": ..., "anomaly_counts": {"<type>": n}, "stats": {...}, "error": null | "..."}
+        "<name>": {"valid": ..., "anomaly_counts": {"<type>": n}, "stats": {...}, "error": null | "...",
+                   "anomaly_examples": {"<type>": [<anomaly>, ...]}}   # this checker's own, at most 3 per type
       },
       "anomaly_counts":   {"<type>": n},                 # summed over all checkers
       "anomaly_examples": {"<type>": [<anomaly>, ...]}   # at most 5 per type, in history order of discovery
@@ -40,6 +41,7 @@ from typing import Any, Literal
 UNKNOWN: Literal["unknown"] = "unknown"
 Valid = bool | Literal["unknown"]
 EXAMPLES_PER_TYPE = 5
+CHECKER_EXAMPLES_PER_TYPE = 3  # per checker: enough to explain its verdict where it is shown (CLI, JUnit)
 
 # Priority of verdicts when merging: the highest wins.
 _PRIORITY: dict[Any, int] = {True: 0, UNKNOWN: 1, False: 2}
@@ -171,7 +173,9 @@ def results_to_json(results: Mapping[str, Result], *, examples_per_type: int = E
         "valid": merged.valid,
         "checkers": {
             name: {"valid": r.valid, "anomaly_counts": dict(sorted(r.counts.items())), "stats": r.stats,
-                   "error": r.error}
+                   "error": r.error,
+                   "anomaly_examples": {t: [a.to_dict() for a in recs[:CHECKER_EXAMPLES_PER_TYPE]]
+                                        for t, recs in sorted(r.anomalies.items()) if recs}}
             for name, r in results.items()
         },
         "anomaly_counts": dict(sorted(merged.counts.items())),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import secrets
 import signal
 import sys
@@ -53,6 +54,9 @@ class ClusterOptions:
         tick_interval_ms / election_ticks: controller Raft timing.
         bugs: deliberately broken behaviours (``--bug`` switches) for proving the checkers work.
         extra_controller_args / extra_broker_args: passed through verbatim.
+        version: a label only (e.g. ``0.3.0-rc1``), never passed to the nodes: results.json records it as the
+            run's ``cluster_version`` so the Spark warehouse and ``splitbrain spark gate`` can group runs by
+            release (:mod:`harness.provenance`); without it the package version is recorded.
     """
 
     cluster_name: str = "splitbrain"
@@ -66,7 +70,12 @@ class ClusterOptions:
     bugs: tuple[str, ...] = ()
     extra_controller_args: tuple[str, ...] = ()
     extra_broker_args: tuple[str, ...] = ()
+    version: str | None = None
 
+
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
+_VERSION_WHAT = ("a version label string: 1-64 chars of [A-Za-z0-9_.+-] starting with a letter or digit "
+                 "(quote numbers in YAML: version: \"0.3\")")
 
 _CHECKS: dict[str, tuple[type, str]] = {
     "cluster_name": (str, "1-64 chars of [A-Za-z0-9_.-]"),
@@ -80,6 +89,7 @@ _CHECKS: dict[str, tuple[type, str]] = {
     "bugs": (list, "a list of bug names"),
     "extra_controller_args": (list, "a list of strings"),
     "extra_broker_args": (list, "a list of strings"),
+    "version": (str, _VERSION_WHAT),
 }
 
 
@@ -107,6 +117,8 @@ def cluster_options(raw: Mapping[str, Any], *, file: str = "<spec>") -> ClusterO
     for key, (lo, hi) in ranges.items():
         if key in values and not lo <= values[key] <= hi:
             raise SpecError(file, f"cluster.{key}", values[key], _CHECKS[key][1])
+    if "version" in values and not _VERSION_RE.match(values["version"]):
+        raise SpecError(file, "cluster.version", values["version"], _VERSION_WHAT)
     if values.get("flush", "sync") not in ("sync", "async"):
         raise SpecError(file, "cluster.flush", values["flush"], "sync or async")
     if values.get("dirty_recovery", "raft") not in ("raft", "manual"):

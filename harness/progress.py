@@ -1,16 +1,38 @@
-"""Live progress of a run (rich), or a line at each phase start and end in quiet mode (CI).
+"""Live progress of a run: one status line that fits the terminal, or plain status lines when not on one.
+
+Three modes, chosen by :class:`Progress`:
+
+* **terminal** (stderr is a TTY, not ``--quiet``): a rich live line, cut to the terminal's width (never
+  wrapped), redrawn 4 times a second.  While it is live, log records are routed through the live display
+  (printed above the line) instead of being written into the middle of it.
+* **plain** (not a TTY, e.g. CI logs, not ``--quiet``): a status line every ``status_every_s`` seconds and
+  at each phase change -- a log that shows a stalled run as stalled, not as silence.
+* **quiet**: a line when each phase starts and ends.
 
 The rate shown is client invocations per second *of the current phase* (the main phase's is the one the
-spec's ``rate`` promises; ``results.json`` ``load`` has the exact figures, see :mod:`harness.load`)."""
+spec's ``rate`` promises; ``results.json`` ``load`` has the exact figures, see :mod:`harness.load`).
+:meth:`ProgressState.line` is pure given the time: it takes ``now`` and a width, so it is tested as a
+function (see ``tests/unit/harness/test_progress.py``).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 __all__ = ["Progress", "ProgressState"]
+
+STATUS_EVERY_S = 10.0  # plain mode: seconds between status lines
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
 @dataclass
@@ -24,46 +46,123 @@ class ProgressState:
     phase_invokes: int = 0  # client invocations since the phase started: the rate shown is this phase's
     faults: list[str] = field(default_factory=list)
 
-    def __rich__(self) -> str:
-        return self.line()
+    def line(self, width: int | None = None, *, now: float | None = None) -> str:
+        """The status line, at most ``width`` characters (None: no limit).
 
-    def line(self) -> str:
-        now = time.monotonic()
-        elapsed = now - self.phase_started
+        Parts go in order of what a reader needs: phase and time, rate, completions, then recent faults;
+        when the width is short the faults are cut first, then the counts are abbreviated."""
+        now = time.monotonic() if now is None else now
+        elapsed = max(0.0, now - self.phase_started)
         limit = f"/{self.phase_limit_s:.0f}s" if self.phase_limit_s else "s"
         rate = self.phase_invokes / max(elapsed, 1e-9)  # since setup would dilute the main phase's rate
+        c = self.counts
+        head = f"phase {self.phase} {elapsed:5.1f}{limit} | {rate:6.1f} ops/s"
+        full = f"{head} | ok {c['ok']} fail {c['fail']} info {c['info']}"
         faults = ", ".join(self.faults[-3:]) or "none"
-        return (f"phase {self.phase} {elapsed:5.1f}{limit} | {rate:8.1f} client ops/s | ok {self.counts['ok']} "
-                f"fail {self.counts['fail']} info {self.counts['info']} | faults: {faults}")
+        text = f"{full} | faults: {faults}"
+        if width is None or len(text) <= width:
+            return text
+        if len(full) + len(" | faults: …") <= width:
+            return _clip(text, width)
+        short = f"{head} | {c['ok']}/{c['fail']}/{c['info']}"
+        return _clip(short if len(short) <= width else head, width)
+
+
+class _LiveLine:
+    """The rich renderable: the state's line at the console's width, on one line."""
+
+    def __init__(self, state: ProgressState) -> None:
+        self.state = state
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.text import Text
+
+        yield Text(self.state.line(options.max_width), no_wrap=True, overflow="ellipsis")
 
 
 class Progress:
-    """``quiet=True`` prints a line when each phase starts and ends to stderr; otherwise a rich live status line."""
+    """See the module docstring.  ``stream``/``is_terminal``/``clock`` are for tests (default: stderr, its
+    ``isatty()`` and ``time.monotonic``)."""
 
-    def __init__(self, *, quiet: bool) -> None:
+    def __init__(self, *, quiet: bool, stream: IO[str] | None = None, is_terminal: bool | None = None,
+                 clock: Callable[[], float] = time.monotonic, status_every_s: float = STATUS_EVERY_S) -> None:
         self.quiet = quiet
-        self.state = ProgressState()
+        self.stream = stream if stream is not None else sys.stderr
+        self.terminal = self.stream.isatty() if is_terminal is None else is_terminal
+        self.clock = clock
+        self.status_every_s = status_every_s
+        self.state = ProgressState(started=clock(), phase_started=clock())
         self._live: Any = None
         self._phases = 0
+        self._last_status = clock()
+        self._timer: asyncio.TimerHandle | None = None
+        self._swapped: list[tuple[logging.StreamHandler[Any], Any]] = []
+
+    @property
+    def mode(self) -> str:
+        return "quiet" if self.quiet else ("terminal" if self.terminal else "plain")
+
+    def _print(self, text: str) -> None:
+        print(f"[splitbrain] {text}", file=self.stream, flush=True)
 
     def start(self) -> None:
-        if self.quiet:
-            return
-        from rich.console import Console
-        from rich.live import Live
+        if self.mode == "terminal":
+            from rich.console import Console
+            from rich.live import Live
 
-        # The renderable is the state itself (``__rich__``), so each auto-refresh shows fresh counts.
-        self._live = Live(self.state, console=Console(stderr=True), refresh_per_second=4, transient=False)
-        self._live.start()
+            self._live = Live(_LiveLine(self.state), console=Console(file=self.stream), refresh_per_second=4,
+                              transient=False, redirect_stderr=False, redirect_stdout=False)
+            self._live.start()
+            self._route_logs_through(self._live.console)
+        elif self.mode == "plain":
+            self._schedule()
+
+    def _route_logs_through(self, console: Any) -> None:
+        """Log records written to the live line's stream would splice into it: while it is live, every
+        handler writing there prints through the console instead (rich draws them above the line)."""
+
+        class _ConsoleFile:
+            def write(self, text: str) -> int:
+                if text.strip():
+                    console.print(text.rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
+                return len(text)
+
+            def flush(self) -> None:
+                pass
+
+        proxy = _ConsoleFile()
+        for h in logging.getLogger().handlers:
+            if isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) in (self.stream, sys.stderr):
+                self._swapped.append((h, h.stream))
+                h.setStream(proxy)
+
+    def _schedule(self) -> None:
+        """Plain mode: a status line every ``status_every_s`` even when no op completes (a stalled run)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._timer = loop.call_later(self.status_every_s, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        if self.clock() - self._last_status >= self.status_every_s * 0.99:
+            self._status()
+        self._schedule()
+
+    def _status(self) -> None:
+        self._last_status = self.clock()
+        self._print(self.state.line(now=self.clock()))
 
     def phase(self, name: str, limit_s: float | None = None) -> None:
-        if self.quiet and self._phases:  # the phase that ended, with the client rate it achieved
-            print(f"[splitbrain] {self.state.line()} (done)", file=sys.stderr, flush=True)
+        if self.mode != "terminal" and self._phases:  # the phase that ended, with the client rate it achieved
+            self._print(f"{self.state.line(now=self.clock())} (done)")
         self._phases += 1
-        self.state.phase, self.state.phase_limit_s, self.state.phase_started = name, limit_s, time.monotonic()
+        self.state.phase, self.state.phase_limit_s, self.state.phase_started = name, limit_s, self.clock()
         self.state.phase_invokes = 0
-        if self.quiet:
-            print(f"[splitbrain] phase {name} starts", file=sys.stderr, flush=True)
+        if self.mode != "terminal":
+            self._print(f"phase {name} starts")
+            self._last_status = self.clock()
         self.refresh()
 
     def record(self, op_type: str, process: Any, f: str, value: Any) -> None:
@@ -76,17 +175,24 @@ class Progress:
             del self.state.faults[:-10]
         elif op_type in self.state.counts:
             self.state.counts[op_type] += 1
+        if self.mode == "plain" and self.clock() - self._last_status >= self.status_every_s:
+            self._status()
 
     def refresh(self) -> None:
         if self._live is not None:
             self._live.refresh()
 
     def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for handler, stream in self._swapped:
+            with contextlib.suppress(Exception):
+                handler.setStream(stream)
+        self._swapped.clear()
         if self._live is not None:
             self.refresh()
             self._live.stop()
             self._live = None
-            if not sys.stderr.isatty():
-                print(file=sys.stderr, flush=True)
-        elif self.quiet:
-            print(f"[splitbrain] {self.state.line()}", file=sys.stderr, flush=True)
+        elif self.mode != "terminal":
+            self._print(self.state.line(now=self.clock()))

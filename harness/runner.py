@@ -35,6 +35,7 @@ from typing import Any
 
 from checker.history import read_jsonl
 from harness import generator as g
+from harness.explain import crash_where, summary_lines
 from harness.history_writer import HistoryWriter
 from harness.interpreter import Interpreter
 from harness.load import describe_load
@@ -151,6 +152,7 @@ async def run_test(
                 loop.add_signal_handler(sig, on_signal)
                 installed.append(sig)
     crash: str = ""
+    crash_at = ""  # file:line in function of the innermost project frame of a crash
     interrupted = False
     main_start_ns: int | None = None
     started = time.monotonic()
@@ -199,6 +201,7 @@ async def run_test(
             main_task.uncancel()
     except Exception as exc:
         crash = f"{exc.__class__.__name__}: {exc}"
+        crash_at = crash_where([(f.filename, f.lineno or 0, f.name) for f in traceback.extract_tb(exc.__traceback__)])
         log.error("test crashed: %s\n%s", crash, traceback.format_exc())
     finally:
         with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -228,18 +231,45 @@ async def run_test(
         log.warning("%s", line)
         print(f"[splitbrain] WARNING: {line}", flush=True)
     doc = write_results(run, merged, name=spec.name, seed=spec.seed, interrupted=interrupted,
-                        crashed=crash or None, counts=dict(writer.counts), duration_s=time.monotonic() - started,
-                        main_phase_start_ns=main_start_ns, faults=faults, fault_warnings=fault_warnings)
-    write_junit(run, spec.name, merged, time_s=time.monotonic() - started, error=crash,
+                        crashed=crash or None, crashed_at=crash_at or None, counts=dict(writer.counts),
+                        duration_s=time.monotonic() - started, main_phase_start_ns=main_start_ns,
+                        main_phase_end_ns=interp.phase_spans.get("main", (0, None))[1], faults=faults,
+                        fault_warnings=fault_warnings,
+                        **_provenance(spec))
+    write_junit(run, spec.name, merged, time_s=time.monotonic() - started,
+                error=f"{crash} (at {crash_at})" if crash and crash_at else crash,
                 properties={"seed": str(spec.seed), "spec": str(run.test_yaml),
                             "faults": fault_line(faults) or "none"})
     code = exit_code(valid, crashed=bool(crash) and not interrupted)
-    if faults:
-        print(f"[splitbrain] faults: {fault_line(faults)}", flush=True)
+    for line in summary_lines(doc, width=_summary_width(), faults=fault_line(faults), crash=crash, where=crash_at):
+        print(f"[splitbrain] {line}", flush=True)
     if load is not None:
         print(f"[splitbrain] {describe_load(load)}", flush=True)
     print(f"[splitbrain] {spec.name}: valid={valid!s} exit={code} seed={spec.seed} results={run.path}", flush=True)
     return RunOutcome(run, valid, code, interrupted, doc)
+
+
+def _summary_width() -> int:
+    """The terminal's width (less the ``[splitbrain] `` prefix); 160 when stdout is not a terminal (CI logs)."""
+    import shutil
+    import sys
+
+    if not sys.stdout.isatty():
+        return 160
+    return max(40, shutil.get_terminal_size((100, 24)).columns - 13)
+
+
+def _provenance(spec: TestSpec) -> dict[str, Any]:
+    """The run's provenance keys for results.json (:mod:`harness.provenance`); never fails the run."""
+    label = spec.cluster.get("version")
+    try:
+        from harness.provenance import collect_provenance
+
+        return collect_provenance(label=None if label is None else str(label), backend=spec.backend)
+    except Exception as exc:  # provenance is evidence about the run, not part of it
+        log.warning("provenance unavailable: %s", exc)
+        return {"cluster_version": label, "git_revision": "unknown",
+                "provenance": {"error": f"{exc.__class__.__name__}: {exc}"}}
 
 
 def fault_line(faults: Mapping[str, Mapping[str, Any]]) -> str:

@@ -20,12 +20,14 @@ import datetime as _dt
 import importlib
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from harness.explain import anomaly_lines, checker_verdicts, failure_message
 from harness.protocols import verdict_of
 
 __all__ = ["RunDir", "create_run_dir", "exit_code", "merge_results", "write_junit", "write_results"]
@@ -143,29 +145,46 @@ def write_results(run: RunDir, merged: Mapping[str, Any], **facts: Any) -> dict[
     return doc
 
 
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` with every character XML 1.0 cannot hold (control characters such as a terminal's ESC,
+    lone surrogates) replaced by U+FFFD, so a checker's message can never make the JUnit file unreadable."""
+    return _NOT_XML.sub("\ufffd", text)
+
+
+def junit_cases(doc: Mapping[str, Any]) -> dict[str, str]:
+    """One JUnit testcase body per checker of a ``results.json`` document: empty when valid; a ``<failure>``
+    (invalid) or ``<error>`` (unknown) whose message is the anomaly kinds with counts and the first
+    explanation, and whose body lists the anomalies one per line (:mod:`harness.explain`)."""
+    out: dict[str, str] = {}
+    for v in checker_verdicts(doc):
+        if v.valid is True:
+            out[v.name] = ""
+            continue
+        tag = "failure" if v.valid is False else "error"
+        body = "\n".join(anomaly_lines(doc, v.name)) or (v.explanation or "")
+        out[v.name] = f"<{tag} message={quoteattr(xml_text(failure_message(v)))}>{escape(xml_text(body))}</{tag}>"
+    return out
+
+
 def write_junit(run: RunDir, test_name: str, merged: Mapping[str, Any], *, time_s: float, error: str = "",
                 properties: Mapping[str, str] | None = None) -> None:
     """A JUnit XML file with one testcase per checker (failure if invalid, error if unknown); ``properties``
     (seed, spec, fault summary) become the suite's ``<properties>``."""
-    checkers = merged.get("checkers") or {"all": merged}
     cases, failures, errors = [], 0, 0
-    for cname, res in checkers.items():
-        v = verdict_of(res)
-        body = ""
-        if v is False:
-            failures += 1
-            body = f"<failure message={quoteattr('invalid')}>{escape(json.dumps(res, default=str)[:4000])}</failure>"
-        elif v == "unknown":
-            errors += 1
-            body = f"<error message={quoteattr('unknown')}>{escape(json.dumps(res, default=str)[:4000])}</error>"
-        cases.append(f'  <testcase classname={quoteattr(test_name)} name={quoteattr(str(cname))}>{body}</testcase>')
+    for name, body in junit_cases(merged).items():
+        failures += body.startswith("<failure")
+        errors += body.startswith("<error")
+        cases.append(f'  <testcase classname={quoteattr(test_name)} name={quoteattr(xml_text(name))}>{body}</testcase>')
     if error:
         errors += 1
         cases.append(f'  <testcase classname={quoteattr(test_name)} name="run">'
-                     f"<error message={quoteattr(error[:200])}/></testcase>")
+                     f"<error message={quoteattr(xml_text(error[:300]))}/></testcase>")
     props = ""
     if properties:
-        props = ("  <properties>\n" + "".join(f"    <property name={quoteattr(k)} value={quoteattr(v)}/>\n"
+        props = ("  <properties>\n" + "".join(f"    <property name={quoteattr(k)} value={quoteattr(xml_text(v))}/>\n"
                                            for k, v in properties.items()) + "  </properties>\n")
     xml = (
         '<?xml version="1.0" encoding="UTF-8"?>\n'

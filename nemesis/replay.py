@@ -45,7 +45,7 @@ def pin_value(f: str, value: Any, completion: Mapping[str, Any]) -> Any:
 
 
 def executed_steps(history: Iterable[Mapping[str, Any]], *, main_start_ns: int | None, time_limit_s: float,
-                   same_nodes: bool = False) -> tuple[Step, ...]:
+                   same_nodes: bool = False, main_end_ns: int | None = None) -> tuple[Step, ...]:
     """The nemesis steps a run's main phase executed, at their real offsets (see the module docstring).
 
     Args:
@@ -54,6 +54,9 @@ def executed_steps(history: Iterable[Mapping[str, Any]], *, main_start_ns: int |
             ``main_phase_start_ns``); None reads it as the first op's time.
         time_limit_s: the main phase's length: later nemesis ops belong to the heal phase.
         same_nodes: pin every selector to the nodes it resolved to.
+        main_end_ns: when the main phase's generation ended (``results.json`` ``main_phase_end_ns``), if
+            recorded: ops from then on belong to the heal phase even when that is a little before
+            ``time_limit_s`` (the phase's clock starts at its first op, not at ``main_start_ns``).
     """
     ops = list(history)
     if main_start_ns is None:
@@ -72,7 +75,7 @@ def executed_steps(history: Iterable[Mapping[str, Any]], *, main_start_ns: int |
     steps = []
     for inv, comp in pairs:
         at_s = (int(inv.get("time", 0)) - main_start_ns) / 1e9
-        if at_s >= time_limit_s:
+        if at_s >= time_limit_s or (main_end_ns is not None and int(inv.get("time", 0)) >= main_end_ns):
             continue
         f = str(inv["f"])
         value = inv.get("value")

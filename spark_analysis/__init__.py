@@ -6,7 +6,9 @@ anomalies, checks, the ``ingested`` manifest, verdicts; :mod:`spark_analysis.tab
 (:mod:`~spark_analysis.runfiles`, :mod:`~spark_analysis.faults`, :mod:`~spark_analysis.wilson`) parse and
 compute without Spark; :mod:`~spark_analysis.ingest`, :mod:`~spark_analysis.metrics`,
 :mod:`~spark_analysis.report` and :mod:`~spark_analysis.recheck` run on a SparkSession from
-:func:`~spark_analysis.session.get_session`.  The command line is ``splitbrain spark`` (docs/spark.md).
+:func:`~spark_analysis.session.get_session`.  The release gate's statistics are the pure
+:mod:`~spark_analysis.regression`; :mod:`~spark_analysis.gate` counts runs per cell and version on Spark for it.
+The command line is ``splitbrain spark`` (docs/spark.md).
 
 Names that need pyspark are imported lazily, so ``import spark_analysis`` works without it.
 """

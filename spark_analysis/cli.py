@@ -6,10 +6,14 @@ Verbs::
     splitbrain spark report --warehouse W --out DIR [--master URL]
     splitbrain spark check  --warehouse W [--where SQL] [--checker queue|counts] [--master URL]
     splitbrain spark synth  OUT --runs N --ops M [--seed S] [--torn K] [--no-results K] [--bad-yaml K]
+                            [--versions V1,V2] [--regression VERSION:WORKLOAD:NEMESIS:RATE]
+    splitbrain spark gate   --baseline V --candidate V (--results DIR... | --warehouse W) [--alpha A]
+                            [--min-runs N] [--correction holm|bh] [--test boschloo|fisher] [--junit PATH] [--master URL]
 
 Spark runs embedded (``local[*]``) unless ``--master`` names a cluster.  Exit codes: 0 done (ingest: also
 when damaged runs were found, they are listed); check: 0 all valid, 1 some invalid, 2 some unknown or no
-runs selected; 2 bad input.
+runs selected; gate: 0 pass, 1 the candidate is significantly worse in some cell, 2 too few runs to decide;
+2 bad input (one line naming the flag).
 """
 
 from __future__ import annotations
@@ -52,6 +56,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--torn", type=int, default=0)
     p.add_argument("--no-results", type=int, default=0)
     p.add_argument("--bad-yaml", type=int, default=0)
+    p.add_argument("--versions", default=None, metavar="V1,V2,...",
+                   help="versions drawn independently of cells, uniformly per run (default: 0.1.0,0.2.0)")
+    p.add_argument("--regression", default=None, metavar="VERSION:WORKLOAD:NEMESIS:RATE",
+                   help="runs of VERSION in that cell are anomalous at RATE instead of the cell's rate")
+    p = sub.add_parser("gate", help="release gate: is the candidate version worse than the baseline, per cell?")
+    p.add_argument("--baseline", required=True, metavar="VERSION")
+    p.add_argument("--candidate", required=True, metavar="VERSION")
+    p.add_argument("--results", nargs="+", default=[], metavar="DIR", help="results directories read directly")
+    p.add_argument("--warehouse", default=None, help="a warehouse written by `spark ingest`")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level after correction (default 0.05)")
+    p.add_argument("--min-runs", type=int, default=20,
+                   help="checked runs each version needs in a cell before it is tested (default 20)")
+    p.add_argument("--correction", default="holm", choices=["holm", "bh"],
+                   help="multiple-comparison control: holm (family-wise) or bh (false discovery rate)")
+    p.add_argument("--test", default="boschloo", choices=["boschloo", "fisher"], help="exact one-sided test")
+    p.add_argument("--junit", default="gate-junit.xml", metavar="PATH", help="JUnit XML out (default gate-junit.xml)")
+    master(p)
 
 
 def _ingest(args: Any) -> int:
@@ -102,11 +123,15 @@ def _check(args: Any) -> int:
 
 
 def _synth(args: Any) -> int:
-    from spark_analysis.synth import generate
+    from spark_analysis.synth import DEFAULT_VERSIONS, generate, parse_regression
 
     try:
+        versions = DEFAULT_VERSIONS if args.versions is None else tuple(
+            v.strip() for v in args.versions.split(",") if v.strip())
+        regressions = () if args.regression is None else (parse_regression(args.regression),)
         c = generate(args.out, runs=args.runs, ops=args.ops, seed=args.seed, days=args.days, torn=args.torn,
-                     no_results=args.no_results, bad_yaml=args.bad_yaml)
+                     no_results=args.no_results, bad_yaml=args.bad_yaml, versions=versions,
+                     regressions=regressions)
     except ValueError as exc:
         print(f"spark synth: {exc}", file=sys.stderr)
         return 2
@@ -115,6 +140,62 @@ def _synth(args: Any) -> int:
     return 0
 
 
+def _gate_flag_problem(args: Any) -> str | None:
+    """What is wrong with the gate's flags, checked before Spark starts (None: nothing)."""
+    from pathlib import Path
+
+    for flag, v in (("--baseline", args.baseline), ("--candidate", args.candidate)):
+        if not v.strip():
+            return f"{flag}: an empty version"
+    if args.baseline == args.candidate:
+        return f"--candidate: {args.candidate!r} is also the baseline; compare two different versions"
+    if not 0.0 < args.alpha < 1.0:
+        return f"--alpha: {args.alpha} is outside (0, 1)"
+    if args.min_runs < 1:
+        return f"--min-runs: {args.min_runs} is below 1"
+    if not args.results and args.warehouse is None:
+        return "--results DIR... or --warehouse W: no runs to gate on"
+    for d in args.results:
+        if not Path(d).is_dir():
+            return f"--results {d}: does not exist or is not a directory"
+    if args.warehouse is not None and not Path(args.warehouse, "runs").is_dir():
+        return f"--warehouse {args.warehouse}: no runs table there (write one with `splitbrain spark ingest`)"
+    junit = Path(args.junit)
+    if junit.is_dir() or (junit.parent.exists() and not junit.parent.is_dir()):
+        return f"--junit {args.junit}: not a file path"
+    return None
+
+
+def _gate(args: Any) -> int:
+    from spark_analysis.gate import cell_counts, gate_runs, render_junit, render_table, summary_line, write_junit
+    from spark_analysis.regression import gate
+    from spark_analysis.session import get_session
+
+    problem = _gate_flag_problem(args)
+    if problem:
+        print(f"spark gate: {problem}", file=sys.stderr)
+        return 2
+    spark = get_session(args.master)
+    runs = gate_runs(spark, warehouse=args.warehouse, results=args.results)
+    cells, versions = cell_counts(runs, args.baseline, args.candidate)
+    missing = [v for v in (args.baseline, args.candidate) if not versions.get(v)]
+    if missing:
+        seen = ", ".join(f"{v} ({n})" for v, n in sorted(versions.items())) or "none"
+        print(f"spark gate: no checked runs of version {' or '.join(missing)}; versions seen (checked runs): {seen}",
+              file=sys.stderr)
+        return 2
+    result = gate(cells, alpha=args.alpha, min_runs=args.min_runs, correction=args.correction, test=args.test)
+    print(render_table(result, args.baseline, args.candidate))
+    try:
+        write_junit(args.junit, render_junit(result, args.baseline, args.candidate))
+    except OSError as exc:
+        print(f"spark gate: --junit {args.junit}: cannot write ({exc.strerror})", file=sys.stderr)
+        return 2
+    print(summary_line(result, args.baseline, args.candidate))
+    print(f"wrote {args.junit}")
+    return result.exit_code
+
+
 def run(args: Any) -> int:
-    verbs = {"ingest": _ingest, "report": _report, "check": _check, "synth": _synth}
+    verbs = {"ingest": _ingest, "report": _report, "check": _check, "synth": _synth, "gate": _gate}
     return verbs[args.spark_command](args)

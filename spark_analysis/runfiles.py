@@ -34,7 +34,7 @@ from spark_analysis.faults import FaultWindow, fault_windows
 
 __all__ = [
     "STATUSES", "OpColumns", "ParsedRun", "RunTexts", "op_columns", "op_rows", "parse_history_text", "parse_run",
-    "run_href", "spec_fields", "verdict_text",
+    "provenance_fields", "run_href", "spec_fields", "verdict_text",
 ]
 
 STATUSES = ("ok", "crashed", "partial", "malformed")
@@ -135,6 +135,26 @@ def spec_fields(spec: Mapping[str, Any]) -> dict[str, Any]:
         "cluster_version": _first(spec, _VERSION_KEYS) or _first(cluster, ("version",) + _VERSION_KEYS),
         "git_revision": _first(spec, _GIT_KEYS) or _first(git, ("commit", "revision")),
         "spec_key": hashlib.sha1(json.dumps(canonical, sort_keys=True, default=str).encode()).hexdigest()[:16],
+    }
+
+
+def provenance_fields(res: Mapping[str, Any]) -> dict[str, Any]:
+    """The provenance columns of a run row from results.json's ``provenance`` object (None when absent).
+
+    Keys: sut_version, revision_dirty, harness_version, harness_revision, host, backend (the harness's
+    shape: :mod:`harness.provenance`).  A ``revision`` of ``"unknown"`` stays ``"unknown"``.
+    """
+    prov = _mapping(res.get("provenance"))
+    sut, harness = _mapping(prov.get("sut")), _mapping(prov.get("harness"))
+
+    def text(x: Any) -> str | None:
+        return None if x is None or x == "" else str(x)
+
+    dirty = sut.get("dirty")
+    return {
+        "sut_version": text(sut.get("version")), "revision_dirty": dirty if isinstance(dirty, bool) else None,
+        "harness_version": text(harness.get("version")), "harness_revision": text(harness.get("revision")),
+        "host": text(prov.get("host")), "backend": text(prov.get("backend")),
     }
 
 
@@ -278,6 +298,10 @@ def parse_run(run_id: str, root: str, path: str, texts: RunTexts, *, batch_id: s
         fields["cluster_version"] = _first(res, _VERSION_KEYS)
     if not fields["git_revision"]:
         fields["git_revision"] = _first(res, _GIT_KEYS)
+    prov = provenance_fields(res)
+    if not fields["backend"]:
+        fields["backend"] = prov.pop("backend")
+    prov.pop("backend", None)
     start = _parse_time(_first(res, ("start_time", "started_at"))) or _parse_time(ts)
     last_ns = ops[-1]["time"] if ops else 0
     duration_s = _num(res.get("duration_s"), float)
@@ -285,6 +309,7 @@ def parse_run(run_id: str, root: str, path: str, texts: RunTexts, *, batch_id: s
         duration_s = last_ns / 1e9
     windows = fault_windows((o for o in ops if o.get("process") == "nemesis"), last_time_ns=last_ns)
     checks, anomalies = _checks_and_anomalies(run_id, res)
+    accounted = [o for o in ops if o.get("process") == "nemesis" and o.get("type") != "invoke" and "effective" in o]
     run = {
         "run_id": run_id, "test": test, "ts": ts, "root": root, "path": path, "href": run_href(run_id),
         **{k: v for k, v in fields.items()},
@@ -292,7 +317,11 @@ def parse_run(run_id: str, root: str, path: str, texts: RunTexts, *, batch_id: s
         "duration_s": duration_s, "valid": verdict_text(res.get("valid")) if res else "unknown",
         "status": status, "problems": problems, "op_count": len(ops),
         "client_op_count": sum(1 for o in ops if o.get("process") != "nemesis"),
-        "fault_count": len(windows), "anomaly_count": sum(a["count"] for a in anomalies), "batch_id": batch_id,
+        "fault_count": len(windows),
+        "faults_requested": len(accounted) if accounted else None,  # None: a run from before fault accounting
+        "faults_not_effective": sum(1 for o in accounted if o.get("effective") is False) if accounted else None,
+        "anomaly_count": sum(a["count"] for a in anomalies), "batch_id": batch_id,
+        **prov,
     }
     if not run["name"]:
         run["name"] = test

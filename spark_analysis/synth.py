@@ -2,7 +2,10 @@
 
 Each run belongs to a *cell* (workload, nemesis package, anomaly rate).  Within a cell exactly
 ``round(rate * runs_in_cell)`` runs are anomalous (chosen by the seeded RNG), so the recovered rate is
-known exactly.  A run has:
+known exactly.  Each run's *version* is drawn uniformly from ``versions`` by its own seeded RNG,
+independently of its cell and day, so a version's rate in a cell is the cell's rate up to sampling noise.
+A :class:`Regression` injects a known difference: the runs of its version in its cell get exactly
+``round(rate * those runs)`` anomalous runs instead (the cell's other runs keep the cell's rate).  A run has:
 
 * ``test.yaml``     -- a spec in the harness's shape (name, backend, nodes, workloads, nemesis, load, seed,
   ``cluster.version``);
@@ -12,7 +15,8 @@ known exactly.  A run has:
   ``write``/``read`` ops.  Every nemesis package (not ``none``) opens ``start-<kind>`` and closes
   ``stop-<kind>`` windows; ops invoked during a window fail or go ``info`` more often and are slower;
 * ``results.json``  -- in the :func:`checker.compose.results_to_json` shape, with ``stats.time_s`` per
-  checker, ``duration_s``, ``cluster_version`` and ``git_revision``.
+  checker, ``duration_s``, ``cluster_version``, ``git_revision`` and ``provenance`` (the harness's shape,
+  :mod:`harness.provenance`).
 
 Damaged runs (``torn``, ``no_results``, ``bad_yaml`` counts) are taken from the end of the corpus: a torn
 last history line (status partial), a missing results.json (partial), a test.yaml that is not YAML
@@ -32,11 +36,12 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["DEFAULT_CELLS", "Cell", "Corpus", "SynthRun", "generate"]
+__all__ = ["DEFAULT_CELLS", "DEFAULT_VERSIONS", "Cell", "Corpus", "Regression", "SynthRun", "generate",
+           "parse_regression"]
 
 _QUEUE = "t/bs1/0"
 _NODES = ("c1", "c2", "c3", "b1", "b2", "b3")
-_VERSIONS = ("0.1.0", "0.2.0")
+DEFAULT_VERSIONS = ("0.1.0", "0.2.0")
 _DAY0 = _dt.datetime(2026, 11, 1, 2, 0, tzinfo=_dt.UTC)
 
 
@@ -50,6 +55,37 @@ class Cell:
         if not 0.0 <= self.anomaly_rate <= 1.0:
             raise ValueError(f"Cell {self.workload}x{self.nemesis}: anomaly_rate must be in [0, 1], "
                              f"got {self.anomaly_rate}")
+
+
+@dataclass(frozen=True, slots=True)
+class Regression:
+    """Runs of ``version`` in the cell (``workload``, ``nemesis``) are anomalous at ``anomaly_rate``."""
+
+    version: str
+    workload: str
+    nemesis: str
+    anomaly_rate: float
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.anomaly_rate <= 1.0:
+            raise ValueError(f"Regression {self.version} {self.workload}x{self.nemesis}: anomaly_rate must be in "
+                             f"[0, 1], got {self.anomaly_rate}")
+
+
+def parse_regression(text: str) -> Regression:
+    """``VERSION:WORKLOAD:NEMESIS:RATE`` (e.g. ``0.3.0:queue:kill:0.6``) as a :class:`Regression`.
+
+    Raises:
+        ValueError: not four ``:``-separated fields, or a rate that is not a number in [0, 1].
+    """
+    parts = text.split(":")
+    if len(parts) != 4 or not all(parts[:3]):
+        raise ValueError(f"--regression {text!r}: expected VERSION:WORKLOAD:NEMESIS:RATE, e.g. 0.3.0:queue:kill:0.6")
+    try:
+        rate = float(parts[3])
+    except ValueError:
+        raise ValueError(f"--regression {text!r}: RATE {parts[3]!r} is not a number in [0, 1]") from None
+    return Regression(parts[0], parts[1], parts[2], rate)
 
 
 DEFAULT_CELLS = (
@@ -181,13 +217,21 @@ def _history(rng: random.Random, cell: Cell, ops: int, concurrency: int, lost: i
     return h.lines, len(hidden)
 
 
-def _assign(rng: random.Random, runs: int, cells: Sequence[Cell]) -> list[tuple[Cell, bool]]:
-    by_cell: list[list[int]] = [[] for _ in cells]
+def _assign(rng: random.Random, runs: int, cells: Sequence[Cell], versions: Sequence[str],
+            regressions: Sequence[Regression]) -> list[tuple[Cell, bool]]:
+    """Cell and anomalous flag of each run: exact counts per cell, and per regressed (cell, version)."""
+    reg = {(r.version, r.workload, r.nemesis): r.anomaly_rate for r in regressions}
+    groups: dict[tuple[int, str | None], list[int]] = {}
     for i in range(runs):
-        by_cell[i % len(cells)].append(i)
+        ci = i % len(cells)
+        c = cells[ci]
+        key = versions[i] if (versions[i], c.workload, c.nemesis) in reg else None
+        groups.setdefault((ci, key), []).append(i)
     out: list[tuple[Cell, bool]] = [(cells[0], False)] * runs
-    for c, idxs in zip(cells, by_cell):
-        bad = set(rng.sample(idxs, round(c.anomaly_rate * len(idxs))))
+    for (ci, version), idxs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        c = cells[ci]
+        rate = c.anomaly_rate if version is None else reg[(version, c.workload, c.nemesis)]
+        bad = set(rng.sample(idxs, round(rate * len(idxs))))
         for i in idxs:
             out[i] = (c, i in bad)
     return out
@@ -195,23 +239,38 @@ def _assign(rng: random.Random, runs: int, cells: Sequence[Cell]) -> list[tuple[
 
 def generate(root: str | Path, *, runs: int, ops: int, seed: int, cells: Sequence[Cell] = DEFAULT_CELLS,
              days: int = 3, concurrency: int = 4, torn: int = 0, no_results: int = 0, bad_yaml: int = 0,
-             first: int = 0) -> Corpus:
+             first: int = 0, versions: Sequence[str] = DEFAULT_VERSIONS,
+             regressions: Sequence[Regression] = ()) -> Corpus:
     """Write ``runs`` run directories of about ``ops`` ops each under ``root`` (see the module docstring).
 
     ``first`` numbers the runs from ``first`` (their timestamps follow from it), so a second call with a
-    larger ``first`` adds new runs next to the old ones.
+    larger ``first`` adds new runs next to the old ones.  ``versions`` are drawn per run from an RNG of their
+    own (seeded by ``seed`` and ``first``), so adding a regression or a version never moves the cells.
+
+    Raises:
+        ValueError: bad sizes, no versions, or a regression whose version or cell is not in the corpus.
     """
     if runs < 1 or ops < 10 or not cells or days < 1:
         raise ValueError(f"generate: need runs >= 1, ops >= 10, cells and days >= 1; got runs={runs}, ops={ops}, "
                          f"{len(cells)} cells, days={days}")
     if torn + no_results + bad_yaml > runs:
         raise ValueError(f"generate: {torn + no_results + bad_yaml} damaged runs requested but only {runs} runs")
+    if not versions or len(set(versions)) != len(versions):
+        raise ValueError(f"generate: need distinct versions, at least one; got {list(versions)}")
+    known_cells = {(c.workload, c.nemesis) for c in cells}
+    for r in regressions:
+        if r.version not in versions or (r.workload, r.nemesis) not in known_cells:
+            raise ValueError(f"generate: regression {r.version}:{r.workload}:{r.nemesis} names a version or cell "
+                             f"the corpus lacks; versions {list(versions)}, cells "
+                             f"{sorted(f'{w}:{n}' for w, n in known_cells)}")
     rng = random.Random(seed)
+    version_rng = random.Random(f"versions-{seed}-{first}")
+    run_versions = [version_rng.choice(list(versions)) for _ in range(runs)]
     root = Path(root)
     corpus = Corpus(root=root)
     damage = [""] * (runs - torn - no_results - bad_yaml) + ["torn"] * torn + ["no_results"] * no_results + [
         "bad_yaml"] * bad_yaml
-    for i, (cell, anomalous) in enumerate(_assign(rng, runs, cells)):
+    for i, (cell, anomalous) in enumerate(_assign(rng, runs, cells, run_versions, regressions)):
         run_seed = rng.randrange(2**31)
         run_rng = random.Random(run_seed)
         start = _DAY0 + _dt.timedelta(days=(first + i) % days, seconds=(first + i) * 7)
@@ -219,7 +278,7 @@ def generate(root: str | Path, *, runs: int, ops: int, seed: int, cells: Sequenc
         ts = start.strftime("%Y%m%dT%H%M%S.%f")[:-3] + "Z"
         path = root / test / ts
         path.mkdir(parents=True, exist_ok=True)
-        version = _VERSIONS[(first + i) % len(_VERSIONS)]
+        version = run_versions[i]
         want_lost = run_rng.randint(1, 3) if anomalous and cell.workload == "queue" else 0
         lines, lost = _history(run_rng, cell, ops, concurrency, want_lost)
         anomalous = anomalous and (lost > 0 or cell.workload != "queue")
@@ -239,7 +298,14 @@ def generate(root: str | Path, *, runs: int, ops: int, seed: int, cells: Sequenc
                          "perf": {"valid": True, "anomaly_counts": {}, "stats": {"time_s": 0.01}, "error": None}},
             "anomaly_counts": counts, "anomaly_examples": {t: [example] for t in counts},
             "name": test, "seed": run_seed, "duration_s": 60.0, "cluster_version": version,
-            "git_revision": f"rev{i % 5}",
+            "git_revision": f"rev-{version}",
+            "provenance": {
+                "sut": {"name": "splitbrain", "version": version, "revision": f"rev-{version}", "dirty": False,
+                        "revision_error": None},
+                "harness": {"version": "0.1.0", "revision": "rev-harness", "dirty": False, "revision_error": None},
+                "cluster_version_label": version, "host": f"synth-{i % 3}", "backend": "local",
+                "python": "3.11",
+            },
         }
         d = damage[i]
         if d == "bad_yaml":

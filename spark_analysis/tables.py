@@ -2,7 +2,8 @@
 
 A *warehouse* is a directory of Parquet tables, one sub-directory each:
 
-* ``runs``      -- one row per run (spec fields, version, start, duration, verdict, status, problems);
+* ``runs``      -- one row per run (spec fields, version and provenance, start, duration, verdict, status,
+  problems);
 * ``ops``       -- one row per history op, partitioned by ``date`` (the run's start day) and ``workload``;
 * ``faults``    -- one row per nemesis fault window (kind, targets, start/end ns);
 * ``anomalies`` -- one row per (run, anomaly type): count and one example as JSON;
@@ -45,6 +46,8 @@ RUNS = _schema(
     ("cluster_version", _S), ("git_revision", _S), ("spec_key", _S), ("start_time", TimestampType()),
     ("date", _S), ("duration_s", _D), ("valid", _S), ("status", _S), ("problems", ArrayType(_S)),
     ("op_count", _L), ("client_op_count", _L), ("fault_count", _I), ("anomaly_count", _L), ("batch_id", _S),
+    ("sut_version", _S), ("revision_dirty", _B), ("harness_version", _S), ("harness_revision", _S), ("host", _S),
+    ("faults_requested", _I), ("faults_not_effective", _I),
 )
 OPS = _schema(
     ("run_id", _S), ("idx", _L), ("time_ns", _L), ("type", _S), ("process", _S), ("f", _S), ("node", _S),

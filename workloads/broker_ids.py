@@ -138,7 +138,9 @@ class BrokerIdsOptions:
     ``failpoints`` = how many of :data:`FAILPOINTS` get a lane (first N; 0 = allocator only), ``lanes`` = lanes
     running at once, ``base_port`` = first extra broker port, ``spawn_timeout_s`` = how long a crash/start op
     waits (those ops get that plus 10 s before the runner times them out), ``registration_crash`` = also run
-    the ``registration-crash`` nemesis package (needs broker nodes).
+    the ``registration-crash`` nemesis package (needs broker nodes), ``stop_after_lanes`` = end the workload
+    once every lane has run (the time limit becomes a ceiling: a gate that must see every failpoint hit
+    does not depend on how fast the host is).
     """
 
     virtual_sets: int = 2
@@ -151,6 +153,7 @@ class BrokerIdsOptions:
     read_fraction: float = 0.15
     check_time_limit_s: float = 30.0
     registration_crash: bool = True
+    stop_after_lanes: bool = False
 
 
 _OPTIONS: dict[str, tuple[Any, type, Any, Any, str]] = {
@@ -164,6 +167,7 @@ _OPTIONS: dict[str, tuple[Any, type, Any, Any, str]] = {
     "read_fraction": (0.15, float, 0.0, 1.0, "a number in [0, 1]"),
     "check_time_limit_s": (30.0, float, 1.0, 3600.0, "seconds in [1, 3600]"),
     "registration_crash": (True, bool, False, True, "true or false (add the registration-crash nemesis package)"),
+    "stop_after_lanes": (False, bool, False, True, "true or false (end the workload once every lane has run)"),
 }
 
 
@@ -211,6 +215,8 @@ class BrokerIdsGen:
         if ctx.free_thread() is None:
             return (g.PENDING, self)
         pos = self.pos or tuple(0 for _ in self.lanes)
+        if self.options.stop_after_lanes and self.lanes and all(p >= len(ln) for p, ln in zip(pos, self.lanes)):
+            return None
         if len(self.busy) < self.options.lanes:
             for i, lane in enumerate(self.lanes):
                 if i not in self.busy and pos[i] < len(lane):

@@ -65,7 +65,7 @@ async def open_remote(spec: TestSpec, *, nodes_file: str | None = None, state_di
     """Create the remote for ``spec.backend`` over ``spec.nodes.all``.  The caller must ``await remote.close()``.
 
     The run is owned by this process (:mod:`harness.control.owner`), recorded with ``results_dir``; the local
-    backend also starts its supervisor (clean-up if this process is killed).
+    and docker backends also start their supervisor (clean-up if this process is killed).
 
     Raises:
         BackendUnavailable: the backend cannot be created here (message says why and what to do).

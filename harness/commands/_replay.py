@@ -67,9 +67,10 @@ def load_run(run: str, results_root: str, *, same_nodes: bool = False) -> Stored
         history = [op.to_dict() for op in read_jsonl(path / "history.jsonl")]
     except (OSError, HistoryError, ValueError) as exc:
         raise ReplayError(f"{path / 'history.jsonl'}: cannot read the run's history ({exc})") from None
-    start = doc.get("main_phase_start_ns")
+    start, end = doc.get("main_phase_start_ns"), doc.get("main_phase_end_ns")
     steps = executed_steps(history, main_start_ns=int(start) if isinstance(start, int) else None,
-                           time_limit_s=spec.time_limit_s, same_nodes=same_nodes)
+                           time_limit_s=spec.time_limit_s, same_nodes=same_nodes,
+                           main_end_ns=int(end) if isinstance(end, int) else None)
     return StoredRun(path, spec, doc, steps)
 
 

@@ -10,14 +10,17 @@ Verdict words: ``valid``, ``invalid``, ``unknown``, ``crashed`` (the run itself 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import quoteattr
 
+from harness.explain import checker_verdicts
 from harness.protocols import verdict_of
+from harness.store import junit_cases, xml_text
 
 __all__ = [
     "VERDICTS", "RunNotFound", "RunSummary", "junit_for_runs", "read_summary", "resolve_run_dir", "summarize_results",
@@ -84,6 +87,9 @@ class RunSummary:
     seed: int | None = None
     duration_s: float | None = None
     rel_path: str = ""  # "<name>/<ts>" relative to the results root
+    failing: tuple[str, ...] = ()  # checkers not valid (invalid first, then unknown)
+    faults: tuple[str, ...] = ()  # fault kinds that took effect ("kill", "start-partition:isolate-master" ...)
+    workloads: tuple[str, ...] = ()  # from the checker names "<workload>/<checker>"
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -112,8 +118,25 @@ def summarize_results(doc: Mapping[str, Any] | None, *, name: str, ts: str) -> R
         d = doc.get("duration_s")
         duration = float(d) if isinstance(d, int | float) and not isinstance(d, bool) else None
         name = str(doc.get("name") or name)
+    failing: tuple[str, ...] = ()
+    faults: tuple[str, ...] = ()
+    workloads: tuple[str, ...] = ()
+    if doc is not None:
+        failing = tuple(v.name for v in checker_verdicts(doc) if v.valid is not True and v.name != "all")
+        raw_faults = doc.get("faults")
+        if isinstance(raw_faults, Mapping):
+            faults = tuple(str(k) for k, f in raw_faults.items()
+                           if isinstance(f, Mapping) and _count(f.get("effective")) > 0)
+        checkers = doc.get("checkers")
+        if isinstance(checkers, Mapping):
+            workloads = tuple(sorted({str(c).split("/", 1)[0] for c in checkers if "/" in str(c)}))
     return RunSummary(name=name, ts=ts, verdict=verdict_word(doc), anomaly_counts=counts, seed=seed,
-                      duration_s=duration, rel_path=f"{name}/{ts}")
+                      duration_s=duration, rel_path=f"{name}/{ts}", failing=failing, faults=faults,
+                      workloads=workloads)
+
+
+def _count(x: Any) -> int:
+    return x if isinstance(x, int) and not isinstance(x, bool) else 0
 
 
 def read_summary(run_dir: Path) -> RunSummary:
@@ -126,8 +149,7 @@ def read_summary(run_dir: Path) -> RunSummary:
     if doc is not None and not isinstance(doc, Mapping):
         doc = None
     s = summarize_results(doc, name=run_dir.parent.name, ts=run_dir.name)
-    return RunSummary(s.name, s.ts, s.verdict, s.anomaly_counts, s.seed, s.duration_s,
-                      f"{run_dir.parent.name}/{run_dir.name}")
+    return dataclasses.replace(s, rel_path=f"{run_dir.parent.name}/{run_dir.name}")
 
 
 _STYLE = {"valid": "green", "invalid": "red", "unknown": "yellow", "crashed": "magenta", "incomplete": "dim"}
@@ -157,22 +179,18 @@ def junit_for_runs(runs: Sequence[tuple[RunSummary, Mapping[str, Any] | None]]) 
         cases, failures, errors = [], 0, 0
         suite_name = f"{summary.name} seed={summary.seed}"
         checkers = (doc or {}).get("checkers") or {}
-        for cname, res in checkers.items():
-            v = verdict_of(res)
-            body = ""
-            if v is False:
-                failures += 1
-                body = f"<failure message=\"invalid\">{escape(json.dumps(res, default=str)[:4000])}</failure>"
-            elif v == "unknown":
-                errors += 1
-                body = f"<error message=\"unknown\">{escape(json.dumps(res, default=str)[:4000])}</error>"
-            cases.append(f"    <testcase classname={quoteattr(summary.name)} name={quoteattr(str(cname))}>"
+        for cname, body in (junit_cases(doc) if doc and checkers else {}).items():
+            failures += body.startswith("<failure")
+            errors += body.startswith("<error")
+            cases.append(f"    <testcase classname={quoteattr(summary.name)} name={quoteattr(xml_text(cname))}>"
                          f"{body}</testcase>")
         if summary.verdict in ("crashed", "incomplete") or not checkers:
             errors += 1
             why = str((doc or {}).get("crashed") or f"run {summary.verdict}")
+            if (doc or {}).get("crashed_at"):
+                why += f" (at {doc['crashed_at']})"  # type: ignore[index]
             cases.append(f"    <testcase classname={quoteattr(summary.name)} name=\"run\">"
-                         f"<error message={quoteattr(why[:200])}/></testcase>")
+                         f"<error message={quoteattr(xml_text(why[:300]))}/></testcase>")
         time_s = summary.duration_s or 0.0
         suites.append(f"  <testsuite name={quoteattr(suite_name)} tests=\"{len(cases)}\" failures=\"{failures}\" "
                       f"errors=\"{errors}\" time=\"{time_s:.3f}\" timestamp={quoteattr(summary.ts)}>\n"

@@ -113,6 +113,7 @@ async def execute(
         if written:
             log.info("wrote %s", ", ".join(written))
         if outcome.exit_code != 0:
+            print(f"[splitbrain] look at: {look_at(outcome.run_dir.path, written)}", flush=True)
             print(f"[splitbrain] reproduce with: splitbrain repro {shlex.quote(str(outcome.run_dir.path))} "
                   f"(same seed, client ops and executed faults); shrink the faults with: splitbrain shrink "
                   f"{shlex.quote(str(outcome.run_dir.path))}", flush=True)
@@ -120,6 +121,12 @@ async def execute(
         if outcome.interrupted:
             break
     return worst_exit_code([o.exit_code for o in outcomes]), outcomes
+
+
+def look_at(run: Path, written: list[str]) -> Path:
+    """The file to open first for a run that did not pass: the timeline (failing ops among everything that
+    happened, with the faults) when it was written, else ``results.json`` (a crash before any op)."""
+    return run / "timeline.html" if "timeline.html" in written else run / "results.json"
 
 
 def _print_table(spec_path: str, run_dirs: list[Path]) -> None:

@@ -22,6 +22,13 @@ Topology of one run (prefix ``sbXXXXXX``, unique per run so parallel runs never 
   after a crash too.  The labels are the state; a run kept as a cluster (labels cannot change) also has
   a claim file (:meth:`DockerRemote.keep_as_cluster`) naming its cluster record.  Clean-up never touches
   a container without our labels, nor another live run's.
+* A dying harness: :meth:`DockerRemote.create` writes a small state file under :data:`STATE_DIR` (prefix,
+  owner, nodes, and later the run directory -- what labels cannot hold, since they never change) and starts
+  the run's supervisor (:mod:`harness.control.supervisor`, shared with the local backend).  If the owner dies
+  without :meth:`DockerRemote.close` (SIGKILL), the supervisor copies the nodes' ``*.log`` into
+  ``<run dir>/nodes/<node>/`` (:func:`save_container_logs`), marks the run ``ended: killed`` and removes the
+  containers and network carrying this run's *and this owner's* labels (:func:`remove_owned_run`, filter
+  :func:`owned_filter`).  A run handed over to a cluster record loses its state file: the supervisor leaves it.
 
 Needs a reachable docker engine and the node image (``splitbrain images build``).
 """
@@ -32,6 +39,7 @@ import asyncio
 import contextlib
 import importlib
 import io
+import json
 import os
 import re
 import secrets
@@ -52,7 +60,8 @@ from harness.control.ssh import (
     signal_answer,
 )
 
-__all__ = ["LABEL_BACKEND", "LABEL_RUN", "NODE_ROOT", "DockerRemote", "cleanup_all", "cleanup_run", "default_image"]
+__all__ = ["LABEL_BACKEND", "LABEL_RUN", "NODE_ROOT", "STATE_DIR", "DockerRemote", "cleanup_all", "cleanup_run",
+           "default_image", "log_destination", "owned_filter", "remove_owned_run", "save_container_logs"]
 
 LABEL_BACKEND = "splitbrain.backend"
 LABEL_RUN = "splitbrain.run"
@@ -60,6 +69,8 @@ LABEL_OWNER = "splitbrain.owner"  # "<pid>:<start time>" of the harness process
 LABEL_NODE = "splitbrain.node"
 LABEL_RESULTS = "splitbrain.results"  # the owner's results directory
 NODE_ROOT = "/srv/splitbrain"
+# The supervisor's view of each live docker run (<prefix>.json); the labels stay the ownership record.
+STATE_DIR = Path(os.environ.get("SPLITBRAIN_DOCKER_STATE_DIR", "/tmp/splitbrain-docker"))
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _PARALLEL = 8
 _NODE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
@@ -99,6 +110,34 @@ def _pmap(fn: Any, items: Sequence[Any]) -> list[Any]:
         return list(pool.map(fn, items))
 
 
+def owned_filter(prefix: str, owner_label: str) -> dict[str, list[str]]:
+    """The docker label filter selecting exactly one run's containers and network: backend, run *and* owner.
+
+    Raises:
+        ValueError: an empty prefix or owner label (it would widen the filter to other runs or owners).
+    """
+    if not prefix or not owner_label or "=" in prefix or "=" in owner_label:
+        raise ValueError(f"docker backend: a run prefix and owner label are needed to select one run's containers "
+                         f"(got prefix {prefix!r}, owner {owner_label!r})")
+    return {"label": [f"{LABEL_BACKEND}=docker", f"{LABEL_RUN}={prefix}", f"{LABEL_OWNER}={owner_label}"]}
+
+
+def log_destination(run_dir: str | Path, node: str, path: str) -> Path | None:
+    """Where node ``node``'s log file ``path`` (as listed in its container) is saved: ``<run_dir>/nodes/<node>/
+    <name>``.  None for anything but a plain ``*.log`` file name of a valid node -- never outside that folder."""
+    name = PurePosixPath(path).name
+    if not _NODE_RE.match(node) or not name.endswith(".log") or "\x00" in name:
+        return None
+    return Path(run_dir) / "nodes" / node / name
+
+
+def _write_state(path: Path, state: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
 class DockerRemote:
     """A :class:`harness.control.base.Remote` over docker containers.  Create with :meth:`create`."""
 
@@ -111,6 +150,9 @@ class DockerRemote:
         self.addresses = dict(addresses)
         self.python = python
         self.pids: dict[tuple[str, int], int] = {}  # (node, pid) -> start time
+        self.state: dict[str, Any] = {}
+        self.state_path: Path | None = None  # the supervisor's view of the run (None: not supervised)
+        self._supervisor: Any = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -118,9 +160,14 @@ class DockerRemote:
     async def create(
         cls, nodes: Sequence[str], *, image: str | None = None, prefix: str | None = None, mount_repo: bool = True,
         python: str = "python3", env: Mapping[str, str] | None = None, ssh_authorized_key: str | None = None,
-        owner: Mapping[str, Any] | None = None,
+        owner: Mapping[str, Any] | None = None, supervise: bool = True, state_dir: Path | None = None,
     ) -> DockerRemote:
         """Create a private bridge network and one container per node (started in parallel).
+
+        Args:
+            owner: who answers for the run (default: this process, kind ``run``; see :mod:`.owner`).
+            supervise: start the supervisor that saves logs and removes the run if this process dies without
+                :meth:`close` (its state file goes to ``state_dir``, default :data:`STATE_DIR`).
 
         Raises:
             NotPermitted: the engine is unreachable.
@@ -130,12 +177,16 @@ class DockerRemote:
         if not nodes or len(set(nodes)) != len(nodes) or not all(_NODE_RE.match(n) for n in nodes):
             raise ControlError(f"docker backend: need distinct node names made of a-z, 0-9, '.', '_', '-' "
                                f"(usable as host names), got {list(nodes)}")
+        from harness.control.owner import make_owner
+
         return await asyncio.to_thread(cls._create_sync, list(nodes), image or default_image(), prefix, mount_repo,
-                                       python, dict(env or {}), ssh_authorized_key, dict(owner or {}))
+                                       python, dict(env or {}), ssh_authorized_key, dict(owner or make_owner()),
+                                       (state_dir or STATE_DIR) if supervise else None)
 
     @classmethod
     def _create_sync(cls, nodes: list[str], image: str, prefix: str | None, mount_repo: bool, python: str,
-                     env: dict[str, str], ssh_key: str | None, owner: dict[str, Any]) -> DockerRemote:
+                     env: dict[str, str], ssh_key: str | None, owner: dict[str, Any],
+                     state_dir: Path | None) -> DockerRemote:
         client = _client()
         try:
             client.images.get(image)
@@ -143,8 +194,19 @@ class DockerRemote:
             raise ControlError(f"docker backend: image {image} is not in the engine; build it with "
                                "`splitbrain images build` (no registry is assumed)") from None
         prefix = prefix or f"sb{secrets.token_hex(3)}"
-        labels = {LABEL_BACKEND: "docker", LABEL_RUN: prefix, LABEL_OWNER: f"{os.getpid()}:{_own_start()}",
+        owner_label = f"{os.getpid()}:{_own_start()}"
+        labels = {LABEL_BACKEND: "docker", LABEL_RUN: prefix, LABEL_OWNER: owner_label,
                   LABEL_RESULTS: str(owner.get("results_dir") or "")}
+        state = {"backend": "docker", "prefix": prefix, "owner": owner, "owner_label": owner_label,
+                 "nodes": {n: {"container": f"{prefix}-{n}"} for n in nodes}, "node_root": NODE_ROOT,
+                 "run_dir": None}
+        state_path, supervisor = None, None
+        if state_dir is not None and owner.get("pid") == os.getpid() and owner.get("start") is not None:
+            state_path = state_dir / f"{prefix}.json"  # recorded and watched before anything exists
+            _write_state(state_path, state)
+            from harness.control.supervisor import launch
+
+            supervisor = launch(state_path)
         env = {**env, "SPLITBRAIN_RUN_ID": prefix}
         net_name = f"{prefix}-net"
         if ssh_key:
@@ -172,29 +234,55 @@ class DockerRemote:
                     raise ControlError(f"docker backend: container for {node} got no address on {net_name}")
         except BaseException as exc:
             cleanup_run(prefix, client=client)
+            if state_path is not None:
+                state_path.unlink(missing_ok=True)  # the supervisor sees the run closed and exits
+            if supervisor is not None:
+                with contextlib.suppress(Exception):
+                    supervisor.wait(5)
             if isinstance(exc, ControlError) or not isinstance(exc, Exception):
                 raise
             raise ControlError(f"docker backend: creating {len(nodes)} containers from {image} failed: {exc}") from exc
-        return cls(client, prefix, net_name, containers, addresses, python=python)
+        remote = cls(client, prefix, net_name, containers, addresses, python=python)
+        remote.state, remote.state_path, remote._supervisor = state, state_path, supervisor
+        return remote
 
     @property
     def run_id(self) -> str:
         return self.prefix
 
+    def note_run_dir(self, run_dir: str | Path) -> None:
+        """Where this run's results go: the supervisor saves node logs there (and marks it killed) if we die."""
+        self.state["run_dir"] = str(Path(run_dir).resolve())
+        if self.state_path is not None:
+            _write_state(self.state_path, self.state)
+
     def keep_as_cluster(self, record: str | Path, results_dir: str | Path) -> None:
-        """Hand the run over to a cluster record: an orphan only once that record is gone."""
+        """Hand the run over to a cluster record: an orphan only once that record is gone; the supervisor
+        leaves it alone (its state file says ``cluster``, then is removed: the claim is the record now)."""
         from harness.control.owner import make_owner, write_claim
 
-        write_claim(self.prefix, make_owner(kind="cluster", record=str(Path(record).resolve()),
-                                            results_dir=str(Path(results_dir).resolve())))
+        owner = make_owner(kind="cluster", record=str(Path(record).resolve()),
+                           results_dir=str(Path(results_dir).resolve()))
+        write_claim(self.prefix, owner)
+        if self.state_path is not None:
+            _write_state(self.state_path, {**self.state, "owner": owner})
+            self.state_path.unlink(missing_ok=True)
 
     async def close(self) -> None:
-        """Remove our containers (their processes die with them) and the network."""
+        """Remove our containers (their processes die with them) and the network; the supervisor exits."""
         from harness.control.owner import remove_claim
 
         await asyncio.to_thread(cleanup_run, self.prefix, client=self.client)
         remove_claim(self.prefix)
+        if self.state_path is not None:
+            self.state_path.unlink(missing_ok=True)
         self.containers.clear()
+        if self._supervisor is not None:  # it sees the state file gone and exits; reap it (bounded)
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self._supervisor.wait, 5)
+            if self._supervisor.poll() is None:
+                self._supervisor.kill()
+            self._supervisor = None
 
     # -- plumbing -----------------------------------------------------------------------------------
 
@@ -297,17 +385,13 @@ class DockerRemote:
             import docker.errors
 
             try:
-                stream, _ = c.get_archive(remote_path)
+                data = _read_file(c, remote_path)
             except docker.errors.NotFound:
                 raise ControlError(f"on {node}: no such file {remote_path}") from None
-            buf = io.BytesIO(b"".join(stream))
-            with tarfile.open(fileobj=buf) as tar:
-                member = next((m for m in tar.getmembers() if m.isfile()), None)
-                src = tar.extractfile(member) if member else None
-                if src is None:
-                    raise ControlError(f"on {node}: {remote_path} is not a regular file")
-                Path(local_path).parent.mkdir(parents=True, exist_ok=True)
-                Path(local_path).write_bytes(src.read())
+            if data is None:
+                raise ControlError(f"on {node}: {remote_path} is not a regular file")
+            Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+            Path(local_path).write_bytes(data)
 
         await asyncio.to_thread(get)
 
@@ -318,10 +402,12 @@ class DockerRemote:
         return await self.exec(node, ["sh", "-c", script], timeout_s=timeout_s, check=check)
 
 
-def cleanup_run(prefix: str, *, client: Any = None) -> list[str]:
-    """Remove the containers and network of one run (by label); returns what was removed."""
+def cleanup_run(prefix: str, *, client: Any = None, owner_label: str | None = None) -> list[str]:
+    """Remove the containers and network of one run (by label; with ``owner_label``, only if that owner's:
+    :func:`owned_filter`); returns what was removed."""
     client = client or _client()
-    flt = {"label": [f"{LABEL_BACKEND}=docker", f"{LABEL_RUN}={prefix}"]}
+    flt = owned_filter(prefix, owner_label) if owner_label is not None else {
+        "label": [f"{LABEL_BACKEND}=docker", f"{LABEL_RUN}={prefix}"]}
     removed: list[str] = []
 
     def rm(c: Any) -> str:
@@ -334,6 +420,64 @@ def cleanup_run(prefix: str, *, client: Any = None) -> list[str]:
         with contextlib.suppress(Exception):
             n.remove()
             removed.append(f"network {n.name}")
+    return removed
+
+
+def _read_file(container: Any, path: str) -> bytes | None:
+    """The bytes of one regular file in a container (``get_archive``), or None if it is not one."""
+    stream, _ = container.get_archive(path)
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        member = next((m for m in tar.getmembers() if m.isfile()), None)
+        src = tar.extractfile(member) if member else None
+        return src.read() if src is not None else None
+
+
+def save_container_logs(state: Mapping[str, Any], *, client: Any = None) -> list[str]:
+    """Copy each node's ``*.log`` (``<node_root>/<node>/`` in its container) into ``<run_dir>/nodes/<node>/``.
+
+    Only containers carrying the run's and the owner's labels are read; a node whose container is gone or
+    answers nothing is skipped.  Returns the files written.
+    """
+    run_dir, prefix, owner_label = state.get("run_dir"), state.get("prefix"), state.get("owner_label")
+    if not run_dir or not Path(run_dir).is_dir() or not prefix or not owner_label:
+        return []
+    client = client or _client()
+    root = str(state.get("node_root") or NODE_ROOT)
+
+    def save(container: Any) -> list[str]:
+        node = (container.labels or {}).get(LABEL_NODE, "")
+        if node not in state.get("nodes", {}):
+            return []
+        found = container.exec_run(["find", f"{root}/{node}", "-maxdepth", "1", "-type", "f", "-name", "*.log"])
+        copied = []
+        for path in (found.output or b"").decode(errors="replace").splitlines() if found.exit_code == 0 else []:
+            dest = log_destination(run_dir, node, path)
+            with contextlib.suppress(Exception):
+                data = _read_file(container, path) if dest is not None else None
+                if dest is not None and data is not None:
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    dest.write_bytes(data)
+                    copied.append(str(dest))
+        return copied
+
+    def guarded(container: Any) -> list[str]:
+        try:
+            return save(container)
+        except Exception:  # one container's trouble must not cost the other nodes' logs
+            return []
+
+    containers = client.containers.list(all=True, filters=owned_filter(str(prefix), str(owner_label)))
+    return [f for files in _pmap(guarded, containers) for f in files]
+
+
+def remove_owned_run(state: Mapping[str, Any], *, client: Any = None) -> list[str]:
+    """Remove the run's containers and network -- only those carrying its prefix *and* its owner's label --
+    and its claim file; returns what was removed."""
+    from harness.control.owner import remove_claim
+
+    prefix = str(state.get("prefix") or "")
+    removed = cleanup_run(prefix, client=client, owner_label=str(state.get("owner_label") or ""))
+    remove_claim(prefix)
     return removed
 
 
@@ -379,5 +523,6 @@ def cleanup_all(*, only_orphans: bool = False) -> list[str]:
             continue
         removed += cleanup_run(prefix, client=client)
         remove_claim(prefix)
+        (STATE_DIR / f"{prefix}.json").unlink(missing_ok=True)  # its supervisor (if any) sees it closed
     return removed
 

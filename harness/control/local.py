@@ -205,13 +205,9 @@ class LocalRemote:
     def start_supervisor(self) -> None:
         """Start :mod:`harness.control.supervisor` for this run: its own session, no inherited pipes, so
         neither a Ctrl-C to our process group nor a caller waiting for our output is held up by it."""
-        import sys
+        from harness.control.supervisor import launch
 
-        self._supervisor = subprocess.Popen(
-            [sys.executable, "-m", "harness.control.supervisor", str(self.state_path)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            cwd=str(Path(__file__).resolve().parents[2]), close_fds=True,
-        )
+        self._supervisor = launch(self.state_path)
         self.state["supervisor"] = {"pid": self._supervisor.pid, "start": _proc_starttime(self._supervisor.pid)}
         _write_state(self.state_path, self.state)
 

@@ -1,20 +1,29 @@
-"""The per-run supervisor of the local backend: cleans up after a harness that died without closing its run.
+"""The per-run supervisor: cleans up after a harness that died without closing its run (local and docker).
 
-``python -m harness.control.supervisor STATE_FILE`` is started by :meth:`LocalRemote.create` in its own
-session with no inherited pipes.  It waits (a pidfd, else a 0.2 s poll) until either
+``python -m harness.control.supervisor STATE_FILE`` is started (:func:`launch`) by :meth:`LocalRemote.create` and
+:meth:`DockerRemote.create` in its own session with no inherited pipes.  The state file is the run as its
+backend recorded it: the local backend's full state (processes, namespaces, bridge, FORWARD rule), or for docker
+(``"backend": "docker"``) the run's prefix, owner label and nodes -- the containers' labels are docker's state,
+the file adds what labels cannot (they never change): the run directory and a hand-over to a cluster.  It waits
+(a pidfd, else a 0.2 s poll) until either
 
-* the state file is gone -- the harness closed the run normally: nothing to do; or
+* the state file is gone -- the harness closed the run normally (or handed a docker run over to a cluster
+  record): nothing to do; or
 * the owner process is gone while the state file remains -- the harness was SIGKILLed (or crashed past its
   ``finally``).  Unless the run was handed over to a cluster record (kind ``cluster``: ``cluster up`` exits by
   design), the supervisor then, in this order:
 
-  1. copies every node's ``*.log`` into ``<run dir>/nodes/<node>/`` (the only copy would go with the namespaces),
+  1. copies every node's ``*.log`` into ``<run dir>/nodes/<node>/`` (the only copy would go with the namespaces
+     or containers; docker: :func:`harness.control.docker.save_container_logs`),
   2. marks the run directory ``ended: killed`` in ``results.json`` (verdict ``unknown``; ``analyze`` re-checks
      the history that was streamed up to the kill),
-  3. removes the run's processes, namespaces, bridge, FORWARD rule and state (:func:`cleanup_state`).
+  3. removes the run: local, its processes, namespaces, bridge, FORWARD rule and state (:func:`cleanup_state`);
+     docker, the containers and network carrying this run's *and this owner's* labels, nothing else
+     (:func:`harness.control.docker.remove_owned_run`).
 
-So node daemons and faults (iptables/tc live in the namespaces) outlive a killed harness by about a second.
-The decision is :func:`next_action` (pure); this module's ``main`` is the shell around it.
+So node daemons and faults (iptables/tc live in the namespaces or containers) outlive a killed harness by about a
+second (docker: a few, the engine removes containers one by one).  The decision is :func:`next_action` (pure,
+the same for both backends); this module's ``main`` is the shell around it.
 """
 
 from __future__ import annotations
@@ -24,15 +33,17 @@ import json
 import os
 import select
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["mark_killed", "next_action", "save_node_logs", "supervise"]
+__all__ = ["launch", "mark_killed", "next_action", "save_node_logs", "supervise"]
 
 _POLL_S = 0.2
+_REPO = Path(__file__).resolve().parents[2]
 
 
 def next_action(state: Mapping[str, Any] | None, *, owner_alive: bool) -> str:
@@ -45,8 +56,19 @@ def next_action(state: Mapping[str, Any] | None, *, owner_alive: bool) -> str:
     return "exit" if owner.get("kind") == "cluster" else "clean"
 
 
+def launch(state_path: Path) -> subprocess.Popen[bytes]:
+    """Start the supervisor of the run recorded in ``state_path``: its own session, no inherited pipes, so
+    neither a Ctrl-C to our process group nor a caller waiting for our output is held up by it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.control.supervisor", str(state_path)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        cwd=str(_REPO), close_fds=True,
+    )
+
+
 def save_node_logs(state: Mapping[str, Any]) -> list[str]:
-    """Copy each node's ``*.log`` into ``<run_dir>/nodes/<node>/``; returns the files copied."""
+    """Copy each node's ``*.log`` (local backend: ``<root>/<node>/``) into ``<run_dir>/nodes/<node>/``; returns the
+    files copied."""
     run_dir = state.get("run_dir")
     if not run_dir or not Path(run_dir).is_dir():
         return []
@@ -111,7 +133,6 @@ def _wait_owner(pid: int, start: Any, state_path: Path) -> None:
 
 def supervise(state_path: Path) -> str:
     """Watch one run until it is closed or its owner dies (see the module docstring); returns what it did."""
-    from harness.control.local import cleanup_state
     from harness.control.owner import process_alive
 
     state = _read(state_path)
@@ -120,17 +141,35 @@ def supervise(state_path: Path) -> str:
         pid, start = owner.get("pid"), owner.get("start")
         action = next_action(state, owner_alive=process_alive(pid, start))
         if action == "exit":
+            if state is not None and state.get("backend") == "docker":  # its claim file owns it now
+                state_path.unlink(missing_ok=True)
             return "closed" if state is None else "kept as a cluster"
         if action == "clean" or not isinstance(pid, int):
             break
         _wait_owner(pid, start, state_path)
         state = _read(state_path)  # the owner may have handed the run over (keep_as_cluster) meanwhile
     assert state is not None
-    save_node_logs(state)
+    docker = state.get("backend") == "docker"
+    with contextlib.suppress(Exception):  # an unreachable engine must not keep the run from being marked
+        if docker:
+            from harness.control.docker import save_container_logs
+
+            save_container_logs(state)
+        else:
+            save_node_logs(state)
     if state.get("run_dir") and Path(state["run_dir"]).is_dir():
         with contextlib.suppress(OSError):
             mark_killed(state["run_dir"], pid)
-    cleanup_state(state_path)
+    if docker:
+        from harness.control.docker import remove_owned_run
+
+        with contextlib.suppress(Exception):
+            remove_owned_run(state)
+        state_path.unlink(missing_ok=True)
+    else:
+        from harness.control.local import cleanup_state
+
+        cleanup_state(state_path)
     return "cleaned"
 
 

@@ -37,12 +37,17 @@ def confine(root: Path, rel: str) -> Path | None:
 
 @dataclass(frozen=True)
 class Filters:
-    """Index filters: ``name`` substring, exact ``verdict``, ``since``/``until`` dates (YYYY-MM-DD, inclusive)."""
+    """Index filters: ``name`` substring, exact ``verdict``, ``since``/``until`` dates (YYYY-MM-DD, inclusive),
+    ``workload`` (exact), ``fault`` (a substring of a fault kind that took effect) and ``anomaly`` (an anomaly
+    kind the run has, exact)."""
 
     name: str = ""
     verdict: str = ""
     since: str = ""
     until: str = ""
+    workload: str = ""
+    fault: str = ""
+    anomaly: str = ""
 
     def __post_init__(self) -> None:
         if self.verdict and self.verdict not in VERDICTS:
@@ -56,7 +61,10 @@ class Filters:
         return ((not self.name or self.name.lower() in s.name.lower())
                 and (not self.verdict or s.verdict == self.verdict)
                 and (not self.since or day >= self.since.replace("-", ""))
-                and (not self.until or day <= self.until.replace("-", "")))
+                and (not self.until or day <= self.until.replace("-", ""))
+                and (not self.workload or self.workload in s.workloads)
+                and (not self.fault or any(self.fault in f for f in s.faults))
+                and (not self.anomaly or s.anomaly_counts.get(self.anomaly, 0) > 0))
 
 
 def filter_runs(runs: Iterable[RunSummary], filters: Filters) -> list[RunSummary]:

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from harness.commands import VERDICTS, RunSummary
+from harness.explain import anomaly_lines, checker_verdicts
 
 __all__ = ["COLOURS", "PAGE_SIZE", "render_index", "render_listing", "render_run"]
 
@@ -57,6 +58,9 @@ def render_index(runs: Sequence[RunSummary], *, total: int, counts: Mapping[str,
             f"verdict <select name='verdict'>{opts}</select> "
             f"since <input name='since' placeholder='YYYY-MM-DD' size='10' value='{_e(query.get('since', ''))}'> "
             f"until <input name='until' placeholder='YYYY-MM-DD' size='10' value='{_e(query.get('until', ''))}'> "
+            f"workload <input name='workload' size='12' value='{_e(query.get('workload', ''))}'> "
+            f"fault <input name='fault' size='12' value='{_e(query.get('fault', ''))}'> "
+            f"anomaly <input name='anomaly' size='12' value='{_e(query.get('anomaly', ''))}'> "
             "<button>filter</button> <a href='/'>clear</a></form>")
     summary = " &middot; ".join(f"{_verdict(v)} {n}" for v, n in counts.items() if n)
     rows = []
@@ -65,7 +69,8 @@ def render_index(runs: Sequence[RunSummary], *, total: int, counts: Mapping[str,
         rows.append(
             f"<tr style='background:{COLOURS[s.verdict]}'><td><a href='/run/{rel}/'>{_e(s.ts)}</a></td>"
             f"<td><a href='/?{_e(urlencode({'name': s.name}))}'>{_e(s.name)}</a></td>"
-            f"<td>{_e(s.verdict)}</td><td>{_anoms(s.anomaly_counts)}</td>"
+            f"<td>{_e(s.verdict)}</td><td>{_e(', '.join(s.failing)) or '&ndash;'}</td>"
+            f"<td>{_anoms(s.anomaly_counts)}</td><td>{_e(', '.join(s.faults)) or '&ndash;'}</td>"
             f"<td>{'' if s.seed is None else s.seed}</td>"
             f"<td>{'' if s.duration_s is None else f'{s.duration_s:.1f}s'}</td>"
             f"<td><a href='/zip/{rel}.zip'>zip</a></td></tr>")
@@ -73,7 +78,8 @@ def render_index(runs: Sequence[RunSummary], *, total: int, counts: Mapping[str,
     for p in range(1, pages + 1) if pages <= 30 else sorted({1, max(1, page - 1), page, min(pages, page + 1), pages}):
         q = urlencode({**{k: v for k, v in query.items() if v}, "page": p})
         nav.append(f"<b>{p}</b>" if p == page else f"<a href='/?{_e(q)}'>{p}</a>")
-    table = ("<table><tr><th>run</th><th>test</th><th>verdict</th><th>anomalies</th><th>seed</th><th>time</th>"
+    table = ("<table><tr><th>run</th><th>test</th><th>verdict</th><th>failing checkers</th><th>anomalies</th>"
+             "<th>faults that took effect</th><th>seed</th><th>time</th>"
              "<th></th></tr>" + "".join(rows) + "</table>")
     body = (f"<h2>splitbrain results</h2>{form}<p>{total} runs match: {summary or 'none'}</p>{table}"
             f"<p>page {' '.join(nav)}</p>")
@@ -92,12 +98,46 @@ def render_run(s: RunSummary, *, results_text: str, test_yaml: str, history_tail
     body = (
         f"<p><a href='/'>&larr; all runs</a></p><h2>{_e(s.name)} {_e(s.ts)} {_verdict(s.verdict)}</h2>"
         f"<p>seed {_e(s.seed)} &middot; anomalies: {_anoms(s.anomaly_counts)} &middot; {' &middot; '.join(links)}</p>"
-        f"{faults_table(results_text)}{imgs}<h3>results.json</h3><pre>{_e(results_text)}</pre><h3>test.yaml</h3><pre>{_e(test_yaml)}</pre>"
+        f"{verdict_table(results_text)}{faults_table(results_text)}{imgs}<h3>results.json</h3><pre>{_e(results_text)}</pre><h3>test.yaml</h3><pre>{_e(test_yaml)}</pre>"
         f"<h3>history.jsonl (last {len(history_tail)} lines{history_ops})</h3>"
         f"<pre>{_e(chr(10).join(history_tail))}</pre>"
         f"<h3>files</h3><ul>{flist}</ul>"
     )
     return _page(f"{s.name} {s.ts}", body)
+
+
+def verdict_table(results_text: str) -> str:
+    """Why the run has its verdict, before anything else on the page: the crash (exception and where) and one
+    row per checker -- verdict, anomaly kinds with counts, the first explanation -- failing checkers first,
+    each with its anomalies listed (:mod:`harness.explain`, the same words as the CLI and JUnit)."""
+    try:
+        doc = json.loads(results_text)
+    except ValueError:
+        return ""
+    if not isinstance(doc, dict):
+        return ""
+    crash = ""
+    if doc.get("crashed"):
+        where = f" (at {_e(doc['crashed_at'])})" if doc.get("crashed_at") else ""
+        crash = f"<p class='bad'>crashed: {_e(doc['crashed'])}{where}</p>"
+    if doc.get("ended") == "killed":
+        crash += "<p class='bad'>the harness was killed during this run: the verdict is unknown</p>"
+    rows = []
+    for v in checker_verdicts(doc):
+        word = "valid" if v.valid is True else "invalid" if v.valid is False else "unknown"
+        kinds = ", ".join(f"{_e(k)} &times;{n}" for k, n in v.anomalies) or "&ndash;"
+        detail = ""
+        if v.valid is not True:
+            lines = anomaly_lines(doc, v.name)
+            if lines:
+                detail = ("<details><summary>anomalies</summary><pre>" + _e("\n".join(lines)) +
+                          "</pre></details>")
+        why = _e(v.explanation or "")
+        rows.append(f"<tr><td>{_e(v.name)}</td><td>{_verdict(word)}</td><td>{kinds}</td><td>{why}{detail}</td></tr>")
+    if not rows:
+        return crash
+    return (crash + "<h3>verdict</h3><table class='verdicts'><tr><th>checker</th><th>verdict</th><th>anomalies</th>"
+            "<th>first explanation</th></tr>" + "".join(rows) + "</table>")
 
 
 def faults_table(results_text: str) -> str:

@@ -126,7 +126,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _filtered(self, query: dict[str, str]) -> list[Any] | None:
         try:
             f = Filters(query.get("name", ""), query.get("verdict", ""), query.get("since", ""),
-                        query.get("until", ""))
+                        query.get("until", ""), query.get("workload", ""), query.get("fault", ""),
+                        query.get("anomaly", ""))
         except ValueError as exc:
             self._error(HTTPStatus.BAD_REQUEST, str(exc))
             return None

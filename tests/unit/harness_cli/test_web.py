@@ -190,3 +190,19 @@ def test_serve_command_prints_its_url_and_stops_on_ctrl_c(tree: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_summary_lists_failing_checkers_effective_faults_and_workloads_and_filters_use_them() -> None:
+    from harness.commands._runs import summarize_results
+
+    doc = {"valid": False, "anomaly_counts": {"lost-write": 2},
+           "checkers": {"queue/queue": {"valid": False, "anomaly_counts": {"lost-write": 2}},
+                        "queue/perf": {"valid": True}, "broker-ids/restarts": {"valid": "unknown"}},
+           "faults": {"kill": {"requested": 2, "effective": 2},
+                      "crash-at:raft.before_apply": {"requested": 1, "effective": 0, "not_effective": 1}}}
+    s = summarize_results(doc, name="t", ts="20260105T000000.000Z")
+    assert s.failing == ("queue/queue", "broker-ids/restarts") and s.faults == ("kill",)
+    assert s.workloads == ("broker-ids", "queue")
+    keep = [Filters(workload="queue"), Filters(fault="kill"), Filters(anomaly="lost-write")]
+    drop = [Filters(workload="membership"), Filters(fault="raft.before_apply"), Filters(anomaly="duplicate")]
+    assert all(f.keep(s) for f in keep) and not any(f.keep(s) for f in drop)

@@ -233,6 +233,20 @@ def test_executed_steps_read_back_offsets_and_pin_nodes_on_request() -> None:
                       Step(6.0, "kill", "b0-1"))
 
 
+def test_executed_steps_end_where_the_main_phase_ended_when_that_is_recorded() -> None:
+    """The heal phase may start a few ms before time_limit_s after main_start_ns (the phase's clock starts at
+    its first op): with main_phase_end_ns recorded, its ops are never read as scheduled steps."""
+    hist = [
+        _nem(1_000_000_100, "invoke", "kill", "masters"),
+        _nem(1_100_000_000, "info", "kill", ["b0-1"]),
+        _nem(11_980_000_100, "invoke", "start", None),  # heal, 20 ms before the 12 s limit
+        _nem(11_990_000_000, "info", "start", ["b0-1"]),
+    ]
+    assert len(executed_steps(hist, main_start_ns=100, time_limit_s=12)) == 2  # the old reading: heal included
+    assert executed_steps(hist, main_start_ns=100, time_limit_s=12, main_end_ns=11_975_000_000) == (
+        Step(1.0, "kill", "masters"),)
+
+
 def test_reproduces_matches_anomaly_kinds() -> None:
     assert reproduces({"valid": False, "anomaly_counts": {"lost": 3}}, {"lost"})
     assert not reproduces({"valid": False, "anomaly_counts": {"duplicate": 1, "lost": 0}}, {"lost"})

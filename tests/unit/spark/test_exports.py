@@ -9,7 +9,7 @@ import pytest
 
 import spark_analysis
 
-PURE = ("faults.py", "runfiles.py", "wilson.py")
+PURE = ("faults.py", "regression.py", "runfiles.py", "wilson.py")
 FORBIDDEN = {"asyncio", "socket", "os", "time", "random", "pyspark"}
 
 

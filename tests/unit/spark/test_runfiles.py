@@ -61,6 +61,19 @@ def test_complete_run_gives_every_column() -> None:
         ("queue", "false", 0.25, 2), ("perf", "true", None, 0)]
 
 
+def test_fault_accounting_counts_requested_and_not_effective_faults() -> None:
+    lines = OPS_LINES[:2] + [
+        {"index": 2, "time": 10, "type": "invoke", "process": "nemesis", "f": "crash-at", "value": {}},
+        {"index": 3, "time": 11, "type": "info", "process": "nemesis", "f": "crash-at", "value": {},
+         "effective": False, "why": "failpoint raft.before_apply was not reached in time"},
+        {"index": 4, "time": 12, "type": "invoke", "process": "nemesis", "f": "kill", "value": "masters"},
+        {"index": 5, "time": 13, "type": "info", "process": "nemesis", "f": "kill", "value": ["b1"], "effective": True},
+    ]
+    r = parse(history="".join(json.dumps(o) + "\n" for o in lines)).run
+    assert (r["faults_requested"], r["faults_not_effective"], r["fault_count"]) == (2, 1, 1)
+    assert (parse().run["faults_requested"], parse().run["faults_not_effective"]) == (None, None)  # unaccounted
+
+
 STATUS_CASES = [
     pytest.param({}, "ok", [], id="complete"),
     pytest.param({"results": None}, "partial", ["results.json: missing"], id="no-results"),
@@ -138,3 +151,24 @@ def test_spec_key_ignores_the_seed_only() -> None:
                          [(True, "true"), (False, "false"), ("unknown", "unknown"), (None, "unknown")])
 def test_verdict_text(valid: object, text: str) -> None:
     assert verdict_text(valid) == text
+
+
+def test_provenance_from_results_json_becomes_run_columns() -> None:
+    """A real run without a cluster.version label: its version and revision come from results.json."""
+    from harness.provenance import Revision, provenance_record
+
+    prov = provenance_record(sut_version="0.1.0", sut_revision=Revision("f00d", True), harness_version="0.1.0",
+                             harness_revision=Revision("f00d", True), label=None, host="ci-7", backend="docker",
+                             python="3.11.2")
+    spec = "name: q1\nworkloads: [queue]\n"
+    results = json.dumps({"valid": True, "checkers": {}, "anomaly_counts": {}, **prov})
+    run = parse_run("q1/20261101T020000.000Z", "/r", "/r/q1/x", RunTexts(spec, results, HISTORY)).run
+    assert (run["cluster_version"], run["git_revision"], run["revision_dirty"]) == ("0.1.0", "f00d", True)
+    assert (run["sut_version"], run["harness_version"], run["harness_revision"]) == ("0.1.0", "0.1.0", "f00d")
+    assert (run["host"], run["backend"]) == ("ci-7", "docker")
+
+
+def test_a_spec_label_wins_over_the_recorded_version_and_old_runs_have_no_provenance() -> None:
+    run = parse_run("q1/20261101T020000.000Z", "/r", "/r/q1/x", RunTexts(SPEC, RESULTS, HISTORY)).run
+    assert run["cluster_version"] == "0.3.1"
+    assert (run["sut_version"], run["host"], run["revision_dirty"], run["backend"]) == (None, None, None, "local")

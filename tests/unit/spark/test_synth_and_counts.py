@@ -9,7 +9,7 @@ import pytest
 
 from spark_analysis.recheck import check_run_local, counts_check
 from spark_analysis.report import render_html
-from spark_analysis.synth import Cell, generate
+from spark_analysis.synth import Cell, generate, parse_regression
 
 NOW = __import__("datetime").datetime(2026, 11, 22, tzinfo=__import__("datetime").UTC)
 
@@ -98,3 +98,40 @@ def test_render_html_stands_alone_with_links_and_inline_plots() -> None:
         assert f'href="{href}"' in page
     assert "results.json: missing &lt;x&gt;" in page  # escaped
     assert "src=\"http" not in page and "<script" not in page  # self-contained
+
+
+def test_versions_are_drawn_independently_of_cells(tmp_path: Path) -> None:
+    """Every cell sees every version (the old generator tied version to cell: a cell had one version)."""
+    c = generate(tmp_path, runs=80, ops=30, seed=4, versions=("0.1.0", "0.2.0", "0.3.0"))
+    seen: dict[tuple[str, str], set[str]] = {}
+    for r in c.runs:
+        seen.setdefault((r.cell.workload, r.cell.nemesis), set()).add(r.version)
+        res = json.loads((tmp_path / r.run_id / "results.json").read_text())
+        assert res["cluster_version"] == res["provenance"]["sut"]["version"] == r.version
+    assert all(v == {"0.1.0", "0.2.0", "0.3.0"} for v in seen.values()), seen
+
+
+def test_a_regression_sets_one_cell_of_one_version_to_its_rate(tmp_path: Path) -> None:
+    cells = (Cell("queue", "kill", 0.1), Cell("queue", "partition", 0.3))
+    reg = parse_regression("0.3.0:queue:kill:0.6")
+    c = generate(tmp_path, runs=120, ops=40, seed=9, cells=cells, versions=("0.2.0", "0.3.0"), regressions=(reg,))
+    hit = [r for r in c.runs if r.cell == cells[0] and r.version == "0.3.0"]
+    rest = [r for r in c.runs if r.cell == cells[0] and r.version != "0.3.0"]
+    other = [r for r in c.runs if r.cell == cells[1]]
+    assert sum(r.anomalous for r in hit) == round(0.6 * len(hit))
+    assert sum(r.anomalous for r in rest) == round(0.1 * len(rest))
+    assert sum(r.anomalous for r in other) == round(0.3 * len(other))
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("0.3.0:queue:kill", "VERSION:WORKLOAD:NEMESIS:RATE"), ("0.3.0:queue:kill:lots", "not a number"),
+    ("0.3.0:queue:kill:1.5", "anomaly_rate must be in"), (":queue:kill:0.5", "VERSION:WORKLOAD"),
+], ids=["three-fields", "rate-text", "rate-above-one", "empty-version"])
+def test_parse_regression_rejects_bad_text(text: str, fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        parse_regression(text)
+
+
+def test_a_regression_outside_the_corpus_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="lacks"):
+        generate(tmp_path, runs=4, ops=30, seed=1, regressions=(parse_regression("9.9:queue:kill:0.5"),))
