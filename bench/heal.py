@@ -26,6 +26,12 @@ rows are prefixed ``old-``.  ``--no-baseline`` skips it.  ``--quick`` runs every
 trials of 15 s.  A figure that did not recover within ``--cap-s`` is recorded as the cap and
 counted in ``<row>-unrecovered``.
 
+The figures count from the end of the heal call, when the last node's rules are gone; the nodes'
+rules are flushed in parallel, so a pair whose rules went first may already talk before that.
+``<scenario>-<duration>-heal_call-max_s`` is the longest heal call of the row: the figures may
+understate a recovery by at most that much.  The leader figure is polled every 50 ms (one poll at
+a time), so it reads up to 50 ms late.
+
 The benchmark measures; it never asserts a time.  Needs root (network namespaces, iptables).
 """
 
@@ -245,6 +251,7 @@ class Cluster:
             return None
         await self.nemesis.apply(self.test, await self.grudge(scenario))
         await asyncio.sleep(duration_s)
+        heal_started = time.monotonic()
         await self.nemesis.heal(self.test)
         healed = time.monotonic()
         out = await asyncio.gather(
@@ -252,7 +259,7 @@ class Cluster:
             _first(self.write, healed, cap_s, overlap=True),
             _first(self.send, healed, cap_s, overlap=True),
         )
-        return dict(zip(FIGURES, out, strict=True))
+        return {**dict(zip(FIGURES, out, strict=True)), "heal_call": round(healed - heal_started, 3)}
 
 
 async def _first(probe: Callable[[], Awaitable[bool]], since: float, cap_s: float, *, overlap: bool) -> float:
@@ -301,6 +308,7 @@ async def run_mode(work: Path, *, liveness: bool, scenarios: list[str], duration
         for scenario in scenarios:
             for duration in durations:
                 samples: dict[str, list[float]] = {f: [] for f in FIGURES}
+                heal_calls: list[float] = []
                 skipped = 0
                 for i in range(trials):
                     res = await cluster.trial(scenario, duration, cap_s)
@@ -310,6 +318,7 @@ async def run_mode(work: Path, *, liveness: bool, scenarios: list[str], duration
                     log(f"{prefix}{scenario}-{duration:g}s trial {i + 1}/{trials}: {res}")
                     for f in FIGURES:
                         samples[f].append(res[f])
+                    heal_calls.append(res["heal_call"])
                 for f in FIGURES:
                     row = f"{prefix}{scenario}-{duration:g}s-{f}"
                     if samples[f]:
@@ -317,6 +326,8 @@ async def run_mode(work: Path, *, liveness: bool, scenarios: list[str], duration
                         figures[f"{row}-p99_s"] = round(_p99(samples[f]), 3)
                         figures[f"{row}-unrecovered"] = sum(v >= cap_s for v in samples[f])
                     figures[f"{row}-trials"] = len(samples[f])
+                if heal_calls:
+                    figures[f"{prefix}{scenario}-{duration:g}s-heal_call-max_s"] = max(heal_calls)
                 if skipped:
                     figures[f"{prefix}{scenario}-{duration:g}s-unhealthy_before"] = skipped
     finally:

@@ -7,7 +7,8 @@ A selector is a string.  Its atoms:
 * a *pool* -- ``controllers``, ``brokers``, ``broker-set-N`` (the replicas of broker set N), or a role:
   ``controller-leader``, ``controller-followers`` (every controller but the leader), ``masters`` (every
   broker set's master), ``slaves`` (every broker set's non-masters, in sets whose master is known) and
-  ``primaries`` (the controller leader and every master);
+  ``primaries`` (the controller leader and every master; unavailable until both a leader and a master
+  are known, so a run and its replay pick the same roles);
 * ``POOL:SUBSET`` -- SUBSET (one of the random subsets above) taken within the pool
   (``controllers:minority``, ``slaves:one``, ``controller-followers:one``);
 * a node name, or a comma list of node names (``c1,b0-1``).
@@ -117,7 +118,9 @@ def _pool(selector: str, name: str, topo: Topology, roles: _Roles) -> Sequence[s
         "controller-followers": tuple(c for c in topo.controllers if c not in roles.leader) if roles.leader else (),
         "masters": roles.masters,
         "slaves": roles.slaves(topo),
-        "primaries": roles.leader + roles.masters,
+        # both parts: with the leader missing mid-election, "primaries" would be just the masters in one run
+        # and leader + masters in its replay (seen in the determinism bench)
+        "primaries": roles.leader + roles.masters if roles.leader and roles.masters else (),
     }[name]
     if not pool:
         raise RoleUnavailable(f"target {selector!r}: no {name} right now (controller leader: "

@@ -62,7 +62,8 @@ class LinkTimeouts:
             ten times this (see :attr:`tcp_user_timeout_ms`).
         connect_attempt_s: one connect attempt waits this long for the peer's SYN-ACK before a
             fresh attempt; must exceed the network's round trip.  Bounds how long after a heal
-            a redial takes.
+            a redial takes.  An attempt older than a tenth of this is also restarted at once when
+            the peer's host connects to us (rpc duty 6: the path is back).
         min_backoff_s / max_backoff_s: the jittered wait between redials of a link that keeps
             failing: it starts below ``min_backoff_s`` and doubles up to ``max_backoff_s``.
         max_backlog_bytes: a link whose unsent backlog (bytes queued in the process for the

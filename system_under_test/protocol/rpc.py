@@ -22,6 +22,12 @@ Duties and guarantees:
    connect that got no answer every ``connect_attempt_s`` within its timeout.  The process
    default comes from the ``SPLITBRAIN_LINK`` environment variable (``off`` restores the old
    transport, for baselines); see docs/operations.md.
+6. Reachability hints (issue 17): when a server accepts a connection from a host, every dial to
+   that host in this process that is waiting -- on a connect attempt whose SYN a partition
+   dropped, or in a redial backoff (:func:`sleep_unless_reached`) -- starts afresh at once.  A
+   completed handshake proves the path works both ways, so after a heal the first of the two
+   ends to redial brings the other end's link back too, instead of each waiting out its own
+   attempt and backoff.
 """
 
 from __future__ import annotations
@@ -100,6 +106,45 @@ def _tune_socket(writer: asyncio.StreamWriter, timeouts: LinkTimeouts | None) ->
     for level, opt, value in opts:
         with contextlib.suppress(OSError, AttributeError):
             sock.setsockopt(level, opt, value)
+
+# -- reachability hints (duty 6) -----------------------------------------------------------------
+
+_reach_waiters: dict[str, set[asyncio.Future[None]]] = {}
+
+
+def note_reached_by(host: str) -> None:
+    """``host`` just completed a TCP handshake with us: wake every dial to it waiting in this process."""
+    for fut in _reach_waiters.pop(host, ()):
+        if not fut.done() and not fut.get_loop().is_closed():  # a test's loop may be gone
+            fut.set_result(None)
+
+
+def _reach_future(host: str) -> asyncio.Future[None]:
+    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    _reach_waiters.setdefault(host, set()).add(fut)
+    return fut
+
+
+def _forget_reach_future(host: str, fut: asyncio.Future[None]) -> None:
+    waiters = _reach_waiters.get(host)
+    if waiters is not None:
+        waiters.discard(fut)
+        if not waiters:
+            del _reach_waiters[host]
+    fut.cancel()
+
+
+async def sleep_unless_reached(addr: str, delay_s: float) -> bool:
+    """Sleep ``delay_s`` (a redial backoff), ending early if the host of ``addr`` ("host:port")
+    connects to us meanwhile.  Returns True if it ended early."""
+    host = addr.rpartition(":")[0] or addr
+    fut = _reach_future(host)
+    try:
+        done, _ = await asyncio.wait({fut}, timeout=max(0.0, delay_s))
+        return bool(done)
+    finally:
+        _forget_reach_future(host, fut)
+
 
 _TIMER_SLACK_S = 0.001  # uvloop's timers have millisecond resolution and may fire up to that early
 
@@ -475,6 +520,9 @@ class RpcServer:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         _tune_socket(writer, self.liveness)
+        peer = writer.get_extra_info("peername")
+        if self.liveness is not None and isinstance(peer, tuple) and _reach_waiters:
+            note_reached_by(str(peer[0]))
         conn = Connection(reader, writer, self.handler, max_frame_bytes=self.max_frame_bytes, liveness=self.liveness)
         self.connections.add(conn)
         conn.start()
@@ -514,7 +562,10 @@ async def connect(
     With liveness on, a connect that gets no answer (a SYN dropped by a partition) is abandoned
     after ``connect_attempt_s`` and tried afresh until ``timeout_s`` has passed, rather than waiting
     for the kernel's SYN retransmissions (1 s, then 3 s...): after a heal the next attempt gets
-    through within ``connect_attempt_s``.  A refused connection fails at once, as before.
+    through within ``connect_attempt_s``.  An attempt is also restarted at once when the host
+    connects to us meanwhile (module duty 6), unless it is younger than a tenth of
+    ``connect_attempt_s`` (its SYN may still be answered).  A refused connection fails at once,
+    as before.
 
     Raises:
         ConnectionLost: could not connect within ``timeout_s``.
@@ -527,17 +578,34 @@ async def connect(
     attempts = 0
     while True:
         attempts += 1
-        remaining = deadline - loop.time()
+        started = loop.time()
+        remaining = deadline - started
+        opening = asyncio.ensure_future(asyncio.open_connection(host, port, limit=1 << 20))
+        reached = _reach_future(host) if timeouts is not None else None
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=1 << 20),
-                                                    max(0.001, min(attempt_s, remaining)))
-            break
-        except TimeoutError as exc:
-            if deadline - loop.time() > 0.001:
-                continue
-            raise ConnectionLost(f"cannot connect to {addr}: no answer in {timeout_s}s ({attempts} attempts)") from exc
-        except OSError as exc:
-            raise ConnectionLost(f"cannot connect to {addr}: {exc or exc.__class__.__name__}") from exc
+            wait_s = max(0.001, min(attempt_s, remaining))
+            if reached is not None and attempt_s / 10 < wait_s:  # too young to restart: wait it out first
+                await asyncio.wait({opening}, timeout=attempt_s / 10)
+            if not opening.done():
+                waits: set[asyncio.Future[Any]] = {opening} if reached is None else {opening, reached}
+                await asyncio.wait(waits,
+                                   timeout=max(0.0, started + wait_s - loop.time()),
+                                   return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if reached is not None:
+                _forget_reach_future(host, reached)
+            if not opening.done():
+                opening.cancel()
+                with contextlib.suppress(asyncio.CancelledError, OSError):
+                    await opening
+        if not opening.cancelled():
+            try:
+                reader, writer = opening.result()
+                break
+            except OSError as exc:
+                raise ConnectionLost(f"cannot connect to {addr}: {exc or exc.__class__.__name__}") from exc
+        if deadline - loop.time() <= 0.001:
+            raise ConnectionLost(f"cannot connect to {addr}: no answer in {timeout_s}s ({attempts} attempts)")
     _tune_socket(writer, timeouts)
     conn = Connection(reader, writer, handler, max_frame_bytes=max_frame_bytes, name=addr, liveness=timeouts)
     conn.start()

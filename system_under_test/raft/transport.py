@@ -15,12 +15,19 @@ Guarantees:
 2. Each peer has one outbound connection, reopened after it fails with jittered exponential
    backoff (:func:`~system_under_test.protocol.liveness.next_backoff_s`: starts under
    ``min_backoff_s``, at most ``max_backoff_s``); batches queued meanwhile wait in the outbox.
+   With liveness on, a dial that got no answer at all is repeated without a backoff (see
+   :meth:`RaftTransport._connect`), so a partitioned peer always has a SYN on its way.
 3. Frames to one peer leave in the order they were queued (one connection, one sender task).
 4. A silent link is redialed (issue 17): the connection is a protocol-layer link with liveness
    (:mod:`system_under_test.protocol.liveness`), so the peer answers PINGs on this one-way
    connection and a link that heard nothing for ``dead_after_s`` closes itself; the sender then
    redials at once instead of waiting for TCP's backed-off retransmission timer.  The batch in
    hand when a connection closed is carried to the next one (stale Raft messages are harmless).
+5. A redial waits for no timer once the peer has reached us: when the peer's own redial is
+   accepted by this process, our pending connect attempt and backoff to that peer end at once
+   (:func:`~system_under_test.protocol.rpc.sleep_unless_reached`).  After a heal the link that
+   matters (e.g. the leader's to a rejoining follower, which carries the heartbeat that tells the
+   follower who leads) is back as soon as either end gets through.
 
 Incoming frames are decoded by :func:`messages_from_frame`; :func:`serve_raft` is a standalone
 server for tests and the bench (the controller server routes RAFT_MESSAGE itself).
@@ -47,6 +54,7 @@ from system_under_test.protocol.rpc import (
     RpcServer,
     connect,
     link_timeouts,
+    sleep_unless_reached,
 )
 from system_under_test.raft.types import Message, message_from_wire, message_to_wire
 
@@ -154,18 +162,34 @@ class RaftTransport:
         return next_backoff_s(attempt, self._backoff, self._rng)
 
     async def _connect(self, peer: str) -> Connection:
+        """Dial ``peer`` until it answers.  A dial refused at once (peer process down) backs off; a
+        dial that went unanswered for its whole ``connect_timeout_s`` (SYNs dropped by a partition)
+        is repeated at once with liveness on: its attempts, one every ``connect_attempt_s``, already
+        paced it, and a backoff on top would leave a gap with no SYN in flight just when the
+        partition may heal."""
+        loop = asyncio.get_running_loop()
         attempt = 0
         while True:
+            started = loop.time()
             try:
                 conn = await connect(self.peers[peer], timeout_s=self.connect_timeout_s, liveness=self.liveness)
                 self.dials[peer] += 1
                 log.info("%s: raft connection to %s (%s) open", self.node_id, peer, self.peers[peer])
                 return conn
             except (ConnectionLost, ProtocolError, OSError) as exc:
-                backoff = self._next_backoff(attempt)
+                waited_out = (self.liveness is not None
+                              and loop.time() - started >= 0.9 * self.connect_timeout_s)
+                backoff = 0.0 if waited_out else self._next_backoff(attempt)
                 log.debug("%s: cannot reach %s: %s; retry in %.3fs", self.node_id, peer, exc, backoff)
-            await asyncio.sleep(backoff)
+            await self._pause(peer, backoff)
             attempt += 1
+
+    async def _pause(self, peer: str, delay_s: float) -> None:
+        """A redial backoff; with liveness on it ends early when ``peer`` connects to us."""
+        if self.liveness is None:
+            await asyncio.sleep(delay_s)
+        else:
+            await sleep_unless_reached(self.peers[peer], delay_s)
 
     async def _sender(self, peer: str) -> None:
         q = self._queues[peer]
@@ -193,7 +217,7 @@ class RaftTransport:
             finally:
                 conn.close("raft sender reconnecting")
                 self._conns.pop(peer, None)
-            await asyncio.sleep(self._next_backoff(0))
+            await self._pause(peer, self._next_backoff(0))
 
     def status(self) -> dict[str, Any]:
         return {

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
+
+import pytest
 
 from system_under_test.protocol import LinkTimeouts
+from system_under_test.protocol.errors import ConnectionLost
 from system_under_test.raft.transport import RaftTransport
 from system_under_test.raft.types import Message, MessageType
 
@@ -71,5 +75,51 @@ def test_with_liveness_off_the_silent_link_is_kept() -> None:
             for w in held:
                 w.close()
             server.close()
+
+    asyncio.run(main())
+
+
+def _scripted_dials(monkeypatch: pytest.MonkeyPatch, t: RaftTransport, *, unanswered: bool) -> list[float]:
+    """Replace the transport's dial with one that fails (after the whole budget when ``unanswered``,
+    at once otherwise) and record the backoffs the sender waits between dials."""
+    from system_under_test.raft import transport as transport_mod
+
+    pauses: list[float] = []
+
+    async def failing_connect(addr: str, **kw: Any) -> Any:
+        if unanswered:
+            await asyncio.sleep(kw["timeout_s"])
+        raise ConnectionLost(f"cannot connect to {addr}: scripted")
+
+    async def pause(peer: str, delay_s: float) -> None:
+        pauses.append(delay_s)
+        await asyncio.sleep(0)
+
+    monkeypatch.setattr(transport_mod, "connect", failing_connect)
+    monkeypatch.setattr(t, "_pause", pause)
+    return pauses
+
+
+@pytest.mark.parametrize("unanswered", [True, False], ids=["unanswered-no-backoff", "refused-backs-off"])
+def test_an_unanswered_dial_is_repeated_without_backoff(monkeypatch: pytest.MonkeyPatch, unanswered: bool) -> None:
+    """SYNs dropped by a partition: the dial's own attempts pace it, so no extra gap; a refused
+    dial (peer process down) backs off as before."""
+    async def main() -> None:
+        t = RaftTransport("a", {"b": "127.0.0.1:9"}, liveness=FAST, connect_timeout_s=0.02,
+                          min_backoff_s=0.01, max_backoff_s=0.05)
+        pauses = _scripted_dials(monkeypatch, t, unanswered=unanswered)
+        await t.start()
+        try:
+            for _ in range(2000):
+                if len(pauses) >= 3:
+                    break
+                await asyncio.sleep(0.005)
+            assert len(pauses) >= 3
+            if unanswered:
+                assert pauses[:3] == [0.0, 0.0, 0.0]
+            else:
+                assert all(p > 0 for p in pauses[:3])
+        finally:
+            await t.stop()
 
     asyncio.run(main())

@@ -59,6 +59,10 @@ def test_roles_missing_now_raise_role_unavailable_not_a_selector_error() -> None
         resolve("controller-followers", TOPO, ["b0-1"], random.Random(0))  # no leader known
     with pytest.raises(RoleUnavailable):
         resolve("slaves", TOPO, ["c1"], random.Random(0))  # no master known
+    with pytest.raises(RoleUnavailable):
+        resolve("primaries", TOPO, ["b0-1", "b1-3"], random.Random(0))  # masters but no leader: wait for both
+    with pytest.raises(RoleUnavailable):
+        resolve("primaries", TOPO, ["c2"], random.Random(0))
     with pytest.raises(SelectorError, match="only 2 broker sets"):
         resolve("broker-set-5:one", TOPO, PRIMARIES, random.Random(0))
     with pytest.raises(SelectorError, match="empty term"):
