@@ -312,8 +312,9 @@ class SplitbrainDB:
         client = self.client(test, timeout_s=1.0)
         try:
             addr_to_node = {f"{test['remote'].address(n)}:{CONTROLLER_PORT}": n for n in self.controllers}
-            md = await client.get_metadata()
-            leader_addr = md.get("leader_addr")
+            answers = await asyncio.gather(*(client.get_metadata(a) for a in addr_to_node), return_exceptions=True)
+            leader_addr = leader_of({a: md for a, md in zip(addr_to_node, answers, strict=True)
+                                     if isinstance(md, dict)})
             if leader_addr in addr_to_node:
                 out.append(addr_to_node[leader_addr])
             for i, members in enumerate(self.spec.nodes.broker_sets):
@@ -330,6 +331,25 @@ class SplitbrainDB:
         finally:
             await client.close()
         return out
+
+
+def leader_of(answers: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The controller leader's address from each controller's metadata answer, keyed by the address asked
+    (pure).
+
+    Asking one controller is not enough: one cut off from the others (a partition that isolates the old
+    leader) answers, but knows no leader, while the other two have elected one.  A controller that says it
+    leads wins, the highest term first (an old leader that has not yet stepped down has a lower term);
+    failing that, the leader hint of the answer with the highest term."""
+    def term(md: Mapping[str, Any]) -> int:
+        t = md.get("term")
+        return t if isinstance(t, int) else 0
+
+    claims = [(term(md), addr) for addr, md in answers.items() if md.get("is_leader")]
+    if claims:
+        return max(claims)[1]
+    hints = [(term(md), str(md["leader_addr"])) for md in answers.values() if md.get("leader_addr")]
+    return max(hints)[1] if hints else None
 
 
 CONTROLLER_BUGS = frozenset({"stale-read", "no-epoch-fencing", "reuse-broker-id"})
