@@ -81,6 +81,7 @@ def nemesis_sequence(run: Path) -> list[tuple[tuple[Any, ...], float]]:
     doc = json.loads((run / "results.json").read_text())
     spec = yaml.safe_load((run / "test.yaml").read_text())
     start = int(doc.get("main_phase_start_ns") or 0)
+    end = doc.get("main_phase_end_ns")  # heal ops may start a few ms before time_limit_s; they are not steps
     ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines() if line.strip()]
     out, inv = [], None
     for op in ops:
@@ -92,7 +93,7 @@ def nemesis_sequence(run: Path) -> list[tuple[tuple[Any, ...], float]]:
         if inv is None:
             continue
         offset = (inv["time"] - start) / 1e9
-        if offset < float(spec["time_limit_s"]):
+        if offset < float(spec["time_limit_s"]) and (not isinstance(end, int) or inv["time"] < end):
             roles = tuple(sorted(_role(t, r) for t in op.get("targets") or [] for r in (t.get("roles") or {}).values()))
             selector = inv["value"] if isinstance(inv["value"], str) else (inv["value"] or {}).get("targets")
             out.append(((inv["f"], fault_label(inv["f"], inv["value"]), selector, roles), offset))
