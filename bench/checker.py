@@ -50,7 +50,10 @@ from checker.linearizable.gen import kv_history, register_history, small_alphabe
 from checker.models import make_model
 from checker.readers import format_defaults, read_history
 
-DATA = Path("/work/shared/checker-data")
+# The shared data folder sits beside the checkout (``../shared/checker-data``); SPLITBRAIN_CHECKER_DATA points
+# elsewhere (the same rule as tests/unit/checker_lin/test_recorded.py).
+DATA = Path(os.environ.get("SPLITBRAIN_CHECKER_DATA",
+                           Path(__file__).resolve().parents[1].parent / "shared" / "checker-data"))
 TARGETS: dict[str, Any] = {
     "etcd_check_s": 0.45, "kv_c50_ok_s": 0.150, "kv_c50_bad_s": 0.020, "kv_c10_unpartitioned_s": 2.0,
     "kv_c5_10k_us_per_op": 1.9, "kv_c5_100k_us_per_op": 3.8,
