@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = [
     "CheckerVerdict", "anomaly_lines", "checker_verdicts", "clip", "crash_where", "failure_message",
-    "summary_lines", "verdict_word",
+    "summary_lines", "verdict_label",
 ]
 
 EXPLANATION_CHARS = 200  # one line of explanation in the summary and in a JUnit message
@@ -39,7 +39,7 @@ class CheckerVerdict:
     ops: tuple[int, ...] = ()
 
 
-def verdict_word(valid: Any) -> str:
+def verdict_label(valid: Any) -> str:
     """``valid`` / ``INVALID`` / ``unknown`` (upper case marks what needs a reader's attention)."""
     if valid is True:
         return "valid"
@@ -160,7 +160,7 @@ def summary_lines(doc: Mapping[str, Any], *, width: int = 100, faults: str = "",
         return " " * min(indent, width) + clip(text, width - indent)
 
     for v in checker_verdicts(doc):
-        word = verdict_word(v.valid)
+        word = verdict_label(v.valid)
         if v.valid is True:
             lines.append(indented(2, f"{word:7} {v.name}"))
             continue

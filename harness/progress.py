@@ -26,13 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from harness.explain import clip
+
 __all__ = ["Progress", "ProgressState"]
 
 STATUS_EVERY_S = 10.0  # plain mode: seconds between status lines
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
 @dataclass
@@ -63,9 +61,9 @@ class ProgressState:
         if width is None or len(text) <= width:
             return text
         if len(full) + len(" | faults: …") <= width:
-            return _clip(text, width)
+            return clip(text, width)
         short = f"{head} | {c['ok']}/{c['fail']}/{c['info']}"
-        return _clip(short if len(short) <= width else head, width)
+        return clip(short if len(short) <= width else head, width)
 
 
 class _LiveLine:

@@ -10,6 +10,7 @@ names a leader that is one of the spec's controllers (or none, during an electio
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -98,3 +99,13 @@ def probe_workload() -> Iterator[None]:
         yield
     finally:
         unregister_probe_workload()
+
+
+def wait_until(pred: Any, timeout_s: float, what: str, *, poll_s: float = 0.2) -> None:
+    """Poll ``pred()`` until it is true; fail naming ``what`` after ``timeout_s``.  The bound is for hangs,
+    not a speed: the property a test checks with it is that the thing happens at all."""
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s}s: {what}")
+        time.sleep(poll_s)

@@ -59,6 +59,7 @@ from harness.control.ssh import (
     parse_proc_stat,
     signal_answer,
 )
+from harness.control.supervisor import launch, reap
 
 __all__ = ["LABEL_BACKEND", "LABEL_RUN", "NODE_ROOT", "STATE_DIR", "DockerRemote", "cleanup_all", "cleanup_run",
            "default_image", "log_destination", "owned_filter", "remove_owned_run", "save_container_logs"]
@@ -204,8 +205,6 @@ class DockerRemote:
         if state_dir is not None and owner.get("pid") == os.getpid() and owner.get("start") is not None:
             state_path = state_dir / f"{prefix}.json"  # recorded and watched before anything exists
             _write_state(state_path, state)
-            from harness.control.supervisor import launch
-
             supervisor = launch(state_path)
         env = {**env, "SPLITBRAIN_RUN_ID": prefix}
         net_name = f"{prefix}-net"
@@ -277,11 +276,8 @@ class DockerRemote:
         if self.state_path is not None:
             self.state_path.unlink(missing_ok=True)
         self.containers.clear()
-        if self._supervisor is not None:  # it sees the state file gone and exits; reap it (bounded)
-            with contextlib.suppress(Exception):
-                await asyncio.to_thread(self._supervisor.wait, 5)
-            if self._supervisor.poll() is None:
-                self._supervisor.kill()
+        if self._supervisor is not None:
+            await reap(self._supervisor)
             self._supervisor = None
 
     # -- plumbing -----------------------------------------------------------------------------------

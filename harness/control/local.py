@@ -49,6 +49,7 @@ from typing import Any
 
 from harness.control.base import CommandFailed, ControlError, ExecResult, NotPermitted
 from harness.control.owner import make_owner, orphan_reason, process_alive
+from harness.control.supervisor import launch, reap
 
 __all__ = ["RUN_ID_ENV", "STATE_DIR", "LocalRemote", "cleanup_all", "cleanup_state", "orphans"]
 
@@ -205,8 +206,6 @@ class LocalRemote:
     def start_supervisor(self) -> None:
         """Start :mod:`harness.control.supervisor` for this run: its own session, no inherited pipes, so
         neither a Ctrl-C to our process group nor a caller waiting for our output is held up by it."""
-        from harness.control.supervisor import launch
-
         self._supervisor = launch(self.state_path)
         self.state["supervisor"] = {"pid": self._supervisor.pid, "start": _proc_starttime(self._supervisor.pid)}
         _write_state(self.state_path, self.state)
@@ -233,11 +232,8 @@ class LocalRemote:
             with contextlib.suppress(Exception):
                 p.wait(timeout=5)
         self._popen.clear()
-        if self._supervisor is not None:  # it sees the state file gone and exits; reap it (bounded)
-            with contextlib.suppress(Exception):
-                await asyncio.to_thread(self._supervisor.wait, 5)
-            if self._supervisor.poll() is None:
-                self._supervisor.kill()
+        if self._supervisor is not None:
+            await reap(self._supervisor)
             self._supervisor = None
 
     # -- Remote -------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ the same for both backends); this module's ``main`` is the shell around it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -40,7 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["launch", "mark_killed", "next_action", "save_node_logs", "supervise"]
+__all__ = ["launch", "mark_killed", "next_action", "reap", "save_node_logs", "supervise"]
 
 _POLL_S = 0.2
 _REPO = Path(__file__).resolve().parents[2]
@@ -64,6 +65,15 @@ def launch(state_path: Path) -> subprocess.Popen[bytes]:
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         cwd=str(_REPO), close_fds=True,
     )
+
+
+async def reap(proc: subprocess.Popen[bytes]) -> None:
+    """Wait (at most 5 s) for a supervisor whose run was closed -- it sees its state file gone and exits --
+    then kill it if it has not: a closed run must not leave its watcher behind."""
+    with contextlib.suppress(Exception):
+        await asyncio.to_thread(proc.wait, 5)
+    if proc.poll() is None:
+        proc.kill()
 
 
 def save_node_logs(state: Mapping[str, Any]) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from harness.commands import VERDICTS, RunSummary
-from harness.explain import anomaly_lines, checker_verdicts
+from harness.explain import anomaly_lines, checker_verdicts, verdict_label
 
 __all__ = ["COLOURS", "PAGE_SIZE", "render_index", "render_listing", "render_run"]
 
@@ -124,7 +124,7 @@ def verdict_table(results_text: str) -> str:
         crash += "<p class='bad'>the harness was killed during this run: the verdict is unknown</p>"
     rows = []
     for v in checker_verdicts(doc):
-        word = "valid" if v.valid is True else "invalid" if v.valid is False else "unknown"
+        word = verdict_label(v.valid).lower()
         kinds = ", ".join(f"{_e(k)} &times;{n}" for k, n in v.anomalies) or "&ndash;"
         detail = ""
         if v.valid is not True:

@@ -23,21 +23,12 @@ import yaml
 from harness import cli
 from harness.control.docker import cleanup_run, default_image, owned_filter
 from harness.images import docker_client
-from harness.tests_support import probe_workload
+from harness.tests_support import probe_workload, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 REPO = Path(__file__).resolve().parents[2]
 PROBE = ("import sys; from harness.tests_support import register_probe_workload as r; r(); "
          "from harness import cli; sys.exit(cli.main(sys.argv[1:]))")
-
-
-def _wait(pred: Any, timeout_s: float, what: str) -> None:
-    """A bound for hangs, not a speed: the property is that it happens at all."""
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s}s: {what}")
-        time.sleep(0.2)
 
 
 def _owned(prefix: str, owner_label: str) -> list[str]:
@@ -63,7 +54,7 @@ def test_sigkilled_harness_on_docker_leaves_logs_a_killed_run_and_no_containers(
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     state: dict[str, Any] = {}
     try:
-        _wait(lambda: any(p.stat().st_size > 500 for p in results.glob("dock-kill/*/history.jsonl"))
+        wait_until(lambda: any(p.stat().st_size > 500 for p in results.glob("dock-kill/*/history.jsonl"))
               or proc.poll() is not None, 150, "the run's main phase")
         assert proc.poll() is None, f"the harness exited early with {proc.returncode}"
         [state_file] = list(state_dir.glob("*.json"))
@@ -75,7 +66,7 @@ def test_sigkilled_harness_on_docker_leaves_logs_a_killed_run_and_no_containers(
         proc.send_signal(signal.SIGKILL)
         t_kill = time.monotonic()
         proc.wait(10)
-        _wait(lambda: not state_file.exists() and not _owned(prefix, owner_label), 30,
+        wait_until(lambda: not state_file.exists() and not _owned(prefix, owner_label), 30,
               f"the supervisor to remove run {prefix}")
         print(f"[e2e] run {prefix} saved and removed {time.monotonic() - t_kill:.1f} s after the SIGKILL")
         assert (run / "nodes" / "c1" / "node.log").stat().st_size > 0  # saved before the container went

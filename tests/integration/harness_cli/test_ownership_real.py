@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import pytest
 import yaml
 
 from harness import cli
-from harness.tests_support import probe_workload
+from harness.tests_support import probe_workload, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 REPO = Path(__file__).resolve().parents[3]
@@ -59,15 +58,6 @@ def _netns_exists(name: str) -> bool:
     return subprocess.run(["ip", "netns", "pids", name], capture_output=True).returncode == 0
 
 
-def _wait(pred: Any, timeout_s: float, what: str) -> None:
-    """A bound for hangs, not a speed: the property is that it happens at all."""
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s}s: {what}")
-        time.sleep(0.05)
-
-
 def _up(tmp_path: Path, name: str, results: Path) -> dict[str, Any]:
     """`cluster up` in a child process (as a user would: the launcher exits, the cluster stays)."""
     res = subprocess.run([sys.executable, "-c", PROBE, "cluster", "up", str(_spec(tmp_path, name)),
@@ -91,7 +81,7 @@ def test_down_removes_only_the_callers_clusters_and_orphans_only_what_nobody_own
         b_pid, b_ns = b["nodes"]["c1"]["pid"], [n["netns"] for n in _state(b)["nodes"].values()]
         assert _state(a)["owner"]["kind"] == "cluster" and _running(a["nodes"]["c1"]["pid"])
         assert cli.main(["cluster", "down", "--results", str(mine), "--all-orphans"]) == 0
-        _wait(lambda: not _running(a["nodes"]["c1"]["pid"]), 10, "own-a's controller to die")
+        wait_until(lambda: not _running(a["nodes"]["c1"]["pid"]), 10, "own-a's controller to die", poll_s=0.05)
         assert not Path(a["local_state"]).exists()
         # Another results dir's cluster survives a plain `down` and `--all-orphans`: its record owns it.
         assert _running(b_pid) and all(_netns_exists(n) for n in b_ns)
@@ -102,7 +92,7 @@ def test_down_removes_only_the_callers_clusters_and_orphans_only_what_nobody_own
         (theirs / ".clusters" / "own-b.json").unlink()
         assert cli.main(["cluster", "down", "--results", str(mine), "--all-orphans"]) == 0
         assert f"orphan {_state_id(b)}" in capsys.readouterr().out
-        _wait(lambda: not _running(b_pid), 10, "own-b's controller to die")
+        wait_until(lambda: not _running(b_pid), 10, "own-b's controller to die", poll_s=0.05)
         assert not any(_netns_exists(n) for n in b_ns) and not Path(b["local_state"]).exists()
     finally:
         for results, rec in ((mine, a), (theirs, b)):
@@ -125,8 +115,8 @@ def test_sigkilled_harness_leaves_logs_a_killed_run_and_nothing_running(tmp_path
                              str(results), "--quiet"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        _wait(lambda: any(p.stat().st_size > 500 for p in results.glob("own-kill/*/history.jsonl")), 90,
-              "the run's main phase")
+        wait_until(lambda: any(p.stat().st_size > 500 for p in results.glob("own-kill/*/history.jsonl")), 90,
+                   "the run's main phase", poll_s=0.05)
         [state_file] = list(state_dir.glob("*.json"))
         state = json.loads(state_file.read_text())
         pids = [int(p) for p in state["pids"]]
@@ -134,8 +124,9 @@ def test_sigkilled_harness_leaves_logs_a_killed_run_and_nothing_running(tmp_path
         assert pids and all(_running(p) for p in pids) and state["run_dir"]
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-        _wait(lambda: not any(_running(p) for p in pids), 15, "the node processes to die with the harness")
-        _wait(lambda: not state_file.exists(), 15, "the supervisor to remove the run")
+        wait_until(lambda: not any(_running(p) for p in pids), 15, "the node processes to die with the harness",
+                   poll_s=0.05)
+        wait_until(lambda: not state_file.exists(), 15, "the supervisor to remove the run", poll_s=0.05)
         assert not any(_netns_exists(n) for n in namespaces)
         run = Path(state["run_dir"])
         assert (run / "nodes" / "c1" / "node.log").stat().st_size > 0  # saved before the namespace went

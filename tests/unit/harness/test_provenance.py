@@ -30,14 +30,14 @@ def test_record_uses_the_label_as_cluster_version_and_keeps_the_package_version(
 
 def test_a_directory_outside_any_checkout_gives_unknown_with_the_reason(tmp_path: Path) -> None:
     if shutil.which("git") is None:
-        pytest.skip("no git")
+        pytest.skip("needs the git program: the test reads a real git checkout it creates")
     rev = git_revision(str(tmp_path))
     assert rev.revision == "unknown" and rev.error and str(tmp_path) in rev.error
 
 
 def test_a_checkout_gives_its_head_and_dirty_flag(tmp_path: Path) -> None:
     if shutil.which("git") is None:
-        pytest.skip("no git")
+        pytest.skip("needs the git program: the test reads a real git checkout it creates")
 
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
