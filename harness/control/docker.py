@@ -12,7 +12,7 @@ Topology of one run (prefix ``sbXXXXXX``, unique per run so parallel runs never 
 * The repository is bind-mounted read-only at the same path (``mount_repo``) so the harness's
   ``cwd=REPO_ROOT, PYTHONPATH=REPO_ROOT`` commands run the working tree, with the image's venv
   (``/opt/splitbrain``) providing the dependencies; the harness's own interpreter path in an argv
-  becomes the node's ``python3`` (:func:`harness.control.ssh.node_argv`).
+  becomes the node's ``python3`` (:func:`harness.control.shell.node_argv`).
 * ``exec`` runs under ``timeout -s KILL``; ``spawn`` starts ``setsid nohup`` in the background,
   appending to a log file inside the container, and records the pid's start time so a signal
   never reaches a reused pid.  Files move with ``put_archive``/``get_archive``.
@@ -50,15 +50,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from harness.control.base import CommandFailed, ControlError, ExecResult, NotPermitted
-from harness.control.ssh import (
-    SIGNAL_SCRIPT,
-    SPAWN_SCRIPT,
-    TIMEOUT_EXITS,
-    node_argv,
-    parse_proc_stat,
-    signal_answer,
-)
+from harness.control.base import ControlError, ExecResult, NotPermitted
+from harness.control.owner import make_owner, orphan_reason, process_alive, read_claim, remove_claim, write_claim
+from harness.control.shell import ShellProcesses, finish_exec, node_argv, parse_proc_stat
 from harness.control.supervisor import launch, reap
 
 __all__ = ["LABEL_BACKEND", "LABEL_RUN", "NODE_ROOT", "STATE_DIR", "DockerRemote", "cleanup_all", "cleanup_run",
@@ -139,7 +133,7 @@ def _write_state(path: Path, state: Mapping[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-class DockerRemote:
+class DockerRemote(ShellProcesses):
     """A :class:`harness.control.base.Remote` over docker containers.  Create with :meth:`create`."""
 
     def __init__(self, client: Any, prefix: str, network: str, containers: Mapping[str, Any],
@@ -178,8 +172,6 @@ class DockerRemote:
         if not nodes or len(set(nodes)) != len(nodes) or not all(_NODE_RE.match(n) for n in nodes):
             raise ControlError(f"docker backend: need distinct node names made of a-z, 0-9, '.', '_', '-' "
                                f"(usable as host names), got {list(nodes)}")
-        from harness.control.owner import make_owner
-
         return await asyncio.to_thread(cls._create_sync, list(nodes), image or default_image(), prefix, mount_repo,
                                        python, dict(env or {}), ssh_authorized_key, dict(owner or make_owner()),
                                        (state_dir or STATE_DIR) if supervise else None)
@@ -258,8 +250,6 @@ class DockerRemote:
     def keep_as_cluster(self, record: str | Path, results_dir: str | Path) -> None:
         """Hand the run over to a cluster record: an orphan only once that record is gone; the supervisor
         leaves it alone (its state file says ``cluster``, then is removed: the claim is the record now)."""
-        from harness.control.owner import make_owner, write_claim
-
         owner = make_owner(kind="cluster", record=str(Path(record).resolve()),
                            results_dir=str(Path(results_dir).resolve()))
         write_claim(self.prefix, owner)
@@ -269,8 +259,6 @@ class DockerRemote:
 
     async def close(self) -> None:
         """Remove our containers (their processes die with them) and the network; the supervisor exits."""
-        from harness.control.owner import remove_claim
-
         await asyncio.to_thread(cleanup_run, self.prefix, client=self.client)
         remove_claim(self.prefix)
         if self.state_path is not None:
@@ -305,12 +293,6 @@ class DockerRemote:
         return await asyncio.wait_for(
             asyncio.to_thread(self._exec_sync, node, ["sh", "-c", script, "sh", *args], None, None), timeout_s)
 
-    def _start_of(self, node: str, pid: int) -> int:
-        try:
-            return self.pids[(node, pid)]
-        except KeyError:
-            raise ControlError(f"docker backend: pid {pid} was not started on {node} by this run") from None
-
     # -- Remote -------------------------------------------------------------------------------------
 
     def address(self, node: str) -> str:
@@ -320,6 +302,11 @@ class DockerRemote:
     def node_dir(self, node: str) -> Path:
         self._container(node)
         return Path(NODE_ROOT) / node
+
+    _label = "docker backend"
+
+    def _default_cwd(self, node: str) -> str:
+        return str(self.node_dir(node))
 
     async def exec(
         self, node: str, argv: Sequence[str], *, timeout_s: float = 30.0, env: Mapping[str, str] | None = None,
@@ -332,36 +319,7 @@ class DockerRemote:
         except TimeoutError:
             raise ControlError(f"on {node}: {' '.join(argv)!r}: docker exec gave no result within "
                                f"{timeout_s + 15:.0f}s") from None
-        if result.exit_code in TIMEOUT_EXITS and time.monotonic() - t0 >= timeout_s * 0.95:
-            raise ControlError(f"on {node}: {' '.join(argv)!r} did not finish within {timeout_s}s (killed)")
-        if check and result.exit_code != 0:
-            raise CommandFailed(node, argv, result)
-        return result
-
-    async def spawn(
-        self, node: str, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-    ) -> int:
-        full = node_argv(argv, self.python)
-        if env:
-            full = ["env", *(f"{k}={v}" for k, v in env.items()), *full]
-        res = await self._sh(node, SPAWN_SCRIPT, [log_path, cwd or str(self.node_dir(node)), "", *full])
-        lines = res.stdout.splitlines()
-        if res.exit_code != 0 or not lines or not lines[0].strip().isdigit():
-            raise ControlError(f"on {node}: could not start {' '.join(argv)!r}: {res.describe()}")
-        pid = int(lines[0])
-        stat = parse_proc_stat(lines[1]) if len(lines) > 1 else None
-        self.pids[(node, pid)] = stat[1] if stat else -1
-        return pid
-
-    async def signal(self, node: str, pid: int, sig: int) -> None:
-        args = [str(pid), str(self._start_of(node, pid)), str(int(sig))]
-        await signal_answer(lambda: self._sh(node, SIGNAL_SCRIPT, args), f"docker backend, node {node}, pid {pid}")
-
-    async def is_alive(self, node: str, pid: int) -> bool:
-        args = [str(pid), str(self._start_of(node, pid)), "0"]
-        return await signal_answer(lambda: self._sh(node, SIGNAL_SCRIPT, args),
-                                   f"docker backend, node {node}, pid {pid}")
+        return finish_exec(node, argv, result, elapsed_s=time.monotonic() - t0, timeout_s=timeout_s, check=check)
 
     async def upload(self, node: str, local_path: str, remote_path: str) -> None:
         c = self._container(node)
@@ -469,12 +427,22 @@ def save_container_logs(state: Mapping[str, Any], *, client: Any = None) -> list
 def remove_owned_run(state: Mapping[str, Any], *, client: Any = None) -> list[str]:
     """Remove the run's containers and network -- only those carrying its prefix *and* its owner's label --
     and its claim file; returns what was removed."""
-    from harness.control.owner import remove_claim
-
     prefix = str(state.get("prefix") or "")
     removed = cleanup_run(prefix, client=client, owner_label=str(state.get("owner_label") or ""))
     remove_claim(prefix)
     return removed
+
+
+def save_orphan_logs(state: Mapping[str, Any]) -> list[str]:
+    """The supervisor's hook: save the node logs of a run whose harness died."""
+    return save_container_logs(state)
+
+
+def remove_orphan(state: Mapping[str, Any], state_path: Path) -> None:
+    """The supervisor's hook: remove a run whose harness died (an unreachable engine is left to `cleanup`)."""
+    with contextlib.suppress(Exception):
+        remove_owned_run(state)
+    state_path.unlink(missing_ok=True)
 
 
 def _owner_from_label(label: str) -> dict[str, Any]:
@@ -487,16 +455,12 @@ def _owner_from_label(label: str) -> dict[str, Any]:
 
 def _owner_alive(owner_label: str) -> bool:
     """Whether the ``<pid>:<start>`` owner label names a live process (the same one: start times match)."""
-    from harness.control.owner import process_alive
-
     owner = _owner_from_label(owner_label)
     return process_alive(owner["pid"], owner["start"])
 
 
 def run_orphan_reason(prefix: str, owner_label: str) -> str | None:
     """Why docker run ``prefix`` is an orphan (its claim file, else its owner label), or None."""
-    from harness.control.owner import orphan_reason, process_alive, read_claim
-
     owner = read_claim(prefix) or _owner_from_label(owner_label)
     return orphan_reason(owner, alive=process_alive, exists=lambda p: Path(p).exists())
 
@@ -504,8 +468,6 @@ def run_orphan_reason(prefix: str, owner_label: str) -> str | None:
 def cleanup_all(*, only_orphans: bool = False) -> list[str]:
     """Remove splitbrain docker runs -- only containers and networks carrying our labels (``only_orphans``:
     only runs nobody answers for; this assumes the engine runs on this machine, so owner pids are comparable)."""
-    from harness.control.owner import remove_claim
-
     client = _client()
     flt = {"label": f"{LABEL_BACKEND}=docker"}
     runs: dict[str, str] = {}

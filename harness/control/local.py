@@ -323,6 +323,29 @@ class LocalRemote:
         await asyncio.to_thread(shutil.copy2, remote_path, local_path)
 
 
+def save_orphan_logs(state: Mapping[str, Any]) -> list[str]:
+    """Copy each node's ``*.log`` (local backend: ``<root>/<node>/``) into ``<run_dir>/nodes/<node>/``; returns the
+    files copied."""
+    run_dir = state.get("run_dir")
+    if not run_dir or not Path(run_dir).is_dir():
+        return []
+    copied = []
+    for node in state.get("nodes", {}):
+        src_dir = Path(str(state.get("root", ""))) / node
+        for src in sorted(src_dir.glob("*.log")) if src_dir.is_dir() else []:
+            dest = Path(run_dir) / "nodes" / node / src.name
+            with contextlib.suppress(OSError):
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dest)
+                copied.append(str(dest))
+    return copied
+
+
+def remove_orphan(state: Mapping[str, Any], state_path: Path) -> None:
+    """Remove a run whose harness died (called by its supervisor): everything its state file records."""
+    cleanup_state(state_path)
+
+
 def cleanup_state(state_path: Path) -> list[str]:
     """Remove everything one state file records; returns what was removed (for logs)."""
     try:

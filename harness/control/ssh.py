@@ -20,8 +20,8 @@ Nodes come from the spec or a nodes file (:func:`load_nodes_file`, :func:`load_n
 * Files go over SFTP.  An argv whose first element is the harness's own interpreter
   (``sys.executable``) runs with the node's ``python`` instead (default ``python3``).
 
-The helpers at the top (:func:`node_argv`, :func:`spawn_script`, :func:`parse_proc_stat`, ...) are
-pure and shared with the docker backend.
+Starting, signalling and watching processes by script is shared with the docker backend
+(:mod:`harness.control.shell`).
 """
 
 from __future__ import annotations
@@ -33,77 +33,20 @@ import shlex
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
-from harness.control.base import CommandFailed, ControlError, ExecResult
+from harness.control.base import ControlError, ExecResult
+from harness.control.shell import ShellProcesses, finish_exec, node_argv
 
 __all__ = [
-    "SIGNAL_SCRIPT", "SPAWN_SCRIPT", "TIMEOUT_EXITS", "NodesFileError", "NodesSettings", "SshRemote", "SshTarget",
-    "load_nodes_file", "load_nodes_settings", "signal_answer",
-    "node_argv", "parse_proc_stat", "resolve_target", "shell_command",
+    "NodesFileError", "NodesSettings", "SshRemote", "SshTarget", "load_nodes_file", "load_nodes_settings",
+    "resolve_target", "shell_command",
 ]
-
-# $1 log, $2 cwd, $3 pid file ("" for none), rest argv.  Prints the pid, then its /proc stat line.
-SPAWN_SCRIPT = (
-    'log=$1; dir=$2; pidfile=$3; shift 3; mkdir -p "$(dirname "$log")" && cd "$dir" || exit 97; '
-    'setsid nohup "$@" >>"$log" 2>&1 </dev/null & pid=$!; '
-    '[ -z "$pidfile" ] || echo "$pid" >"$pidfile"; echo "$pid"; cat "/proc/$pid/stat" 2>/dev/null; exit 0'
-)
-# $1 pid, $2 expected start time, $3 signal number ("0" = only report).  Prints alive|dead.
-SIGNAL_SCRIPT = (
-    'pid=$1; want=$2; sig=$3; s=$(cat "/proc/$pid/stat" 2>/dev/null) || { echo dead; exit 0; }; '
-    'set -- ${s##*) }; [ "$1" != Z ] || { echo dead; exit 0; }; shift 19; '
-    '[ "$1" = "$want" ] || { echo dead; exit 0; }; '
-    '[ "$sig" = 0 ] || kill -"$sig" "$pid" 2>/dev/null || true; echo alive'
-)
-
-
-async def signal_answer(run: Callable[[], Awaitable[ExecResult]], where: str) -> bool:
-    """Run :data:`SIGNAL_SCRIPT` (``run``) until it answers ``alive`` or ``dead``: an empty or garbled answer
-    (a transport hiccup -- seen from a loaded docker engine) is asked again, never read as "dead".
-
-    Raises:
-        ControlError: three answers in a row were neither (names ``where`` and the last answer).
-    """
-    res: ExecResult | None = None
-    for attempt in range(3):
-        res = await run()
-        answer = res.stdout.strip()
-        if answer in ("alive", "dead"):
-            return answer == "alive"
-        await asyncio.sleep(0.2 * (attempt + 1))
-    assert res is not None
-    raise ControlError(f"{where}: the process check answered {res.stdout!r} (exit {res.exit_code}, "
-                       f"stderr {res.stderr.strip()[-200:]!r}) three times; expected alive or dead")
-
-
-# `timeout -s KILL` signals its whole process group, itself included: docker reports 128+9, while
-# sshd sends exit-signal instead of a status, which paramiko reports as -1.
-TIMEOUT_EXITS = (137, -1)
-
-
-def node_argv(argv: Sequence[str], python: str) -> list[str]:
-    """``argv`` for a node: the harness's own interpreter path means "the node's Python"."""
-    if not argv:
-        raise ControlError("empty argv: expected a program and its arguments")
-    out = list(argv)
-    if out[0] == sys.executable:
-        out[0] = python
-    return out
-
-
-def parse_proc_stat(text: str) -> tuple[str, int] | None:
-    """(state, start time in clock ticks) from a ``/proc/<pid>/stat`` line, or None if unreadable."""
-    rest = text[text.rfind(")") + 2 :].split() if ")" in text else []
-    if len(rest) < 20:
-        return None
-    return rest[0], int(rest[19])
-
 
 def shell_command(
     argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
@@ -229,7 +172,7 @@ def load_nodes_file(path: str | Path, *, ssh_config: str | Path = "~/.ssh/config
             for n, v in raw["nodes"].items()}
 
 
-class SshRemote:
+class SshRemote(ShellProcesses):
     """A :class:`harness.control.base.Remote` over SSH.  Create with :meth:`create`; close with :meth:`close`."""
 
     def __init__(self, targets: Mapping[str, SshTarget], clients: Mapping[str, Any], addresses: Mapping[str, str],
@@ -240,6 +183,12 @@ class SshRemote:
         self.root = PurePosixPath(root)
         self.python = python
         self.pids: dict[tuple[str, int], int] = {}  # (node, pid) -> start time
+
+    _label = "ssh backend"
+    _pid_files = True
+
+    def _default_cwd(self, node: str) -> str:
+        return str(self.root / node)
 
     @classmethod
     async def create(
@@ -394,16 +343,6 @@ class SshRemote:
         cmd = shlex.join(["sh", "-c", script, "sh", *args])
         return await asyncio.to_thread(self._run_sync, node, cmd, limit_s)
 
-    async def _signal_checked(self, node: str, pid: int, start: int, sig: int) -> bool:
-        return await signal_answer(lambda: self._sh(node, SIGNAL_SCRIPT, [str(pid), str(start), str(sig)]),
-                                   f"ssh backend, node {node}, pid {pid}")
-
-    def _start_of(self, node: str, pid: int) -> int:
-        try:
-            return self.pids[(node, pid)]
-        except KeyError:
-            raise ControlError(f"ssh backend: pid {pid} was not started on {node} by this run") from None
-
     # -- Remote -------------------------------------------------------------------------------------
 
     def address(self, node: str) -> str:
@@ -421,33 +360,7 @@ class SshRemote:
         cmd = shell_command(node_argv(argv, self.python), env=env, cwd=cwd, timeout_s=timeout_s)
         t0 = time.monotonic()
         result = await asyncio.to_thread(self._run_sync, node, cmd, timeout_s + 15.0)
-        if result.exit_code in TIMEOUT_EXITS and time.monotonic() - t0 >= timeout_s * 0.95:
-            raise ControlError(f"on {node}: {' '.join(argv)!r} did not finish within {timeout_s}s (killed)")
-        if check and result.exit_code != 0:
-            raise CommandFailed(node, argv, result)
-        return result
-
-    async def spawn(
-        self, node: str, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-    ) -> int:
-        full = node_argv(argv, self.python)
-        if env:
-            full = ["env", *(f"{k}={v}" for k, v in env.items()), *full]
-        res = await self._sh(node, SPAWN_SCRIPT, [log_path, cwd or str(self.root / node), f"{log_path}.pid", *full])
-        lines = res.stdout.splitlines()
-        if res.exit_code != 0 or not lines or not lines[0].strip().isdigit():
-            raise ControlError(f"on {node}: could not start {' '.join(argv)!r}: {res.describe()}")
-        pid = int(lines[0])
-        stat = parse_proc_stat(lines[1]) if len(lines) > 1 else None
-        self.pids[(node, pid)] = stat[1] if stat else -1
-        return pid
-
-    async def signal(self, node: str, pid: int, sig: int) -> None:
-        await self._signal_checked(node, pid, self._start_of(node, pid), int(sig))
-
-    async def is_alive(self, node: str, pid: int) -> bool:
-        return await self._signal_checked(node, pid, self._start_of(node, pid), 0)
+        return finish_exec(node, argv, result, elapsed_s=time.monotonic() - t0, timeout_s=timeout_s, check=check)
 
     def _sftp(self, node: str) -> Any:
         client = self.clients.get(node)

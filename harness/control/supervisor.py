@@ -14,12 +14,11 @@ the file adds what labels cannot (they never change): the run directory and a ha
   design), the supervisor then, in this order:
 
   1. copies every node's ``*.log`` into ``<run dir>/nodes/<node>/`` (the only copy would go with the namespaces
-     or containers; docker: :func:`harness.control.docker.save_container_logs`),
+     or containers): the backend's ``save_orphan_logs``,
   2. marks the run directory ``ended: killed`` in ``results.json`` (verdict ``unknown``; ``analyze`` re-checks
      the history that was streamed up to the kill),
-  3. removes the run: local, its processes, namespaces, bridge, FORWARD rule and state (:func:`cleanup_state`);
-     docker, the containers and network carrying this run's *and this owner's* labels, nothing else
-     (:func:`harness.control.docker.remove_owned_run`).
+  3. removes the run (the backend's ``remove_orphan``): local, its processes, namespaces, bridge, FORWARD rule
+     and state; docker, the containers and network carrying this run's *and this owner's* labels, nothing else.
 
 So node daemons and faults (iptables/tc live in the namespaces or containers) outlive a killed harness by about a
 second (docker: a few, the engine removes containers one by one).  The decision is :func:`next_action` (pure,
@@ -30,10 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 import os
 import select
-import shutil
 import subprocess
 import sys
 import time
@@ -41,7 +40,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["launch", "mark_killed", "next_action", "reap", "save_node_logs", "supervise"]
+from harness.control.owner import process_alive
+
+__all__ = ["launch", "mark_killed", "next_action", "reap", "supervise"]
+
+# The backend that recorded a state file, by module name: the backends start the supervisor, so importing them
+# here would make a circle.  Each offers save_orphan_logs(state) and remove_orphan(state, state_path).
+_BACKENDS = {"local": "harness.control.local", "docker": "harness.control.docker"}
 
 _POLL_S = 0.2
 _REPO = Path(__file__).resolve().parents[2]
@@ -76,24 +81,6 @@ async def reap(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
-def save_node_logs(state: Mapping[str, Any]) -> list[str]:
-    """Copy each node's ``*.log`` (local backend: ``<root>/<node>/``) into ``<run_dir>/nodes/<node>/``; returns the
-    files copied."""
-    run_dir = state.get("run_dir")
-    if not run_dir or not Path(run_dir).is_dir():
-        return []
-    copied = []
-    for node in state.get("nodes", {}):
-        src_dir = Path(str(state.get("root", ""))) / node
-        for src in sorted(src_dir.glob("*.log")) if src_dir.is_dir() else []:
-            dest = Path(run_dir) / "nodes" / node / src.name
-            with contextlib.suppress(OSError):
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dest)
-                copied.append(str(dest))
-    return copied
-
-
 def mark_killed(run_dir: str | Path, owner_pid: Any) -> None:
     """Record in ``results.json`` that the run ended because its harness was killed (verdict unknown)."""
     path = Path(run_dir) / "results.json"
@@ -125,8 +112,6 @@ def _read(state_path: Path) -> dict[str, Any] | None:
 
 def _wait_owner(pid: int, start: Any, state_path: Path) -> None:
     """Return when the owner is gone or the state file is; a pidfd makes the first instant."""
-    from harness.control.owner import process_alive
-
     fd = None
     with contextlib.suppress(OSError, AttributeError):
         fd = os.pidfd_open(pid)
@@ -143,8 +128,6 @@ def _wait_owner(pid: int, start: Any, state_path: Path) -> None:
 
 def supervise(state_path: Path) -> str:
     """Watch one run until it is closed or its owner dies (see the module docstring); returns what it did."""
-    from harness.control.owner import process_alive
-
     state = _read(state_path)
     while True:
         owner = (state or {}).get("owner") or {}
@@ -159,27 +142,13 @@ def supervise(state_path: Path) -> str:
         _wait_owner(pid, start, state_path)
         state = _read(state_path)  # the owner may have handed the run over (keep_as_cluster) meanwhile
     assert state is not None
-    docker = state.get("backend") == "docker"
+    backend = importlib.import_module(_BACKENDS.get(str(state.get("backend") or "local"), _BACKENDS["local"]))
     with contextlib.suppress(Exception):  # an unreachable engine must not keep the run from being marked
-        if docker:
-            from harness.control.docker import save_container_logs
-
-            save_container_logs(state)
-        else:
-            save_node_logs(state)
+        backend.save_orphan_logs(state)
     if state.get("run_dir") and Path(state["run_dir"]).is_dir():
         with contextlib.suppress(OSError):
             mark_killed(state["run_dir"], pid)
-    if docker:
-        from harness.control.docker import remove_owned_run
-
-        with contextlib.suppress(Exception):
-            remove_owned_run(state)
-        state_path.unlink(missing_ok=True)
-    else:
-        from harness.control.local import cleanup_state
-
-        cleanup_state(state_path)
+    backend.remove_orphan(state, state_path)
     return "cleaned"
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from harness.control.base import ControlError
 from harness.control.docker import DockerRemote, _own_start, _owner_alive
-from harness.control.ssh import parse_proc_stat
+from harness.control.shell import parse_proc_stat
 
 
 def test_owner_alive_matches_pid_and_start_time() -> None:

@@ -14,15 +14,12 @@ from typing import Any
 import pytest
 
 from harness.control.base import ControlError
+from harness.control.shell import SIGNAL_SCRIPT, SPAWN_SCRIPT, node_argv, parse_proc_stat
 from harness.control.ssh import (
-    SIGNAL_SCRIPT,
-    SPAWN_SCRIPT,
     NodesFileError,
     SshTarget,
     load_nodes_file,
     load_nodes_settings,
-    node_argv,
-    parse_proc_stat,
     resolve_target,
     shell_command,
 )
@@ -146,7 +143,7 @@ def test_signal_answer_asks_again_on_a_garbled_answer_and_never_reads_it_as_dead
     import asyncio
 
     from harness.control.base import ExecResult
-    from harness.control.ssh import signal_answer
+    from harness.control.shell import signal_answer
 
     def runner(answers: list[str]) -> Any:
         it = iter(answers)

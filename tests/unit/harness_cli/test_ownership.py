@@ -17,8 +17,9 @@ from harness import cli
 from harness.commands import cluster as cluster_cmd
 from harness.commands._clusters import ClusterNotFound, find_cluster, write_record
 from harness.control import local
+from harness.control.local import save_orphan_logs
 from harness.control.owner import make_owner, orphan_reason
-from harness.control.supervisor import mark_killed, next_action, save_node_logs
+from harness.control.supervisor import mark_killed, next_action
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -81,7 +82,7 @@ def test_supervisor_saves_logs_and_marks_the_run_killed(tmp_path: Path) -> None:
     (root / "c1" / "node.log").write_text("last words\n")
     (root / "c1" / "data.bin").write_text("not a log")
     state = {"root": str(root), "nodes": {"c1": {}, "c2": {}}, "run_dir": str(run)}
-    assert save_node_logs(state) == [str(run / "nodes" / "c1" / "node.log")]
+    assert save_orphan_logs(state) == [str(run / "nodes" / "c1" / "node.log")]
     assert (run / "nodes" / "c1" / "node.log").read_text() == "last words\n"
     (run / "results.json").write_text(json.dumps({"valid": True, "seed": 3}))
     mark_killed(run, 1234)
