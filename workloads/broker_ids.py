@@ -30,7 +30,6 @@ is anomaly ``restart-refused``) and ``stats``.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -44,7 +43,16 @@ from checker.models import UNKNOWN, Inconsistent, Model, ModelError, OpInput
 from harness import generator as g
 from harness.spec import SpecError
 from nemesis.registration import FAILPOINTS, FIRST_REGISTRATION_POINTS, ExtraBrokers, crash_at, start_slot
-from workloads.queue import StatsChecker, check_options, completion_for, invocation
+from workloads.common import (
+    BrokerSpawningClient,
+    InvariantOps,
+    StatsChecker,
+    completion_for,
+    invocation,
+    op_dicts,
+    option,
+    parse_options,
+)
 from workloads.registry import Workload, WorkloadContext, register
 
 __all__ = [
@@ -133,7 +141,7 @@ class IdAllocator(Model):
 
 @dataclass(frozen=True)
 class BrokerIdsOptions:
-    """Options (``workloads[i].options``): see ``_OPTIONS`` for ranges.
+    """Options (``workloads[i].options``); each field gives its range.
 
     ``failpoints`` = how many of :data:`FAILPOINTS` get a lane (first N; 0 = allocator only), ``lanes`` = lanes
     running at once, ``base_port`` = first extra broker port, ``spawn_timeout_s`` = how long a crash/start op
@@ -143,32 +151,18 @@ class BrokerIdsOptions:
     does not depend on how fast the host is).
     """
 
-    virtual_sets: int = 2
-    real_sets: int = 2
-    failpoints: int = len(FAILPOINTS)
-    lanes: int = 2
-    base_port: int = 10920
-    spawn_timeout_s: float = 4.0
-    apply_fraction: float = 0.45
-    read_fraction: float = 0.15
-    check_time_limit_s: float = 30.0
-    registration_crash: bool = True
-    stop_after_lanes: bool = False
+    virtual_sets: int = option(2, 1, 8, allowed="an integer in [1, 8]")
+    real_sets: int = option(2, 1, 8, allowed="an integer in [1, 8]")
+    failpoints: int = option(len(FAILPOINTS), 0, len(FAILPOINTS), allowed=f"an integer in [0, {len(FAILPOINTS)}]")
+    lanes: int = option(2, 1, 10, allowed="an integer in [1, 10]")
+    base_port: int = option(10920, 1024, 60000, allowed="a port in [1024, 60000]")
+    spawn_timeout_s: float = option(4.0, 0.5, 120.0, allowed="seconds in [0.5, 120]")
+    apply_fraction: float = option(0.45, 0.0, 1.0, allowed="a number in [0, 1]")
+    read_fraction: float = option(0.15, 0.0, 1.0, allowed="a number in [0, 1]")
+    check_time_limit_s: float = option(30.0, 1.0, 3600.0, allowed="seconds in [1, 3600]")
+    registration_crash: bool = option(True, allowed="true or false (add the registration-crash nemesis package)")
+    stop_after_lanes: bool = option(False, allowed="true or false (end the workload once every lane has run)")
 
-
-_OPTIONS: dict[str, tuple[Any, type, Any, Any, str]] = {
-    "virtual_sets": (2, int, 1, 8, "an integer in [1, 8]"),
-    "real_sets": (2, int, 1, 8, "an integer in [1, 8]"),
-    "failpoints": (len(FAILPOINTS), int, 0, len(FAILPOINTS), f"an integer in [0, {len(FAILPOINTS)}]"),
-    "lanes": (2, int, 1, 10, "an integer in [1, 10]"),
-    "base_port": (10920, int, 1024, 60000, "a port in [1024, 60000]"),
-    "spawn_timeout_s": (4.0, float, 0.5, 120.0, "seconds in [0.5, 120]"),
-    "apply_fraction": (0.45, float, 0.0, 1.0, "a number in [0, 1]"),
-    "read_fraction": (0.15, float, 0.0, 1.0, "a number in [0, 1]"),
-    "check_time_limit_s": (30.0, float, 1.0, 3600.0, "seconds in [1, 3600]"),
-    "registration_crash": (True, bool, False, True, "true or false (add the registration-crash nemesis package)"),
-    "stop_after_lanes": (False, bool, False, True, "true or false (end the workload once every lane has run)"),
-}
 
 
 def lane_plan(nodes: Sequence[str], failpoints: Sequence[str], real_sets: int, base_port: int
@@ -272,7 +266,7 @@ class BrokerIdsGen:
 # Client (shell)
 
 
-class BrokerIdsClient:
+class BrokerIdsClient(BrokerSpawningClient):
     """Allocator ops through the controller client; lane ops through a shared :class:`ExtraBrokers`."""
 
     def __init__(self, db: Any, options: BrokerIdsOptions, *, extra: ExtraBrokers | None = None,
@@ -351,27 +345,16 @@ class BrokerIdsClient:
                                               "master_epoch": info.get("master_epoch"),
                                               "sync_state_set_epoch": info.get("sync_state_set_epoch")}}
 
-    async def teardown(self, test: dict[str, Any]) -> None:
-        await self.extra.kill_all(test)
-
-    async def close(self, test: dict[str, Any]) -> None:
-        if self.controller is not None:
-            with contextlib.suppress(Exception):
-                await self.controller.close()
 
 
 # ---------------------------------------------------------------------------------------------
 # Checkers (pure)
 
 
-def _dicts(history: Sequence[Any]) -> list[dict[str, Any]]:
-    return [op.to_dict() if isinstance(op, Op) else dict(op) for op in history]
-
-
 def _starts(history: Sequence[Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(op, start result) for every broker start: lane ``start-broker`` ops and registration-crash nemesis ops."""
     out = []
-    for d in _dicts(history):
+    for d in op_dicts(history):
         v = d.get("value")
         if not isinstance(v, Mapping):
             continue
@@ -387,31 +370,20 @@ def _starts(history: Sequence[Any]) -> list[tuple[dict[str, Any], dict[str, Any]
 
 def invariant_ops(history: Sequence[Any]) -> list[dict[str, Any]]:
     """This workload's ops rewritten into ``checker.invariants`` history shapes (pure)."""
-    out: list[dict[str, Any]] = []
-
-    def pair(d: Mapping[str, Any], f: str, value: dict[str, Any]) -> None:
-        base = {"process": f"bids-{d.get('process')}", "f": f, "time": d.get("time", 0)}
-        out.append({**base, "type": "invoke", "index": len(out), "value": None})
-        out.append({**base, "type": "ok", "index": len(out), "value": value})
-
+    out = InvariantOps("bids")
     for d, s in _starts(history):
-        if isinstance(s.get("broker_id"), int) and s.get("broker_name"):
-            pair(d, "broker-id", {"broker_name": s["broker_name"], "node": s["identity"], "broker_id": s["broker_id"]})
-            if isinstance(s.get("broker_epoch"), int):
-                pair(d, "replica-info", {"broker_name": s["broker_name"], "observer": s["identity"],
-                                         "broker_epochs": {str(s["broker_id"]): s["broker_epoch"]}})
-    for d in _dicts(history):
+        if s.get("broker_name"):
+            out.broker_started(d, s["broker_name"], s["identity"], s)
+    for d in op_dicts(history):
         v = d.get("value")
         if d.get("type") != "ok" or not isinstance(v, Mapping):
             continue
         if d.get("f") == "apply-id" and v.get("applied"):
-            pair(d, "apply-broker-id", {"broker_name": v["broker_set"], "broker_id": v["broker_id"],
-                                        "register_code": v["register_code"]})
+            out.add(d, "apply-broker-id", {"broker_name": v["broker_set"], "broker_id": v["broker_id"],
+                                           "register_code": v["register_code"]})
         elif d.get("f") == "read-table":
-            pair(d, "replica-info", {"broker_name": v["broker_name"], "master_broker_id": v.get("master_id"),
-                                     "master_epoch": v.get("master_epoch"), "observer": "controller-table",
-                                     "sync_state_set_epoch": v.get("sync_state_set_epoch")})
-    return out
+            out.table_read(d, v["broker_name"], v)
+    return out.ops
 
 
 @dataclass(frozen=True)
@@ -434,7 +406,7 @@ class RestartChecker:
         crashed: dict[str, Any] = {}  # identity -> failpoint of its last crash
         hits: dict[str, dict[str, int]] = {}
         anomalies: dict[str, list[Anomaly]] = {}
-        for d in _dicts(history):
+        for d in op_dicts(history):
             v = d.get("value")
             if d.get("f") == "crash-broker" and d.get("type") == "ok" and isinstance(v, Mapping):
                 fp = str(v.get("failpoint"))
@@ -484,7 +456,7 @@ def build_broker_ids(ctx: WorkloadContext) -> Workload:
     Raises:
         SpecError: a bad option, or lanes asked for on a spec without broker nodes.
     """
-    o = BrokerIdsOptions(**check_options(ctx, _OPTIONS))
+    o = parse_options(ctx, BrokerIdsOptions)
     nodes = tuple(n for s in ctx.spec.nodes.broker_sets for n in s)
     if o.failpoints and not nodes:
         raise SpecError(getattr(ctx.spec, "source", "<spec>"), f"workloads[{ctx.index}].options.failpoints",

@@ -38,8 +38,8 @@ from checker.history import Op
 from checker.linearizable import check as check_linearizable
 from harness import generator as g
 from harness.spec import SpecError
+from workloads.common import StatsChecker, completion_for, invocation, option, parse_options
 from workloads.models import INITIAL_STATE, ControllerMetadata, MetaState, describe_meta, meta_from_reply
-from workloads.queue import StatsChecker, check_options, completion_for, invocation
 from workloads.registry import Workload, WorkloadContext, register
 
 __all__ = [
@@ -58,31 +58,20 @@ _KEEP_STATES = 6  # observed states remembered per set (stale alters pick from t
 class RegisterOptions:
     """Options of the controller-register workload (see the module docstring)."""
 
-    broker_sets: int = 2
-    replicas: int = 3
-    read_fraction: float = 0.5
-    elect_fraction: float = 0.15
-    stale_alter_fraction: float = 0.3
-    follower_read_fraction: float = 0.5
-    lease_ms: int = 30_000
-    check_time_limit_s: float = 60.0
+    broker_sets: int = option(2, 1, 8, allowed="an integer in [1, 8]")
+    replicas: int = option(3, 2, 5, allowed="an integer in [2, 5]")
+    read_fraction: float = option(0.5, 0.0, 1.0, allowed="a number in [0, 1]")
+    elect_fraction: float = option(0.15, 0.0, 1.0, allowed="a number in [0, 1]")
+    stale_alter_fraction: float = option(0.3, 0.0, 1.0, allowed="a number in [0, 1]")
+    follower_read_fraction: float = option(0.5, 0.0, 1.0, allowed="a number in [0, 1]")
+    lease_ms: int = option(30_000, 1000, 600_000, allowed="milliseconds in [1000, 600000] (virtual brokers' lease)")
+    check_time_limit_s: float = option(60.0, 1.0, 3600.0, allowed="seconds in [1, 3600]")
 
-
-_OPTIONS: dict[str, tuple[Any, type, Any, Any, str]] = {
-    "broker_sets": (2, int, 1, 8, "an integer in [1, 8]"),
-    "replicas": (3, int, 2, 5, "an integer in [2, 5]"),
-    "read_fraction": (0.5, float, 0.0, 1.0, "a number in [0, 1]"),
-    "elect_fraction": (0.15, float, 0.0, 1.0, "a number in [0, 1]"),
-    "stale_alter_fraction": (0.3, float, 0.0, 1.0, "a number in [0, 1]"),
-    "follower_read_fraction": (0.5, float, 0.0, 1.0, "a number in [0, 1]"),
-    "lease_ms": (30_000, int, 1000, 600_000, "milliseconds in [1000, 600000] (virtual brokers' lease)"),
-    "check_time_limit_s": (60.0, float, 1.0, 3600.0, "seconds in [1, 3600]"),
-}
 
 
 def register_options(ctx: WorkloadContext) -> RegisterOptions:
     """Validated options (SpecError names ``workloads[i].options.<key>``)."""
-    o = RegisterOptions(**check_options(ctx, _OPTIONS))
+    o = parse_options(ctx, RegisterOptions)
     if o.read_fraction + o.elect_fraction > 1.0:
         raise SpecError(getattr(ctx.spec, "source", "<spec>"), f"workloads[{ctx.index}].options.elect_fraction",
                         o.elect_fraction, f"at most 1 - read_fraction = {1.0 - o.read_fraction:.2f}")

@@ -35,12 +35,20 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from checker.compose import Anomaly, result_from_anomalies
-from checker.history import Op
 from checker.invariants import check_invariants
 from harness import generator as g
 from harness.spec import SpecError
 from nemesis.registration import ExtraBrokers, start_slot
-from workloads.queue import StatsChecker, check_options, completion_for, invocation
+from workloads.common import (
+    BrokerSpawningClient,
+    InvariantOps,
+    StatsChecker,
+    completion_for,
+    invocation,
+    op_dicts,
+    option,
+    parse_options,
+)
 from workloads.registry import Workload, WorkloadContext, register
 
 __all__ = ["LIFECYCLE_FS", "MEMBERSHIP_FS", "MembershipChecker", "MembershipClient", "MembershipGen",
@@ -53,20 +61,12 @@ MEMBERSHIP_FS = LIFECYCLE_FS | {"read-members"}
 
 @dataclass(frozen=True)
 class MembershipOptions:
-    brokers: int = 3
-    base_port: int = 10980
-    lease_ms: int = 2000
-    spawn_timeout_s: float = 8.0
-    pause_write_fraction: float = 0.2
+    brokers: int = option(3, 2, 6, allowed="an integer in [2, 6]")
+    base_port: int = option(10980, 1024, 60000, allowed="a port in [1024, 60000]")
+    lease_ms: int = option(2000, 100, 600_000, allowed="the cluster's lease_timeout_ms (milliseconds)")
+    spawn_timeout_s: float = option(8.0, 0.5, 120.0, allowed="seconds in [0.5, 120]")
+    pause_write_fraction: float = option(0.2, 0.0, 1.0, allowed="a number in [0, 1]")
 
-
-_OPTIONS: dict[str, tuple[Any, type, Any, Any, str]] = {
-    "brokers": (3, int, 2, 6, "an integer in [2, 6]"),
-    "base_port": (10980, int, 1024, 60000, "a port in [1024, 60000]"),
-    "lease_ms": (2000, int, 100, 600_000, "the cluster's lease_timeout_ms (milliseconds)"),
-    "spawn_timeout_s": (8.0, float, 0.5, 120.0, "seconds in [0.5, 120]"),
-    "pause_write_fraction": (0.2, float, 0.0, 1.0, "a number in [0, 1]"),
-}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ class MembershipGen:
 # Client (shell)
 
 
-class MembershipClient:
+class MembershipClient(BrokerSpawningClient):
     """Drives the extra brokers of ``mem-0``; ``epochs`` remembers every broker epoch per slot (shared)."""
 
     def __init__(self, db: Any, options: MembershipOptions, slots: Sequence[tuple[str, str]], *,
@@ -272,21 +272,10 @@ class MembershipClient:
             conn.close()
         return out
 
-    async def teardown(self, test: dict[str, Any]) -> None:
-        await self.extra.kill_all(test)
-
-    async def close(self, test: dict[str, Any]) -> None:
-        if self.controller is not None:
-            with contextlib.suppress(Exception):
-                await self.controller.close()
 
 
 # ---------------------------------------------------------------------------------------------
 # Checkers (pure)
-
-
-def _dicts(history: Sequence[Any]) -> list[dict[str, Any]]:
-    return [op.to_dict() if isinstance(op, Op) else dict(op) for op in history]
 
 
 def membership_anomalies(history: Sequence[Any]) -> dict[str, list[Anomaly]]:
@@ -296,7 +285,7 @@ def membership_anomalies(history: Sequence[Any]) -> dict[str, list[Anomaly]]:
     def add(type_: str, d: Mapping[str, Any], expected: Any, observed: Any, why: str) -> None:
         out.setdefault(type_, []).append(Anomaly(type_, SET, (int(d.get("index", -1)),), expected, observed, why))
 
-    for d in _dicts(history):
+    for d in op_dicts(history):
         v = d.get("value")
         if d.get("type") != "ok" or not isinstance(v, Mapping) or d.get("process") == "nemesis":
             continue
@@ -333,37 +322,24 @@ def membership_anomalies(history: Sequence[Any]) -> dict[str, list[Anomaly]]:
 
 
 def _invariant_ops(history: Sequence[Any]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-
-    def pair(d: Mapping[str, Any], f: str, value: dict[str, Any]) -> None:
-        base = {"process": f"mem-{d.get('process')}", "f": f, "time": d.get("time", 0)}
-        out.append({**base, "type": "invoke", "index": len(out), "value": None})
-        out.append({**base, "type": "ok", "index": len(out), "value": value})
-
-    for d in _dicts(history):
+    out = InvariantOps("mem")
+    for d in op_dicts(history):
         v = d.get("value")
         if d.get("type") != "ok" or not isinstance(v, Mapping):
             continue
         if d.get("f") == "bounce":
             for key in ("before", "after"):
-                s = v.get(key) or {}
-                if isinstance(s.get("broker_id"), int):
-                    pair(d, "broker-id", {"broker_name": SET, "node": str(v.get("slot")), "broker_id": s["broker_id"]})
-                    if isinstance(s.get("broker_epoch"), int):
-                        pair(d, "replica-info", {"broker_name": SET, "observer": str(v.get("slot")),
-                                                 "broker_epochs": {str(s["broker_id"]): s["broker_epoch"]}})
+                out.broker_started(d, SET, str(v.get("slot")), v.get(key) or {})
         elif d.get("f") == "read-members":
-            pair(d, "replica-info", {"broker_name": SET, "master_broker_id": v.get("master_id"),
-                                     "master_epoch": v.get("master_epoch"), "observer": "controller-table",
-                                     "sync_state_set_epoch": v.get("sync_state_set_epoch")})
-    return out
+            out.table_read(d, SET, v)
+    return out.ops
 
 
 @dataclass(frozen=True)
 class MembershipChecker:
     def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> Any:
         counts: dict[str, int] = {}
-        for d in _dicts(history):
+        for d in op_dicts(history):
             if d.get("type") == "ok" and d.get("f") in LIFECYCLE_FS:
                 counts[str(d["f"])] = counts.get(str(d["f"]), 0) + 1
         return result_from_anomalies(membership_anomalies(history), stats={"ok_by_f": counts})
@@ -382,7 +358,7 @@ def build_membership(ctx: WorkloadContext) -> Workload:
     Raises:
         SpecError: a bad option or a spec without broker nodes.
     """
-    o = MembershipOptions(**check_options(ctx, _OPTIONS))
+    o = parse_options(ctx, MembershipOptions)
     nodes = tuple(n for s in ctx.spec.nodes.broker_sets for n in s)
     if not nodes:
         raise SpecError(getattr(ctx.spec, "source", "<spec>"), "nodes.broker_sets", [],

@@ -23,7 +23,7 @@ Op values (exactly what ``checker.queue`` expects)::
     commit invoke {"queue": Q, "offset": F}                ok: unchanged
     drain  invoke {"queue": Q, "offset": 0}                ok: + "records" (every visible record)
 
-Completions (:func:`completion_for`): a *definite* error (``protocol.codes.is_definite``, a producer
+Completions (:func:`workloads.common.completion_for`): a *definite* error (``protocol.codes.is_definite``, a producer
 ``SendError(definite=True)``, no controller or no master reachable before sending) is ``fail``; anything else
 (timeout, lost connection, FLUSH_SLAVE_TIMEOUT, a non-definite code) is ``info`` -- except for read-only ops
 (poll, drain, and the controller-register reads), which have no effect and therefore always ``fail``.
@@ -39,89 +39,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from checker.compose import Result
-from checker.history import Op
 from checker.perf import analyze_perf
 from checker.queue import check_queue
 from harness import generator as g
 from harness.spec import SpecError
+from workloads.common import StatsChecker, completion_for, invocation, option, parse_options, thread_of
 from workloads.registry import Workload, WorkloadContext, register
 
 __all__ = [
-    "QUEUE_FS", "PerfChecker", "QueueChecker", "QueueClient", "QueueGen", "QueueOptions", "StatsChecker",
-    "build_queue", "check_options", "completion_for", "drain_generator", "queue_names", "queue_options",
-    "settings_of",
+    "QUEUE_FS", "PerfChecker", "QueueChecker", "QueueClient", "QueueGen", "QueueOptions", "build_queue",
+    "drain_generator", "queue_names", "queue_options", "settings_of",
 ]
 
 log = logging.getLogger("splitbrain.workloads.queue")
 
 QUEUE_FS = frozenset({"send", "poll", "commit", "drain"})
-_TOPIC_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
-# ---------------------------------------------------------------------------------------------
-# Shared helpers (also used by workloads.controller_register)
-
-
-def completion_for(op: Mapping[str, Any], exc: BaseException, *, read_only: bool = False) -> dict[str, Any]:
-    """The completion of ``op`` that raised ``exc``: ``fail`` if it certainly had no effect, else ``info``.
-
-    Definite: an ``RpcError``/``SendError`` whose ``definite`` flag is set (from ``protocol.codes``), no
-    controller reachable (``NoControllerAvailable``: nobody accepted the request), no route to a master
-    (``NoRoute``: nothing was sent).  Everything else is unknown.  ``read_only`` ops are always ``fail``.
-    """
-    name = type(exc).__name__
-    definite = bool(getattr(exc, "definite", False)) or name in ("NoControllerAvailable", "NoRoute")
-    kind = "fail" if definite or read_only else "info"
-    return {**op, "type": kind, "error": f"{name}: {exc}"}
-
-
-def check_options(ctx: WorkloadContext, table: Mapping[str, tuple[Any, type, Any, Any, str]]) -> dict[str, Any]:
-    """Validate ``ctx.options`` against ``table`` (key -> (default, type, lo, hi, allowed text)).
-
-    Raises:
-        SpecError: an unknown key or a value of the wrong type or out of range, naming
-            ``workloads[i].options.<key>``.
-    """
-    source = getattr(ctx.spec, "source", "<spec>")
-    for key in ctx.options:
-        if key not in table:
-            raise SpecError(source, f"workloads[{ctx.index}].options.{key}", ctx.options[key],
-                            f"a known option; known: {sorted(table)}")
-    out: dict[str, Any] = {}
-    for key, (default, typ, lo, hi, allowed) in table.items():
-        value = ctx.option(key, default, typ, allowed)
-        if typ is str:
-            if not _TOPIC_RE.match(value):
-                raise SpecError(source, f"workloads[{ctx.index}].options.{key}", value, allowed)
-        elif not lo <= value <= hi:
-            raise SpecError(source, f"workloads[{ctx.index}].options.{key}", value, allowed)
-        out[key] = value
-    return out
-
-
-def invocation(ctx: g.Context, f: str, value: Any) -> dict[str, Any] | None:
-    """An invocation of ``f`` on the first free thread of ``ctx`` (None if every thread is busy).
-
-    The context orders its threads: under :func:`harness.generator.pace` it holds just the worker whose
-    turn it is, under :func:`harness.generator.stagger` the least recently used thread comes first."""
-    thread = ctx.free_thread()
-    if thread is None:
-        return None
-    return {"type": "invoke", "process": ctx.workers[thread], "time": ctx.time_ns, "f": f, "value": value}
-
-
-def thread_of(ctx: g.Context, process: Any) -> Any:
-    """The client thread a process runs on (threads keep ``process % client_threads``)."""
-    if isinstance(process, int) and ctx.client_threads > 0:
-        return process % ctx.client_threads
-    return process
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,29 +81,18 @@ class QueueOptions:
             op timeout so a send can still end definitely).
     """
 
-    topic: str = "sb"
-    queues_per_set: int = 4
-    send_fraction: float = 0.5
-    max_poll_batch: int = 32
-    slave_read_fraction: float = 0.2
-    commit_fraction: float = 0.1
-    send_timeout_s: float = 3.0
-
-
-_OPTIONS: dict[str, tuple[Any, type, Any, Any, str]] = {
-    "topic": ("sb", str, None, None, "a topic name of 1-64 chars [A-Za-z0-9_.-]"),
-    "queues_per_set": (4, int, 1, 64, "an integer in [1, 64]"),
-    "send_fraction": (0.5, float, 0.0, 1.0, "a number in [0, 1]"),
-    "max_poll_batch": (32, int, 1, 1024, "an integer in [1, 1024]"),
-    "slave_read_fraction": (0.2, float, 0.0, 1.0, "a number in [0, 1]"),
-    "commit_fraction": (0.1, float, 0.0, 1.0, "a number in [0, 1]"),
-    "send_timeout_s": (3.0, float, 0.1, 60.0, "a number of seconds in [0.1, 60]"),
-}
+    topic: str = option("sb", pattern=r"[A-Za-z0-9_.-]{1,64}", allowed="a topic name of 1-64 chars [A-Za-z0-9_.-]")
+    queues_per_set: int = option(4, 1, 64, allowed="an integer in [1, 64]")
+    send_fraction: float = option(0.5, 0.0, 1.0, allowed="a number in [0, 1]")
+    max_poll_batch: int = option(32, 1, 1024, allowed="an integer in [1, 1024]")
+    slave_read_fraction: float = option(0.2, 0.0, 1.0, allowed="a number in [0, 1]")
+    commit_fraction: float = option(0.1, 0.0, 1.0, allowed="a number in [0, 1]")
+    send_timeout_s: float = option(3.0, 0.1, 60.0, allowed="a number of seconds in [0.1, 60]")
 
 
 def queue_options(ctx: WorkloadContext) -> QueueOptions:
     """Validated :class:`QueueOptions` (SpecError names ``workloads[i].options.<key>``)."""
-    return QueueOptions(**check_options(ctx, _OPTIONS))
+    return parse_options(ctx, QueueOptions)
 
 
 def queue_names(topic: str, broker_sets: int, queues_per_set: int) -> tuple[str, ...]:
@@ -356,28 +283,6 @@ class QueueChecker:
     def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> Result:
         res = check_queue(history)
         return Result(res.valid, res.anomalies, {**res.stats, "settings": self.settings}, res.error, res.counts)
-
-
-@dataclass(frozen=True)
-class StatsChecker:
-    """Op counts by ``f`` and type (Jepsen ``stats``); invalid if a ``required`` f never completed ok."""
-
-    required: tuple[str, ...] = ()
-    fs: frozenset[str] = frozenset()
-
-    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> dict[str, Any]:
-        counts: dict[str, dict[str, int]] = {}
-        for op in history:
-            d = op.to_dict() if isinstance(op, Op) else op
-            if d.get("process") == "nemesis" or d.get("type") == "invoke" or (self.fs and d.get("f") not in self.fs):
-                continue
-            by_type = counts.setdefault(str(d.get("f")), {"ok": 0, "fail": 0, "info": 0})
-            by_type[str(d.get("type"))] = by_type.get(str(d.get("type")), 0) + 1
-        never = [f for f in self.required if counts.get(f, {}).get("ok", 0) == 0]
-        out: dict[str, Any] = {"valid": not never, "by_f": counts}
-        if never:
-            out["never_ok"] = never
-        return out
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,8 @@ class PullResult:
 class NoRoute(Exception):
     """The broker set has no master (or the named replica is unknown) right now."""
 
+    definite = True  # raised before anything was sent
+
 
 class Consumer:
     """Reads queues of one consumer group."""

@@ -36,6 +36,8 @@ RETRYABLE = {ResponseCode.CONTROLLER_NOT_LEADER, ResponseCode.FORMATION_PENDING,
 class NoControllerAvailable(Exception):
     """No controller answered within the deadline (names every address and its last error)."""
 
+    definite = True  # no controller accepted the request, so it had no effect
+
 
 class ControllerClient:
     """Leader-following client.  Not thread-safe; use from one event loop."""

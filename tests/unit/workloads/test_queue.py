@@ -17,12 +17,11 @@ from system_under_test.client.controller_client import NoControllerAvailable
 from system_under_test.client.producer import SendError
 from system_under_test.protocol import ConnectionLost, RequestTimeout, ResponseCode, RpcError
 from workloads import registry
+from workloads.common import StatsChecker, completion_for
 from workloads.queue import (
     QueueChecker,
     QueueGen,
     QueueOptions,
-    StatsChecker,
-    completion_for,
     drain_generator,
     queue_names,
     settings_of,
@@ -137,6 +136,13 @@ def test_completion_mapping(exc: BaseException, read_only: bool, kind: str) -> N
     assert done["type"] == kind
     assert done["process"] == 3 and done["f"] == "send" and done["value"] == OP["value"]
     assert type(exc).__name__ in done["error"]
+
+
+def test_an_error_is_definite_by_its_flag_not_by_its_class_name() -> None:
+    class NoRoute(Exception):  # same name as the client's, but it does not say it had no effect
+        pass
+
+    assert completion_for(OP, NoRoute("?"))["type"] == "info"
 
 
 def hist(*ops: tuple[str, int, str, Any]) -> list[dict[str, Any]]:

@@ -1,0 +1,160 @@
+"""What every workload shares: how a failed op is recorded, how options are declared and read, how an op is
+invoked on a free thread, and the op-count checker.
+
+Options are declared once, as the fields of a frozen dataclass made with :func:`option` (default, range and
+the allowed-values text an error quotes); :func:`parse_options` reads ``workloads[i].options`` against them,
+so a new option cannot be documented in one place and validated in another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from checker.history import Op
+from harness import generator as g
+from harness.spec import SpecError
+from workloads.registry import WorkloadContext
+
+__all__ = ["BrokerSpawningClient", "InvariantOps", "StatsChecker", "completion_for", "invocation", "op_dicts", "option",
+           "parse_options", "thread_of"]
+
+T = TypeVar("T")
+
+
+def completion_for(op: Mapping[str, Any], exc: BaseException, *, read_only: bool = False) -> dict[str, Any]:
+    """The completion of ``op`` that raised ``exc``: ``fail`` if it certainly had no effect, else ``info``.
+
+    Whether it certainly had no effect is the error's own ``definite`` flag (set by ``protocol.codes`` for
+    RPC replies, by the producer for sends, and on the client errors raised before anything was sent).
+    Everything else is unknown.  ``read_only`` ops have no effect, so they are always ``fail``.
+    """
+    definite = getattr(exc, "definite", False) is True
+    kind = "fail" if definite or read_only else "info"
+    return {**op, "type": kind, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def option(default: Any, lo: Any = None, hi: Any = None, *, allowed: str, pattern: str | None = None) -> Any:
+    """A workload option field: ``default`` (its type is the option's type), an inclusive range, or for a
+    string a ``pattern`` it must match in full; ``allowed`` is what an error says a good value is."""
+    return dataclasses.field(default=default, metadata={"lo": lo, "hi": hi, "allowed": allowed, "pattern": pattern})
+
+
+def parse_options(ctx: WorkloadContext, cls: type[T]) -> T:
+    """``cls`` (a dataclass of :func:`option` fields) from ``ctx.options``, every value checked.
+
+    Raises:
+        SpecError: an unknown key, or a value of the wrong type or out of range, naming
+            ``workloads[i].options.<key>``.
+    """
+    source = getattr(ctx.spec, "source", "<spec>")
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    for key in ctx.options:
+        if key not in fields:
+            raise SpecError(source, f"workloads[{ctx.index}].options.{key}", ctx.options[key],
+                            f"a known option; known: {sorted(fields)}")
+    values: dict[str, Any] = {}
+    for name, f in fields.items():
+        meta = f.metadata
+        value = ctx.option(name, f.default, type(f.default), meta["allowed"])
+        lo, hi, pattern = meta["lo"], meta["hi"], meta["pattern"]
+        bad = (pattern is not None and not re.fullmatch(pattern, value)) or \
+              (lo is not None and value < lo) or (hi is not None and value > hi)
+        if bad:
+            raise SpecError(source, f"workloads[{ctx.index}].options.{name}", value, meta["allowed"])
+        values[name] = value
+    return cls(**values)
+
+
+def invocation(ctx: g.Context, f: str, value: Any) -> dict[str, Any] | None:
+    """An invocation of ``f`` on the first free thread of ``ctx`` (None if every thread is busy).
+
+    The context orders its threads: under :func:`harness.generator.pace` it holds just the worker whose
+    turn it is, under :func:`harness.generator.stagger` the least recently used thread comes first."""
+    thread = ctx.free_thread()
+    if thread is None:
+        return None
+    return {"type": "invoke", "process": ctx.workers[thread], "time": ctx.time_ns, "f": f, "value": value}
+
+
+def thread_of(ctx: g.Context, process: Any) -> Any:
+    """The client thread a process runs on (threads keep ``process % client_threads``)."""
+    if isinstance(process, int) and ctx.client_threads > 0:
+        return process % ctx.client_threads
+    return process
+
+
+@dataclass(frozen=True)
+class StatsChecker:
+    """Op counts by ``f`` and type (Jepsen ``stats``); invalid if a ``required`` f never completed ok."""
+
+    required: tuple[str, ...] = ()
+    fs: frozenset[str] = frozenset()
+
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> dict[str, Any]:
+        counts: dict[str, dict[str, int]] = {}
+        for op in history:
+            d = op.to_dict() if isinstance(op, Op) else op
+            if d.get("process") == "nemesis" or d.get("type") == "invoke" or (self.fs and d.get("f") not in self.fs):
+                continue
+            by_type = counts.setdefault(str(d.get("f")), {"ok": 0, "fail": 0, "info": 0})
+            by_type[str(d.get("type"))] = by_type.get(str(d.get("type")), 0) + 1
+        never = [f for f in self.required if counts.get(f, {}).get("ok", 0) == 0]
+        out: dict[str, Any] = {"valid": not never, "by_f": counts}
+        if never:
+            out["never_ok"] = never
+        return out
+
+
+def op_dicts(history: Sequence[Any]) -> list[dict[str, Any]]:
+    """The history's ops as plain dicts (checkers accept both :class:`Op` and dicts)."""
+    return [op.to_dict() if isinstance(op, Op) else dict(op) for op in history]
+
+
+class BrokerSpawningClient:
+    """The end of a client that starts brokers of its own (``extra``, an ``ExtraBrokers``) and holds a
+    controller client: teardown kills every broker it started, close closes the controller client."""
+
+    extra: Any
+    controller: Any
+
+    async def teardown(self, test: dict[str, Any]) -> None:
+        await self.extra.kill_all(test)
+
+    async def close(self, test: dict[str, Any]) -> None:
+        if self.controller is not None:
+            with contextlib.suppress(Exception):
+                await self.controller.close()
+
+
+class InvariantOps:
+    """A ``checker.invariants`` history built from a workload's observations: each becomes an invoke/ok pair
+    on a process of its own (``<prefix>-<op's process>``), in the order they are added."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.ops: list[dict[str, Any]] = []
+
+    def add(self, d: Mapping[str, Any], f: str, value: dict[str, Any]) -> None:
+        base = {"process": f"{self.prefix}-{d.get('process')}", "f": f, "time": d.get("time", 0)}
+        self.ops.append({**base, "type": "invoke", "index": len(self.ops), "value": None})
+        self.ops.append({**base, "type": "ok", "index": len(self.ops), "value": value})
+
+    def broker_started(self, d: Mapping[str, Any], broker_name: str, node: str, state: Mapping[str, Any]) -> None:
+        """A broker ``node`` of ``broker_name`` reported ``state`` (its broker_id and, if known, its epoch)."""
+        if not isinstance(state.get("broker_id"), int):
+            return
+        self.add(d, "broker-id", {"broker_name": broker_name, "node": node, "broker_id": state["broker_id"]})
+        if isinstance(state.get("broker_epoch"), int):
+            self.add(d, "replica-info", {"broker_name": broker_name, "observer": node,
+                                         "broker_epochs": {str(state["broker_id"]): state["broker_epoch"]}})
+
+    def table_read(self, d: Mapping[str, Any], broker_name: str, v: Mapping[str, Any]) -> None:
+        """The controller's replica table of ``broker_name`` as one read ``v`` returned it."""
+        self.add(d, "replica-info", {"broker_name": broker_name, "master_broker_id": v.get("master_id"),
+                                     "master_epoch": v.get("master_epoch"), "observer": "controller-table",
+                                     "sync_state_set_epoch": v.get("sync_state_set_epoch")})
