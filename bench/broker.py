@@ -30,9 +30,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness.local_broker_set import LocalBrokerSet
 from harness.local_cluster import LocalQuorum
 from system_under_test import eventloop
-from system_under_test.broker.local_set import LocalBrokerSet
 from system_under_test.client.consumer import Consumer
 from system_under_test.client.producer import Producer, SendError
 

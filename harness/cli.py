@@ -23,7 +23,7 @@ from typing import NoReturn
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("system_under_test.controller.main", "run a controller node (Raft quorum member)"),
     "broker": ("system_under_test.broker.main", "run a broker node"),
-    "admin": ("system_under_test.client.admin_cli", "administer a running cluster (mqadmin-like verbs)"),
+    "admin": ("harness.commands.admin", "administer a running cluster (mqadmin-like verbs)"),
     "demo": ("harness.demo", "start a local 3-controller quorum, register brokers, print metadata"),
     "check": ("checker.cli", "check history files for linearizability"),
     "selftest": ("harness.testing.run_counter", "run the harness on a counter service in local network namespaces"),

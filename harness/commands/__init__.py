@@ -8,6 +8,7 @@
 * ``cluster``   -- ``up SPEC`` / ``down [NAME] [--all-orphans]`` / ``status`` / ``logs NODE`` of a cluster left
   running without a test (owned by its record: :mod:`harness.control.owner`).
 * ``serve``     -- the web UI over a results directory (:mod:`harness.web`).
+* ``admin``     -- the cluster's admin verbs aimed at a recorded cluster (``--cluster NAME``).
 
 Shared machinery lives in the ``_``-prefixed modules: :mod:`._parts` (workloads -> TestParts, the composite
 client), :mod:`._runs` (run-directory resolution, summaries, JUnit for many runs), :mod:`._backend` (creating the

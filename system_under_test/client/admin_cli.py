@@ -15,9 +15,9 @@ Verbs::
     store mark-clean DIR             manual recovery: mark the latest store clean
 
 Where the cluster is: ``--controllers`` and ``--token-file`` (or ``SPLITBRAIN_CONTROLLERS``,
-``SPLITBRAIN_TOKEN`` / ``SPLITBRAIN_TOKEN_FILE``); else ``--cluster NAME`` finds a ``splitbrain cluster up``
-cluster's addresses and token in its record under ``--results``; with neither, the only running cluster
-recorded there is used.
+``SPLITBRAIN_TOKEN`` / ``SPLITBRAIN_TOKEN_FILE``).  ``splitbrain admin`` adds ``--cluster NAME`` (a
+``splitbrain cluster up`` cluster's addresses and token from its record): that is the harness's business
+(:mod:`harness.commands.admin`), which fills ``controllers`` and ``token`` in before calling :func:`run`.
 
 Human-readable tables by default, fitted to the terminal's width (cells wrap, nothing is cut; piped output
 is never wrapped), ``--json`` for scripts (always complete).  An unreachable controller, a wrong token or an
@@ -44,9 +44,6 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="controller addresses host:port,host:port (env SPLITBRAIN_CONTROLLERS)")
     p.add_argument("--token-file", default=os.environ.get("SPLITBRAIN_TOKEN_FILE") or None,
                    help="cluster token file (env SPLITBRAIN_TOKEN_FILE; else env SPLITBRAIN_TOKEN)")
-    p.add_argument("--cluster", help="a `splitbrain cluster up` cluster by name (its addresses and token; "
-                                     "default: the only running one, when no controllers are given)")
-    p.add_argument("--results", default="results", help="results root holding cluster records (default: results)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--timeout-s", type=float, default=5.0)
     sub = p.add_subparsers(dest="verb", metavar="VERB", required=True)
@@ -88,27 +85,12 @@ class AdminError(Exception):
 
 
 class AdminInputError(AdminError):
-    """Bad input (no cluster to talk to, an unknown --cluster): one line, exit 2."""
-
-
-def _record(args: argparse.Namespace) -> dict[str, Any] | None:
-    """The cluster record to use: ``--cluster NAME``, or the only running one when no controllers are given."""
-    if not args.cluster and [a for a in args.controllers.split(",") if a.strip()]:
-        return None
-    if getattr(args, "cluster_record", None) is None:
-        from harness.commands._clusters import ClusterNotFound, find_cluster  # records are the harness's
-
-        try:
-            args.cluster_record = find_cluster(args.results, args.cluster)
-        except ClusterNotFound as exc:
-            raise AdminInputError(str(exc)) from None
-    return dict(args.cluster_record)
+    """Bad input (no cluster to talk to): one line, exit 2."""
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    record = _record(args)
-    if record is not None and not args.token_file:
-        return str(record.get("token") or "") or None
+    if getattr(args, "token", None) and not args.token_file:
+        return str(args.token)
     if args.token_file:
         try:
             return Path(args.token_file).read_text().strip()
@@ -118,12 +100,9 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 def _controllers(args: argparse.Namespace) -> list[str]:
-    record = _record(args)
-    if record is not None:
-        return [str(a) for a in record.get("controllers") or []]
     addrs = [a.strip() for a in args.controllers.split(",") if a.strip()]
     if not addrs:
-        raise AdminError("no controllers given: pass --controllers host:port,... or set SPLITBRAIN_CONTROLLERS")
+        raise AdminInputError("no controllers given: pass --controllers host:port,... or set SPLITBRAIN_CONTROLLERS")
     return addrs
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.local_broker_set import LocalBrokerSet
 from harness.local_cluster import LocalQuorum
-from system_under_test.broker.local_set import LocalBrokerSet
 from system_under_test.client.consumer import Consumer
 from system_under_test.client.producer import Producer, SendError
 from system_under_test.protocol import RequestCode, connect

@@ -31,8 +31,8 @@ from typing import Any
 
 import pytest
 
+from harness.local_broker_set import LocalBrokerSet
 from harness.local_cluster import LocalQuorum, free_ports
-from system_under_test.broker.local_set import LocalBrokerSet
 from system_under_test.client.consumer import Consumer, Message
 from system_under_test.client.producer import Producer, SendError
 from system_under_test.failpoints import CRASH_EXIT_CODE

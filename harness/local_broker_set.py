@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.local_cluster import free_ports
 from system_under_test.protocol import RequestCode, connect
 
 
@@ -36,8 +37,6 @@ class LocalBrokerSet:
     procs: dict[str, subprocess.Popen[bytes]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        from harness.local_cluster import free_ports
-
         self.base_dir = Path(self.base_dir)
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.nodes = [f"n{i + 1}" for i in range(self.size)]
