@@ -1,1 +1,3 @@
-"""Test targets for the harness itself: a tiny counter service, its workload, and a runnable test."""
+"""Test support for the harness itself: a counter service with its workload and runnable test
+(``counter*``, ``run_counter``), the controller-only probe workload (``probe``), a real headless browser
+(``browser``) and a bounded wait (``wait``)."""

@@ -23,11 +23,12 @@ import yaml
 from harness import cli
 from harness.control.docker import cleanup_run, default_image, owned_filter
 from harness.images import docker_client
-from harness.tests_support import probe_workload, wait_until
+from harness.testing.probe import probe_workload
+from harness.testing.wait import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 REPO = Path(__file__).resolve().parents[2]
-PROBE = ("import sys; from harness.tests_support import register_probe_workload as r; r(); "
+PROBE = ("import sys; from harness.testing.probe import register_probe_workload as r; r(); "
          "from harness import cli; sys.exit(cli.main(sys.argv[1:]))")
 
 

@@ -1,5 +1,5 @@
 """`splitbrain test | analyze | serve | cluster` for real: controllers in network namespaces, partition + kill
-nemeses, the probe workload (harness.tests_support), HTTP on 127.0.0.1 port 0."""
+nemeses, the probe workload (harness.testing.probe), HTTP on 127.0.0.1 port 0."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import yaml
 
 from harness import cli
 from harness.control.local import STATE_DIR
-from harness.tests_support import probe_workload
+from harness.testing.probe import probe_workload
 from harness.web import make_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
@@ -117,7 +117,7 @@ def test_test_analyze_serve_end_to_end(tmp_path: Path) -> None:
 def test_sigint_stops_the_run_and_cleans_up(tmp_path: Path) -> None:
     spec = _spec(tmp_path, name="cli-int-sigint", time_limit_s=60, nemesis={"packages": ["kill"], "interval_s": 1})
     results = tmp_path / "results"
-    code = ("import sys; from harness.tests_support import register_probe_workload as r; r(); "
+    code = ("import sys; from harness.testing.probe import register_probe_workload as r; r(); "
             "from harness import cli; sys.exit(cli.main(sys.argv[1:]))")
     proc = subprocess.Popen([sys.executable, "-c", code, "test", str(spec), "--results", str(results), "--quiet"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -20,11 +20,12 @@ import pytest
 import yaml
 
 from harness import cli
-from harness.tests_support import probe_workload, wait_until
+from harness.testing.probe import probe_workload
+from harness.testing.wait import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 REPO = Path(__file__).resolve().parents[3]
-PROBE = ("import sys; from harness.tests_support import register_probe_workload as r; r(); "
+PROBE = ("import sys; from harness.testing.probe import register_probe_workload as r; r(); "
          "from harness import cli; sys.exit(cli.main(sys.argv[1:]))")
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.tests_support import probe_workload
+from harness.testing.probe import probe_workload
 
 
 @pytest.fixture(autouse=True)

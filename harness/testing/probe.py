@@ -1,4 +1,4 @@
-"""Test-only helpers for the harness commands: a tiny workload that needs only the controller quorum.
+"""A tiny workload for testing the harness commands: it needs only the controller quorum.
 
 ``cli-probe`` reads the controllers' metadata (``CONTROLLER_GET_METADATA_INFO`` through
 :class:`~system_under_test.client.controller_client.ControllerClient`) and checks that every answered read
@@ -10,7 +10,6 @@ names a leader that is one of the spec's controllers (or none, during an electio
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -99,13 +98,3 @@ def probe_workload() -> Iterator[None]:
         yield
     finally:
         unregister_probe_workload()
-
-
-def wait_until(pred: Any, timeout_s: float, what: str, *, poll_s: float = 0.2) -> None:
-    """Poll ``pred()`` until it is true; fail naming ``what`` after ``timeout_s``.  The bound is for hangs,
-    not a speed: the property a test checks with it is that the thing happens at all."""
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s}s: {what}")
-        time.sleep(poll_s)
