@@ -7,8 +7,8 @@ Public surface:
 * :class:`RaftStorage` -- hard state, log segments and snapshot on disk;
 * :class:`RaftNode` -- the asyncio shell (persist -> send -> apply -> advance), with its
   :class:`StateMachine` protocol;
-* :class:`RaftTransport`, :func:`serve_raft`, :func:`messages_from_frame`, :func:`deliver_frame`
-  -- RAFT_MESSAGE frames over protocol.rpc.
+* :class:`RaftTransport`, :func:`messages_from_frame` -- RAFT_MESSAGE frames over protocol.rpc;
+* :func:`serve_raft`, :func:`deliver_frame` -- a standalone Raft message server (tests, bench, demo).
 
 Errors::
 
@@ -20,8 +20,9 @@ Errors::
 
 from system_under_test.raft.core import RaftCore
 from system_under_test.raft.node import RaftNode, RaftTimeout, StateMachine
+from system_under_test.raft.server import RaftServer, deliver_frame, serve_raft
 from system_under_test.raft.storage import RaftStorage
-from system_under_test.raft.transport import RaftServer, RaftTransport, deliver_frame, messages_from_frame, serve_raft
+from system_under_test.raft.transport import RaftTransport, messages_from_frame
 from system_under_test.raft.types import (
     Entry,
     EntryKind,

@@ -33,7 +33,7 @@ import msgpack
 
 from system_under_test.clock import make_rng
 from system_under_test.raft.node import RaftNode
-from system_under_test.raft.transport import RaftServer, serve_raft
+from system_under_test.raft.server import RaftServer, serve_raft
 from system_under_test.raft.types import RaftConfig, RaftError
 
 log = logging.getLogger("splitbrain.raft.demo")
@@ -129,7 +129,7 @@ class LocalCluster:
             segment_bytes=self.segment_bytes,
         )
         host, port = self.addrs[node_id].rsplit(":", 1)
-        self.servers[node_id] = await serve_raft(node, host, int(port))
+        self.servers[node_id] = await serve_raft(node.handle_message, host, int(port), name=f"raft-{node_id}")
         await node.start()
         self.nodes[node_id], self.machines[node_id] = node, sm
         return node
@@ -254,7 +254,7 @@ async def _run_process(args: argparse.Namespace) -> int:
     node.on_role_change.append(lambda leader, term: _emit("leader" if leader else "follower", node=args.node_id,
                                                           term=term))
     host, port = peers[args.node_id].rsplit(":", 1)
-    server = await serve_raft(node, host, int(port))
+    server = await serve_raft(node.handle_message, host, int(port), name=f"raft-{node.node_id}")
     await node.start()
     _emit("started", node=args.node_id, pid=os.getpid(), applied_index=node.applied_index)
     stop = asyncio.Event()

@@ -29,8 +29,8 @@ Guarantees:
    matters (e.g. the leader's to a rejoining follower, which carries the heartbeat that tells the
    follower who leads) is back as soon as either end gets through.
 
-Incoming frames are decoded by :func:`messages_from_frame`; :func:`serve_raft` is a standalone
-server for tests and the bench (the controller server routes RAFT_MESSAGE itself).
+Incoming frames are decoded by :func:`messages_from_frame` (the controller's server and the standalone
+:mod:`system_under_test.raft.server` both use it).
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ import contextlib
 import logging
 import random
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from system_under_test.protocol.codes import RequestCode, ResponseCode
+from system_under_test.protocol.codes import RequestCode
 from system_under_test.protocol.errors import ConnectionLost, ProtocolError
 from system_under_test.protocol.frame import Frame
 from system_under_test.protocol.liveness import LinkTimeouts, next_backoff_s
@@ -50,16 +50,11 @@ from system_under_test.protocol.rpc import (
     PROCESS_DEFAULT,
     Connection,
     ProcessDefault,
-    Reply,
-    RpcServer,
     connect,
     link_timeouts,
     sleep_unless_reached,
 )
 from system_under_test.raft.types import Message, message_from_wire, message_to_wire
-
-if TYPE_CHECKING:
-    from system_under_test.raft.node import RaftNode
 
 log = logging.getLogger("splitbrain.raft.transport")
 
@@ -253,46 +248,3 @@ def messages_from_frame(frame: Frame) -> list[Message]:
             raise ValueError(f"RAFT_MESSAGE from_id {sender!r} carries a message from {m.src!r}")
         out.append(m)
     return out
-
-
-def deliver_frame(node: RaftNode, frame: Frame) -> int:
-    """Hand every message of a RAFT_MESSAGE frame to ``node``; returns how many.  Bad frames are logged."""
-    try:
-        messages = messages_from_frame(frame)
-    except ValueError as exc:
-        log.warning("%s: dropping malformed RAFT_MESSAGE: %s", node.node_id, exc)
-        return 0
-    for m in messages:
-        node.handle_message(m)
-    return len(messages)
-
-
-class RaftServer(RpcServer):
-    """An :class:`RpcServer` that remembers its bound ``address`` ("host:port")."""
-
-    address: str = ""
-
-    async def start(self, host: str, port: int) -> tuple[str, int]:
-        bound = await super().start(host, port)
-        self.address = f"{bound[0]}:{bound[1]}"
-        return bound
-
-
-async def serve_raft(node: RaftNode, host: str, port: int) -> RaftServer:
-    """Start a server that routes incoming RAFT_MESSAGE one-ways to ``node.handle_message``.
-
-    Port 0 picks a free port; the bound "host:port" is ``server.address``.  Other request codes
-    get REQUEST_CODE_NOT_SUPPORTED.
-    """
-
-    async def handler(frame: Frame, conn: Connection) -> Reply | None:
-        if frame.code == RequestCode.RAFT_MESSAGE:
-            deliver_frame(node, frame)
-            return None
-        return Reply.error(
-            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"raft server serves only RAFT_MESSAGE, got {frame.code}"
-        )
-
-    server = RaftServer(handler, name=f"raft-{node.node_id}")
-    await server.start(host, port)
-    return server

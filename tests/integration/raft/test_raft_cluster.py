@@ -17,7 +17,7 @@ import pytest
 from system_under_test import failpoints
 from system_under_test.raft import ProposalDropped, RaftError
 from system_under_test.raft.demo import LocalCluster, kv_entry
-from system_under_test.raft.transport import serve_raft
+from system_under_test.raft.server import serve_raft
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -216,7 +216,7 @@ def test_proposal_overwritten_after_partition_is_dropped(tmp_path: Path) -> None
             won = await asyncio.gather(*(new.propose(kv_entry(f"won{i}", i)) for i in range(5)))
             assert not doomed.done()
             await old.transport.start()  # heal
-            c.servers[old.node_id] = await serve_raft(old, host, int(port))
+            c.servers[old.node_id] = await serve_raft(old.handle_message, host, int(port))
             with pytest.raises(ProposalDropped, match="committed with term"):
                 await asyncio.wait_for(doomed, 10)
             await c.wait_applied(max(i for i, _ in won))

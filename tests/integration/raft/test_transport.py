@@ -10,7 +10,8 @@ import pytest
 
 from system_under_test.protocol.frame import Frame, Kind
 from system_under_test.raft.demo import free_ports
-from system_under_test.raft.transport import RaftTransport, messages_from_frame, serve_raft
+from system_under_test.raft.server import serve_raft
+from system_under_test.raft.transport import RaftTransport, messages_from_frame
 from system_under_test.raft.types import Entry, Message, MessageType, message_to_wire
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(30)]
@@ -86,14 +87,14 @@ def test_delivery_batching_and_reconnect_after_peer_restart() -> None:
         await t.start()
         try:
             t.send([msg(0)])  # queued while the peer is down
-            server = await serve_raft(rec, "127.0.0.1", port)  # type: ignore[arg-type]
+            server = await serve_raft(rec.handle_message, "127.0.0.1", port)
             assert server.address == f"127.0.0.1:{port}"
             await wait_until(lambda: len(rec.got) == 1, 5, "the queued message after the peer came up")
             t.send([msg(i) for i in range(1, 200)])
             await wait_until(lambda: len(rec.got) == 200, 5, "200 messages")
             assert [m.index for m in rec.got] == list(range(200))  # in order
             await server.stop()
-            server = await serve_raft(rec, "127.0.0.1", port)  # type: ignore[arg-type]
+            server = await serve_raft(rec.handle_message, "127.0.0.1", port)
             deadline = time.monotonic() + 5
             while len(rec.got) < 201 and time.monotonic() < deadline:  # the first sends may hit the dead link
                 t.send([msg(999)])
