@@ -74,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"splitbrain check: {name}: {exc}", file=sys.stderr)
             bad_input = True
             continue
+        if not hist.ops:  # vacuously linearizable, but proves nothing: most likely the wrong file
+            print(f"splitbrain check: {name}: the history holds no operations; nothing to check", file=sys.stderr)
+            bad_input = True
+            continue
         result = check(hist.ops, model, time_limit_s=args.time_limit, clock=time.monotonic,
                        max_cache_entries=args.max_cache_entries, partition=not args.no_partition)
         seconds = time.monotonic() - t0

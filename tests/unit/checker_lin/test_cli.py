@@ -73,3 +73,11 @@ def test_unknown_verdict_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["check", "--model", "register", "--max-cache-entries", "10", "--json", path]) == 2
     line = json.loads(capsys.readouterr().out)
     assert (line["valid"], line["cause"]) == ("unknown", "memory")
+
+
+def test_an_empty_history_is_bad_input_not_valid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["check", "--model", "register", str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert "empty.jsonl" in err and "no operations" in err
