@@ -35,13 +35,13 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from checker.compose import Anomaly, result_from_anomalies
+from checker.compose import Anomaly, Result, result_from_anomalies
 from checker.history import Op
 from checker.invariants import check_invariants
 from checker.linearizable import check as check_linearizable
 from checker.models import UNKNOWN, Inconsistent, Model, ModelError, OpInput
 from harness import generator as g
-from harness.spec import SpecError
+from harness.errors import SpecError
 from nemesis.registration import FAILPOINTS, FIRST_REGISTRATION_POINTS, ExtraBrokers, crash_at, start_slot
 from workloads.common import (
     BrokerSpawningClient,
@@ -49,6 +49,7 @@ from workloads.common import (
     StatsChecker,
     completion_for,
     invocation,
+    linearizability_result,
     op_dicts,
     option,
     parse_options,
@@ -435,14 +436,11 @@ class LinearizableIdsChecker:
 
     time_limit_s: float = 30.0
 
-    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> dict[str, Any]:
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> Result:
         ops = [op if isinstance(op, Op) else Op.from_dict(op) for op in history]
         mine = [op for op in ops if op.f in ALLOC_FS and op.process != "nemesis"]
         res = check_linearizable(mine, IdAllocator(), time_limit_s=self.time_limit_s, clock=time.monotonic)
-        out: dict[str, Any] = {"valid": res.valid, **res.to_dict(), "ops": len(mine)}
-        if res.valid is False:
-            out["explanation"] = res.describe()
-        return out
+        return linearizability_result(res, len(mine))
 
 
 # ---------------------------------------------------------------------------------------------

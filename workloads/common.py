@@ -13,15 +13,18 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
+from checker.compose import Anomaly, Result
 from checker.history import Op
+from checker.linearizable import Result as LinResult
+from checker.linearizable import failure_window
 from harness import generator as g
-from harness.spec import SpecError
+from harness.errors import SpecError
 from workloads.registry import WorkloadContext
 
-__all__ = ["BrokerSpawningClient", "InvariantOps", "StatsChecker", "completion_for", "invocation", "op_dicts", "option",
-           "parse_options", "thread_of"]
+__all__ = ["BrokerSpawningClient", "InvariantOps", "StatsChecker", "completion_for", "invocation",
+           "linearizability_result", "op_dicts", "option", "parse_options", "thread_of"]
 
 T = TypeVar("T")
 
@@ -158,3 +161,30 @@ class InvariantOps:
         self.add(d, "replica-info", {"broker_name": broker_name, "master_broker_id": v.get("master_id"),
                                      "master_epoch": v.get("master_epoch"), "observer": "controller-table",
                                      "sync_state_set_epoch": v.get("sync_state_set_epoch")})
+
+
+def linearizability_result(res: LinResult, n_ops: int) -> Result:
+    """A linearizability check as a checker verdict.
+
+    The search's figures become the stats (``first_failure``, steps, ...; and for a failure its
+    ``explanation`` and the ``failure_window`` the web UI draws); a failure is also one
+    ``nonlinearizable`` anomaly naming the op that cannot be placed and the last ok op before it, so the
+    CLI summary, JUnit and the run list say what failed like they do for every other checker.
+    """
+    stats: dict[str, Any] = {k: v for k, v in res.to_dict().items() if k != "valid"}
+    stats["ops"] = n_ops
+    anomalies: dict[str, list[Anomaly]] = {}
+    if res.valid is False:
+        stats["explanation"] = res.describe()
+        window = failure_window(res)
+        if window is not None:
+            stats["failure_window"] = window
+        failing = res.op.index if res.op is not None else (res.call.invoke.index if res.call is not None else None)
+        ops = tuple(i for i in (failing, res.previous_ok.index if res.previous_ok is not None else None)
+                    if isinstance(i, int) and i >= 0)
+        key = "" if res.partition is None else repr(res.partition)
+        anomalies["nonlinearizable"] = [Anomaly(
+            "nonlinearizable", key, ops, res.reason or f"an order of the ops that {res.model} allows",
+            res.first_failure(), res.describe())]
+    valid: bool | Literal["unknown"] = res.valid if isinstance(res.valid, bool) else "unknown"
+    return Result(valid=valid, anomalies=anomalies, stats=stats, error=res.cause or None)

@@ -34,11 +34,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from checker.compose import Result
 from checker.history import Op
 from checker.linearizable import check as check_linearizable
 from harness import generator as g
-from harness.spec import SpecError
-from workloads.common import StatsChecker, completion_for, invocation, option, parse_options
+from harness.errors import SpecError
+from workloads.common import StatsChecker, completion_for, invocation, linearizability_result, option, parse_options
 from workloads.models import INITIAL_STATE, ControllerMetadata, MetaState, describe_meta, meta_from_reply
 from workloads.registry import Workload, WorkloadContext, register
 
@@ -324,16 +325,11 @@ class LinearizableChecker:
     fs: frozenset[str] = REGISTER_FS
     time_limit_s: float = 60.0
 
-    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> dict[str, Any]:
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> Result:
         ops = [op if isinstance(op, Op) else Op.from_dict(op) for op in history]
         mine = [op for op in ops if op.f in self.fs and op.process != "nemesis"]
         res = check_linearizable(mine, self.model, time_limit_s=self.time_limit_s, clock=time.monotonic)
-        out: dict[str, Any] = {"valid": res.valid, **res.to_dict(), "ops": len(mine)}
-        if res.valid is False:
-            out["explanation"] = res.describe()
-        if res.cause:
-            out["error"] = res.cause
-        return out
+        return linearizability_result(res, len(mine))
 
 
 # ---------------------------------------------------------------------------------------------

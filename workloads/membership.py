@@ -37,7 +37,7 @@ from typing import Any
 from checker.compose import Anomaly, result_from_anomalies
 from checker.invariants import check_invariants
 from harness import generator as g
-from harness.spec import SpecError
+from harness.errors import SpecError
 from nemesis.registration import ExtraBrokers, start_slot
 from workloads.common import (
     BrokerSpawningClient,

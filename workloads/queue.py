@@ -48,7 +48,7 @@ from checker.compose import Result
 from checker.perf import analyze_perf
 from checker.queue import check_queue
 from harness import generator as g
-from harness.spec import SpecError
+from harness.errors import SpecError
 from workloads.common import StatsChecker, completion_for, invocation, option, parse_options, thread_of
 from workloads.registry import Workload, WorkloadContext, register
 

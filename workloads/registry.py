@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.spec import SpecError
+from harness.errors import SpecError
 
 
 @dataclass(frozen=True)

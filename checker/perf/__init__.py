@@ -1,4 +1,4 @@
-"""Performance analysis: latency and throughput plots with fault windows shaded, and availability (RTO) data.
+"""Performance analysis: latency and throughput plots with fault windows as labelled bands, and availability.
 
 Vocabulary (see ``_stats``): a *latency point* is one completed client op (invoke time, latency, type, f); a
 *nemesis window* is a fault from its starting nemesis op to its healing op (``NEMESIS_PAIRS`` plus any
@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from checker.perf._colours import FAULT_COLOURS, OP_COLOURS, TYPE_COLOURS, fault_colour, op_colour, op_colours
 from checker.perf._plot import plot_latency, plot_rate
 from checker.perf._stats import (
     NEMESIS_PAIRS,
@@ -23,6 +24,7 @@ from checker.perf._stats import (
     LatencyPoint,
     Window,
     availability,
+    fault_detail,
     healing_f,
     latency_points,
     nemesis_windows,
@@ -33,9 +35,10 @@ from checker.perf._stats import (
 )
 
 __all__ = [
-    "NEMESIS_PAIRS", "QUANTILES", "Availability", "LatencyPoint", "Window", "analyze_perf", "availability",
-    "healing_f", "latency_points", "nemesis_windows", "op_counts", "perf_stats", "plot_latency", "plot_rate",
-    "quantile", "quantile_series", "rate_series",
+    "FAULT_COLOURS", "NEMESIS_PAIRS", "OP_COLOURS", "QUANTILES", "TYPE_COLOURS", "Availability", "LatencyPoint",
+    "Window", "analyze_perf", "availability", "fault_colour", "fault_detail", "healing_f", "latency_points",
+    "nemesis_windows", "op_colour", "op_colours", "op_counts", "perf_stats", "plot_latency", "plot_rate", "quantile",
+    "quantile_series", "rate_series",
 ]
 
 
@@ -49,13 +52,15 @@ def perf_stats(points: list[LatencyPoint], windows: list[Window]) -> dict[str, A
     return {
         "op_counts": op_counts(points),
         "latency_ms": lat,
-        "windows": [{"f": w.f, "start_s": w.start_s, "end_s": w.end_s, "healed_by": w.stop_f} for w in windows],
+        "windows": [{"f": w.f, "detail": w.detail, "start_s": w.start_s, "end_s": w.end_s, "healed_by": w.stop_f}
+                    for w in windows],
         "availability": [a.to_dict() for a in availability(points, windows)],
     }
 
 
 def analyze_perf(history: Iterable[Any], out_dir: str | Path, *, plots: bool = True) -> dict[str, Any]:
-    """Write ``latency.png`` and ``rate.png`` to ``out_dir`` (if ``plots``) and return :func:`perf_stats`.
+    """Write ``latency.png`` and ``rate.png`` to ``out_dir`` (if ``plots`` and some client op completed) and
+    return :func:`perf_stats`.
 
     Args:
         history: ``Op`` objects or history dicts, in order (iterated once).
@@ -64,7 +69,7 @@ def analyze_perf(history: Iterable[Any], out_dir: str | Path, *, plots: bool = T
     ops = list(history)
     points = latency_points(ops)
     windows = nemesis_windows(ops)
-    if plots:
+    if plots and points:  # no completed client op (e.g. a run that crashed in setup): no empty plots
         out = Path(out_dir)
         plot_latency(points, windows, out / "latency.png")
         plot_rate(points, windows, out / "rate.png")

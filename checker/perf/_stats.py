@@ -10,6 +10,7 @@ the first ``ok`` completion.
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -35,6 +36,12 @@ class Window:
     stop_f: str | None  # None: never healed (end_s is the end of the history)
     start_index: int
     end_index: int
+    detail: str = ""  # the starting op's value in short ("isolate-master", "masters"): a band's label says what
+
+    @property
+    def label(self) -> str:
+        """``f`` and its detail, the text of a fault band (``start-partition isolate-master``)."""
+        return f"{self.f} {self.detail}".strip()
 
     def __post_init__(self) -> None:
         if self.end_s < self.start_s:
@@ -81,9 +88,24 @@ def healing_f(f: str) -> str | None:
     return None
 
 
+def fault_detail(value: Any, width: int = 40) -> str:
+    """A nemesis op's value in a few words, for a band's label: a ``kind`` (and ``targets``) of a mapping, a
+    string as is, anything else as compact JSON; at most ``width`` characters."""
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        parts = [str(value[k]) for k in ("kind", "targets", "failpoint", "node") if value.get(k) not in (None, "")]
+        text = " ".join(parts) if parts else json.dumps(value, separators=(",", ":"), default=str, sort_keys=True)
+    elif isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value, separators=(",", ":"), default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def nemesis_windows(history: Iterable[Any]) -> list[Window]:
     """Pair fault-starting and healing nemesis ops by f, in history order."""
-    open_: dict[str, tuple[float, int]] = {}
+    open_: dict[str, tuple[float, int, str]] = {}
     heals: dict[str, list[str]] = {}
     out: list[Window] = []
     end_s, end_i = 0.0, 0
@@ -95,14 +117,14 @@ def nemesis_windows(history: Iterable[Any]) -> list[Window]:
         f = d["f"]
         stop = healing_f(f)
         if stop is not None and d["type"] == "invoke" and f not in open_:
-            open_[f] = (d["time"] / NS_PER_S, d["index"])
+            open_[f] = (d["time"] / NS_PER_S, d["index"], fault_detail(d.get("value")))
             heals.setdefault(stop, []).append(f)
         elif d["type"] != "invoke" and heals.get(f):
             for start_f in heals.pop(f):
-                st, si = open_.pop(start_f)
-                out.append(Window(start_f, st, d["time"] / NS_PER_S, f, si, d["index"]))
-    for start_f, (st, si) in open_.items():
-        out.append(Window(start_f, st, max(st, end_s), None, si, end_i))
+                st, si, detail = open_.pop(start_f)
+                out.append(Window(start_f, st, d["time"] / NS_PER_S, f, si, d["index"], detail))
+    for start_f, (st, si, detail) in open_.items():
+        out.append(Window(start_f, st, max(st, end_s), None, si, end_i, detail))
     out.sort(key=lambda w: w.start_s)
     return out
 

@@ -1,5 +1,6 @@
-"""The per-run plots and pages written after checking: ``latency.png``, ``rate.png`` (fault windows shaded) and
-``timeline.html``, plus the perf statistics added to ``results.json`` under ``perf``.
+"""The per-run plots and pages written after checking: ``latency.png``, ``rate.png`` (fault windows shaded),
+``timeline.html`` and, for each linearizability failure, ``linear-<checker>.svg`` (the failing window), plus
+the perf statistics added to ``results.json`` under ``perf``.
 
 Uses :mod:`checker.perf` and :mod:`checker.timeline` when they are importable; a failure here is logged and
 never changes the run's verdict or exit code.
@@ -52,6 +53,10 @@ def write_artifacts(run_dir: str | Path, *, title: str = "timeline", plots: bool
             written.append("timeline.html")
         except Exception as exc:
             log.warning("timeline for %s failed: %r", run, exc)
+        try:
+            written += [p.name for p in timeline.write_windows(run, history)]
+        except Exception as exc:
+            log.warning("failing-window pictures for %s failed: %r", run, exc)
     return written
 
 

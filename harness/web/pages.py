@@ -9,10 +9,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from checker.timeline import AnomalyRecord, anomaly_records
 from harness.commands import VERDICTS, RunSummary
 from harness.explain import anomaly_lines, checker_verdicts, verdict_label
 
-__all__ = ["COLOURS", "PAGE_SIZE", "render_index", "render_listing", "render_run"]
+__all__ = ["COLOURS", "PAGE_SIZE", "page", "render_index", "render_listing", "render_run"]
 
 COLOURS = {"valid": "#c8f0c8", "invalid": "#f6c3c3", "unknown": "#f9e2b0", "crashed": "#e2c8f0",
            "incomplete": "#e4e4e4"}
@@ -25,6 +26,9 @@ a{color:#1a4f9c;text-decoration:none}a:hover{text-decoration:underline}
 pre{background:#f6f6f6;padding:8px;overflow:auto;max-height:40em;font-size:12px}
 .v{padding:1px 6px;border-radius:3px}form *{margin-right:6px}img{max-width:100%;border:1px solid #ddd}
 .bad{color:#a40000;font-weight:600}
+.crash{background:#fbe3e3;border:2px solid #a40000;padding:6px 10px;font-size:15px}
+table.anomalies td{vertical-align:top}ul.ops{margin:2px 0 2px 1em;padding:0;font-size:12px}
+tr.diff td{background:#fff3c4}.svgwrap{overflow-x:auto;border:1px solid #ddd;background:#fff}
 """
 
 
@@ -34,6 +38,11 @@ def _e(x: Any) -> str:
 
 def _u(rel: str) -> str:
     return quote(rel, safe="/")
+
+
+def page(title: str, body: str) -> str:
+    """A complete HTML page with the UI's style sheet."""
+    return _page(title, body)
 
 
 def _page(title: str, body: str) -> str:
@@ -50,8 +59,9 @@ def _anoms(counts: Mapping[str, int]) -> str:
 
 
 def render_index(runs: Sequence[RunSummary], *, total: int, counts: Mapping[str, int], query: Mapping[str, str],
-                 page: int, pages: int) -> str:
-    """The index: filter form, verdict counts, one coloured row per run of this page, page links."""
+                 page: int, pages: int, dashboard: bool = False) -> str:
+    """The index: filter form, verdict counts, one coloured row per run of this page (tick two to compare
+    them), page links; a link to the ``/dashboard/`` when the server has one."""
     opts = "".join(f"<option value='{v}'{' selected' if query.get('verdict') == v else ''}>{v}</option>"
                    for v in ("", *VERDICTS))
     form = (f"<form method='get' action='/'>name <input name='name' value='{_e(query.get('name', ''))}'> "
@@ -66,8 +76,10 @@ def render_index(runs: Sequence[RunSummary], *, total: int, counts: Mapping[str,
     rows = []
     for s in runs:
         rel = _u(s.rel_path)
+        live = f" <a href='/live/{rel}/'>live</a>" if s.verdict == "incomplete" else ""
         rows.append(
-            f"<tr style='background:{COLOURS[s.verdict]}'><td><a href='/run/{rel}/'>{_e(s.ts)}</a></td>"
+            f"<tr style='background:{COLOURS[s.verdict]}'><td><input type='checkbox' name='run' form='cmp' "
+            f"value='{_e(s.rel_path)}'></td><td><a href='/run/{rel}/'>{_e(s.ts)}</a>{live}</td>"
             f"<td><a href='/?{_e(urlencode({'name': s.name}))}'>{_e(s.name)}</a></td>"
             f"<td>{_e(s.verdict)}</td><td>{_e(', '.join(s.failing)) or '&ndash;'}</td>"
             f"<td>{_anoms(s.anomaly_counts)}</td><td>{_e(', '.join(s.faults)) or '&ndash;'}</td>"
@@ -78,32 +90,52 @@ def render_index(runs: Sequence[RunSummary], *, total: int, counts: Mapping[str,
     for p in range(1, pages + 1) if pages <= 30 else sorted({1, max(1, page - 1), page, min(pages, page + 1), pages}):
         q = urlencode({**{k: v for k, v in query.items() if v}, "page": p})
         nav.append(f"<b>{p}</b>" if p == page else f"<a href='/?{_e(q)}'>{p}</a>")
-    table = ("<table><tr><th>run</th><th>test</th><th>verdict</th><th>failing checkers</th><th>anomalies</th>"
+    table = ("<table><tr><th></th><th>run</th><th>test</th><th>verdict</th><th>failing checkers</th><th>anomalies</th>"
              "<th>faults that took effect</th><th>seed</th><th>time</th>"
              "<th></th></tr>" + "".join(rows) + "</table>")
-    body = (f"<h2>splitbrain results</h2>{form}<p>{total} runs match: {summary or 'none'}</p>{table}"
+    dash = " <small><a href='/dashboard/'>dashboard</a></small>" if dashboard else ""
+    cmp_form = ("<form id='cmp' method='get' action='/compare'><button>compare the two ticked runs</button></form>")
+    body = (f"<h2>splitbrain results{dash}</h2>{form}<p>{total} runs match: {summary or 'none'}</p>{cmp_form}{table}"
             f"<p>page {' '.join(nav)}</p>")
     return _page("splitbrain results", body)
 
 
 def render_run(s: RunSummary, *, results_text: str, test_yaml: str, history_tail: Sequence[str], history_ops: str,
-               files: Sequence[str], images: Sequence[str], has_timeline: bool) -> str:
-    """One run: verdict header, links, plots inline, results.json pretty, test.yaml, history tail, file list."""
+               files: Sequence[str], images: Sequence[str], has_timeline: bool, sections: str = "",
+               running: bool = False) -> str:
+    """One run: the crash and the verdict per checker first, then ``sections`` (the failing window, the
+    anomalies with their ops), faults, plots, results.json, test.yaml, history tail, file list."""
     rel = _u(s.rel_path)
     links = [f"<a href='/zip/{rel}.zip'>download zip</a>", f"<a href='/files/{rel}/'>browse files</a>"]
     if has_timeline:
-        links.append(f"<a href='/files/{rel}/timeline.html'>timeline</a>")
+        links.insert(0, f"<a href='/timeline/{rel}/'>timeline</a>")
+    if running:
+        links.insert(0, f"<a href='/live/{rel}/'>live view</a>")
+    counts = dict(s.anomaly_counts) or _derived_counts(results_text)
     imgs = "".join(f"<h3>{_e(i)}</h3><img src='/files/{rel}/{_u(i)}' alt='{_e(i)}'>" for i in images)
     flist = "".join(f"<li><a href='/files/{rel}/{_u(f)}'>{_e(f)}</a></li>" for f in files)
     body = (
         f"<p><a href='/'>&larr; all runs</a></p><h2>{_e(s.name)} {_e(s.ts)} {_verdict(s.verdict)}</h2>"
-        f"<p>seed {_e(s.seed)} &middot; anomalies: {_anoms(s.anomaly_counts)} &middot; {' &middot; '.join(links)}</p>"
-        f"{verdict_table(results_text)}{faults_table(results_text)}{imgs}<h3>results.json</h3><pre>{_e(results_text)}</pre><h3>test.yaml</h3><pre>{_e(test_yaml)}</pre>"
+        f"<p>seed {_e(s.seed)} &middot; anomalies: {_anoms(counts)} &middot; {' &middot; '.join(links)}</p>"
+        f"{verdict_table(results_text)}{sections}{faults_table(results_text)}{imgs}<h3>results.json</h3><pre>{_e(results_text)}</pre><h3>test.yaml</h3><pre>{_e(test_yaml)}</pre>"
         f"<h3>history.jsonl (last {len(history_tail)} lines{history_ops})</h3>"
         f"<pre>{_e(chr(10).join(history_tail))}</pre>"
         f"<h3>files</h3><ul>{flist}</ul>"
     )
     return _page(f"{s.name} {s.ts}", body)
+
+
+def _derived_counts(results_text: str) -> dict[str, int]:
+    """Anomaly kinds with counts from the records of ``results.json`` (a linearizability failure reported only
+    as a ``first_failure`` counts as one ``nonlinearizable``)."""
+    try:
+        doc = json.loads(results_text)
+    except ValueError:
+        return {}
+    out: dict[str, int] = {}
+    for r in anomaly_records(doc) if isinstance(doc, dict) else []:
+        out[r.type] = out.get(r.type, 0) + 1
+    return out
 
 
 def verdict_table(results_text: str) -> str:
@@ -119,21 +151,34 @@ def verdict_table(results_text: str) -> str:
     crash = ""
     if doc.get("crashed"):
         where = f" (at {_e(doc['crashed_at'])})" if doc.get("crashed_at") else ""
-        crash = f"<p class='bad'>crashed: {_e(doc['crashed'])}{where}</p>"
+        crash = f"<p class='bad crash' id='crash'>crashed: {_e(doc['crashed'])}{where}</p>"
     if doc.get("ended") == "killed":
         crash += "<p class='bad'>the harness was killed during this run: the verdict is unknown</p>"
     rows = []
+    # a checker that reports its failure only as a first_failure (linearizability) has no anomaly counts:
+    # show the record derived from it (checker.timeline.anomaly_records) rather than a bare "invalid"
+    derived: dict[str, list[AnomalyRecord]] = {}
+    for r in anomaly_records(doc):
+        derived.setdefault(r.checker, []).append(r)
     for v in checker_verdicts(doc):
         word = verdict_label(v.valid).lower()
-        kinds = ", ".join(f"{_e(k)} &times;{n}" for k, n in v.anomalies) or "&ndash;"
+        kinds = ", ".join(f"{_e(k)} &times;{n}" for k, n in v.anomalies)
+        explanation = v.explanation
+        if v.valid is False and not kinds and derived.get(v.name):
+            recs = derived[v.name]
+            kinds = ", ".join(f"{_e(k)} &times;{sum(1 for r in recs if r.type == k)}"
+                              for k in dict.fromkeys(r.type for r in recs))
+            explanation = explanation or recs[0].explanation
+        kinds = kinds or "&ndash;"
         detail = ""
         if v.valid is not True:
             lines = anomaly_lines(doc, v.name)
             if lines:
                 detail = ("<details><summary>anomalies</summary><pre>" + _e("\n".join(lines)) +
                           "</pre></details>")
-        why = _e(v.explanation or "")
-        rows.append(f"<tr><td>{_e(v.name)}</td><td>{_verdict(word)}</td><td>{kinds}</td><td>{why}{detail}</td></tr>")
+        why = _e(explanation or "")
+        rows.append(f"<tr class='checker {word}'><td>{_e(v.name)}</td><td>{_verdict(word)}</td>"
+                    f"<td class='kinds'>{kinds}</td><td class='why'>{why}{detail}</td></tr>")
     if not rows:
         return crash
     return (crash + "<h3>verdict</h3><table class='verdicts'><tr><th>checker</th><th>verdict</th><th>anomalies</th>"

@@ -2,13 +2,21 @@
 
 Routes::
 
-    GET /                    index of runs (query: name, verdict, since, until, page), coloured by verdict
-    GET /api/runs            the same summaries as JSON (query as above, plus limit)
-    GET /run/<test>/<ts>/    one run: plots, results.json, test.yaml, history tail, files
-    GET /files/<path>        a file under the results root (directories are listed)
-    GET /zip/<test>/<ts>.zip the run directory as a zip
+    GET /                       index of runs (query: name, verdict, since, until, workload, fault, anomaly, page)
+    GET /api/runs               the same summaries as JSON (query as above, plus limit)
+    GET /run/<test>/<ts>/       one run: crash and verdicts first, the failing window of a linearizability
+                                failure, each anomaly with its ops, faults, plots, results.json, files
+    GET /timeline/<test>/<ts>/  the timeline, drawn now from the history, results.json and node logs
+                                (``#op=12,40`` selects ops)
+    GET /live/<test>/<ts>/      the live view of a running test; /api/live/<test>/<ts> is its JSON
+    GET /linear.svg?run=R&checker=C  that failing window alone, as an SVG file
+    GET /compare?run=A&run=B    two runs side by side
+    GET /files/<path>           a file under the results root (directories are listed)
+    GET /zip/<test>/<ts>.zip    the run directory as a zip
+    GET /dashboard/<path>       the ``--dashboard`` directory (index.html), when one was given
 
-Every path goes through :func:`harness.web.index.confine`; a path outside the results root is a 404.
+Every path goes through :func:`harness.web.index.confine` (under the results root, or under the dashboard
+directory for ``/dashboard/``); a path outside is a 404.
 """
 
 from __future__ import annotations
@@ -19,15 +27,23 @@ import mimetypes
 import os
 import shutil
 import tempfile
+import time
 import zipfile
+from collections.abc import Collection, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+import orjson
+
+from checker.history import read_jsonl
+from checker.timeline import anomaly_records, failure_windows, render_run_timeline, window_svg
 from harness.web.index import Filters, RunIndex, confine, filter_runs
-from harness.web.pages import PAGE_SIZE, pretty_json, render_index, render_listing, render_run
+from harness.web.live import LiveTail, live_status
+from harness.web.pages import PAGE_SIZE, page, pretty_json, render_index, render_listing, render_run
+from harness.web.views import render_anomalies, render_compare, render_live, render_windows
 
 __all__ = ["ResultsServer", "make_server"]
 
@@ -36,19 +52,62 @@ _TEXT = {".jsonl", ".log", ".yaml", ".yml", ".txt", ".edn", ".out", ".err"}
 _TAIL_BYTES = 64 * 1024
 _TAIL_LINES = 60
 _MAX_FILES = 1000
+_MAX_HISTORY_BYTES = 512 * 1024 * 1024  # the timeline and the rebuilt window read the whole history
 
 
 class ResultsServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], root: str | Path) -> None:
+    def __init__(self, address: tuple[str, int], root: str | Path, dashboard: str | Path | None = None) -> None:
         self.index = RunIndex(root)
+        self.dashboard = Path(dashboard).resolve() if dashboard is not None else None
+        self.live = LiveTail()
         super().__init__(address, _Handler)
 
 
-def make_server(root: str | Path, host: str = "127.0.0.1", port: int = 8080) -> ResultsServer:
-    """A server over ``root`` (not started: call ``serve_forever``; ``port=0`` picks a free port)."""
-    return ResultsServer((host, port), root)
+def make_server(root: str | Path, host: str = "127.0.0.1", port: int = 8080, *,
+                dashboard: str | Path | None = None) -> ResultsServer:
+    """A server over ``root`` (not started: call ``serve_forever``; ``port=0`` picks a free port);
+    ``dashboard``: a directory served under ``/dashboard/`` (its ``index.html`` is linked from the index)."""
+    return ResultsServer((host, port), root, dashboard)
+
+
+def _op_texts(history: Path, wanted: Collection[int]) -> dict[int, str]:
+    """History index -> the op's invoke/completion pair described, for the ops in ``wanted`` (one pass, which
+    stops once every wanted op and its partner were seen)."""
+    from checker.timeline import describe_pair
+
+    out: dict[int, str] = {}
+    if not wanted:
+        return out
+    need = set(wanted)
+    open_: dict[Any, dict[str, Any]] = {}
+    try:
+        fh = history.open("rb")
+    except OSError:
+        return out
+    with fh:
+        for line in fh:
+            try:
+                d = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if not isinstance(d, dict) or "index" not in d:
+                continue
+            p = d.get("process")
+            if d.get("type") == "invoke":
+                open_[p] = d
+                continue
+            inv = open_.pop(p, None)
+            pair = (inv if inv is not None else d, d)
+            for i in (pair[0].get("index"), d.get("index")):
+                if i in need:
+                    out[i] = describe_pair(*pair)
+            if len(out) >= len(need):
+                break
+    for i in need - out.keys():  # invoked, never completed (or not a client op)
+        out[i] = "(not found in the history, or never completed)"
+    return out
 
 
 def _tail(path: Path) -> tuple[list[str], int]:
@@ -63,6 +122,14 @@ def _tail(path: Path) -> tuple[list[str], int]:
     if size > _TAIL_BYTES and lines:
         lines = lines[1:]  # the first line is cut
     return lines[-_TAIL_LINES:], size
+
+
+def _results_doc(run_dir: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def _read(path: Path, limit: int = 1_000_000) -> str:
@@ -112,6 +179,18 @@ class _Handler(BaseHTTPRequestHandler):
                 self._api(query)
             elif path.startswith("/run/"):
                 self._run(path[len("/run/"):].strip("/"))
+            elif path.startswith("/timeline/"):
+                self._timeline(path[len("/timeline/"):].strip("/"))
+            elif path.startswith("/live/"):
+                self._live(path[len("/live/"):].strip("/"))
+            elif path.startswith("/api/live/"):
+                self._live_api(path[len("/api/live/"):].strip("/"))
+            elif path == "/linear.svg":
+                self._linear(query.get("run", "").strip("/"), query.get("checker", ""))
+            elif path == "/compare":
+                self._compare(parse_qs(url.query).get("run", []))
+            elif path == "/dashboard" or path.startswith("/dashboard/"):
+                self._dashboard(path[len("/dashboard"):].strip("/"), path.endswith("/"))
             elif path.startswith("/files/") or path == "/files":
                 self._file(path[len("/files"):].strip("/"))
             elif path.startswith("/zip/") and path.endswith(".zip"):
@@ -143,9 +222,9 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             page = 1
         shown = runs[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
-        q = {k: query.get(k, "") for k in ("name", "verdict", "since", "until")}
+        q = {k: query.get(k, "") for k in ("name", "verdict", "since", "until", "workload", "fault", "anomaly")}
         self._html(render_index(shown, total=len(runs), counts=RunIndex.counts(runs), query=q, page=page,
-                                pages=pages))
+                                pages=pages, dashboard=self.server.dashboard is not None))
 
     def _api(self, query: dict[str, str]) -> None:
         runs = self._filtered(query)
@@ -175,6 +254,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         summary = self.server.index.get(rel)
         assert summary is not None
+        doc = _results_doc(p)
+        sections = self._debug_sections(rel, p, doc)
         tail, size = _tail(p / "history.jsonl")
         files: list[str] = []
         for dirpath, dirnames, filenames in os.walk(p):
@@ -187,7 +268,99 @@ class _Handler(BaseHTTPRequestHandler):
             summary, results_text=pretty_json(_read(p / "results.json")) or "(no results.json yet)",
             test_yaml=_read(p / "test.yaml", 100_000), history_tail=tail, history_ops=f" of {size} bytes",
             files=files[:_MAX_FILES], images=[i for i in ("latency.png", "rate.png") if (p / i).exists()],
-            has_timeline=(p / "timeline.html").exists()))
+            has_timeline=(p / "history.jsonl").exists(), sections=sections,
+            running=live_status(p, now=time.time(), has_results=bool(doc)) == "running"))
+
+    def _debug_sections(self, rel: str, p: Path, doc: Mapping[str, Any]) -> str:
+        """The failing windows and the anomalies with their ops (reads the history only as far as needed)."""
+        records = anomaly_records(doc)
+        windows = failure_windows(doc, lambda: self._history(p) or [])
+        wanted = {i for r in records for i in r.ops[:12]}
+        texts = _op_texts(p / "history.jsonl", wanted)
+        return render_windows(rel, windows) + render_anomalies(rel, records, texts)
+
+    def _history(self, p: Path) -> list[Any] | None:
+        h = p / "history.jsonl"
+        try:
+            if h.stat().st_size > _MAX_HISTORY_BYTES:
+                return None
+            return list(read_jsonl(h))
+        except (OSError, ValueError):
+            return None
+
+    def _timeline(self, rel: str) -> None:
+        p = self._run_dir(rel)
+        if p is None:
+            return
+        history = self._history(p)
+        if history is None:
+            self._error(HTTPStatus.NOT_FOUND, f"run {rel!r} has no readable history.jsonl (or it is over "
+                                              f"{_MAX_HISTORY_BYTES >> 20} MiB: open timeline.html instead)")
+            return
+        self._html(render_run_timeline(p, history, title=rel))
+
+    def _live(self, rel: str) -> None:
+        p = self._run_dir(rel)
+        if p is None:
+            return
+        summary = self.server.index.get(rel)
+        assert summary is not None
+        status = live_status(p, now=time.time(), has_results=(p / "results.json").exists())
+        self._html(page(f"live: {rel}", render_live(summary, status=status)))
+
+    def _live_api(self, rel: str) -> None:
+        p = self._run_dir(rel)
+        if p is None:
+            return
+        snap = self.server.live.poll(p / "history.jsonl")
+        has_results = (p / "results.json").exists()
+        snap["status"] = live_status(p, now=time.time(), has_results=has_results)
+        if has_results:
+            summary = self.server.index.get(rel)
+            snap["verdict"] = summary.verdict if summary is not None else "unknown"
+        self._send(200, json.dumps(snap).encode(), "application/json", {"Cache-Control": "no-store"})
+
+    def _linear(self, rel: str, checker: str) -> None:
+        p = self._run_dir(rel)
+        if p is None:
+            return
+        for name, window in failure_windows(_results_doc(p), lambda: self._history(p) or []):
+            if name == checker:
+                body = '<?xml version="1.0" encoding="utf-8"?>\n' + window_svg(window) + "\n"
+                self._send(200, body.encode("utf-8"), "image/svg+xml; charset=utf-8")
+                return
+        self._error(HTTPStatus.NOT_FOUND, f"run {rel!r} has no linearizability failure of checker {checker!r}")
+
+    def _compare(self, runs: list[str]) -> None:
+        if len(runs) != 2:
+            self._error(HTTPStatus.BAD_REQUEST, f"compare needs exactly two runs (?run=A&run=B), got {len(runs)}")
+            return
+        sides = []
+        for rel in runs:
+            rel = rel.strip("/")
+            p = self._run_dir(rel)
+            if p is None:
+                return
+            summary = self.server.index.get(rel)
+            assert summary is not None
+            sides.append((summary, _results_doc(p)))
+        self._html(page("compare", render_compare(sides[0], sides[1])))
+
+    def _dashboard(self, rel: str, is_dir_url: bool) -> None:
+        root = self.server.dashboard
+        if root is None:
+            self._error(HTTPStatus.NOT_FOUND, "no dashboard: start the server with --dashboard DIR")
+            return
+        target = confine(root, rel)
+        if target is not None and target.is_dir():
+            if not is_dir_url:  # relative links in index.html need the trailing slash
+                self._send(301, b"", "text/plain", {"Location": "/dashboard/" + (quote(rel) + "/" if rel else "")})
+                return
+            target = target / "index.html"
+        if target is None or not target.is_file():
+            self._error(HTTPStatus.NOT_FOUND, f"no file {rel!r} in the dashboard")
+            return
+        self._send_file(target)
 
     def _file(self, rel: str) -> None:
         root = self.server.index.root
@@ -204,6 +377,9 @@ class _Handler(BaseHTTPRequestHandler):
                     continue
             self._html(render_listing(str(p.relative_to(root)) if p != root else "", entries))
             return
+        self._send_file(p)
+
+    def _send_file(self, p: Path) -> None:
         ctype = mimetypes.guess_type(p.name)[0] or "application/octet-stream"
         if p.suffix in _TEXT or ctype == "application/json":
             ctype = "text/plain; charset=utf-8"

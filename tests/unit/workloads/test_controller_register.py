@@ -91,7 +91,11 @@ def test_linearizable_checker_judges_only_its_fs() -> None:
     good = [op(0, "invoke", 0, "read", inv), op(1, "ok", 0, "read", ok), op(2, "invoke", 1, "send", {}),
             op(3, "ok", 1, "send", {}), Op(4, 40, "info", "nemesis", "start-partition", None)]
     res = checker.check({}, good, {})
-    assert res["valid"] is True and res["ops"] == 2
+    assert res.valid is True and res.stats["ops"] == 2 and not res.anomalies
     bad = checker.check({}, [op(0, "invoke", 0, "read", inv), op(1, "ok", 0, "read", stale)], {})
-    assert bad["valid"] is False and "set_epoch=0" in bad["explanation"]
-    assert checker.check({}, [d.to_dict() for d in good], {})["valid"] is True
+    assert bad.valid is False and "set_epoch=0" in bad.stats["explanation"]
+    # a failure is also an anomaly, so every summary (CLI, JUnit, run list) names it; its ops are the failing op
+    [anomaly] = bad.anomalies["nonlinearizable"]
+    assert anomaly.ops == (1,) and "set_epoch=0" in anomaly.explanation
+    assert bad.stats["failure_window"]["calls"]
+    assert checker.check({}, [d.to_dict() for d in good], {}).valid is True
