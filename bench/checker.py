@@ -19,15 +19,17 @@ Rows of issue 19 (one run each, seed ``--seed``; targets are porcupine's times f
   out of memory on the first and the second hit our 1M cache-entry cap in the issue, so the target is a
   verdict (not unknown); the verdict is printed beside.
 * ``family_{kv,register}_{worst,p99}_s``: ``small_alphabet_history`` (one key, tiny alphabet, a quarter of the
-  writes info), 2-5 clients, 60-300 ops, ``--family-seeds`` seeds each (default 500 + 500), 1 s limit per
+  writes info), 2-5 clients, 60-300 ops, ``--family-seeds`` seeds each (default 1,000 per model), 1 s limit per
   history; targets: worst <= 1 s (the issue's limit) with no unknown verdict, p99 <= 1 ms (porcupine answers
   such histories in about 1 ms).
 
-CPU seconds of the same runs are printed alongside: on a shared 2-vCPU machine, wall time inflates with load.
+``native_core`` says whether the compiled witness search (``scripts/build_native.sh``) is installed, and
+``*_engine`` which search decided each per-op row.  CPU seconds of the same runs are printed alongside: on a
+shared 2-vCPU machine, wall time inflates with load.
 
 Usage::
 
-    python3 bench/checker.py [--json] [--repeat 3] [--seed 0] [--seeds 10] [--family-seeds 500] [--only-issue19]
+    python3 bench/checker.py [--json] [--repeat 3] [--seed 0] [--seeds 10] [--family-seeds 1000] [--only-issue19]
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from checker.history import Op
-from checker.linearizable import check
+from checker.linearizable import NATIVE_AVAILABLE, check
 from checker.linearizable.gen import kv_history, register_history, small_alphabet_history
 from checker.models import make_model
 from checker.readers import format_defaults, read_history
@@ -91,7 +93,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
 
 def bench_issue19(seed: int, family_seeds: int) -> dict[str, Any]:
     """The rows of issue 19 (see the module docstring); raises SystemExit on a wrong verdict."""
-    figures: dict[str, Any] = {}
+    figures: dict[str, Any] = {"native_core": NATIVE_AVAILABLE}
     kv, reg = make_model("kv"), make_model("cas-register")
     per_op = [
         ("kv_c5_10k_us_per_op", kv, lambda: kv_history(random.Random(seed), clients=5, ops=10_000)),
@@ -108,6 +110,7 @@ def bench_issue19(seed: int, family_seeds: int) -> dict[str, Any]:
         if res.valid is not True:
             raise SystemExit(f"{name}: wrong verdict {res.describe()}")
         figures[name] = round(wall / n * 1e6, 2)
+        figures[name[:-10] + "_engine"] = res.engine
         _CPU[name] = round(cpu / n * 1e6, 2)
     for name, clients, n in (("register_c20_10k_s", 20, 10_000), ("register_c50_1k_s", 50, 1_000)):
         ops = register_history(random.Random(seed), clients=clients, ops=n)
@@ -180,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=10, help="number of generated kv c50 pairs (worst one reported)")
-    ap.add_argument("--family-seeds", type=int, default=500,
+    ap.add_argument("--family-seeds", type=int, default=1000,
                     help="seeds per model of the small-alphabet info-heavy family (issue 19 rows)")
     ap.add_argument("--only-issue19", action="store_true", help="run only the rows of issue 19")
     args = ap.parse_args(argv)

@@ -37,3 +37,5 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! "$PY" -c 'import sy
   "$PY" -c 'import system_under_test, msgpack, hypothesis, yaml, selenium' || { echo "setup: pip install failed" >&2; exit 2; }
   touch "$stamp"
 fi
+# The linearizability checker's compiled core (optional: without it the checker uses its Python search, and says so).
+PYTHON="$PY" scripts/build_native.sh || echo "setup: native/lincheck did not build; the lin checker falls back to Python" >&2

@@ -30,8 +30,9 @@ class RacedSearch:
     """A ``PartitionSearch`` of one partition, raced against an invoke-order lane once it has struggled.
 
     Same interface as ``PartitionSearch`` where ``_check`` uses it: ``run``, ``status``, ``steps``,
-    ``cache_entries``, ``size``, ``n``, ``key``, ``model``, ``all_calls``, ``failing_call``, ``linearization``
-    and ``state_at_best`` (the last three from the lane that finished, or the first lane while both run).
+    ``cache_entries``, ``size``, ``n``, ``key``, ``model``, ``all_calls``, ``failing_call``, ``linearization``,
+    ``state_at_best`` and ``frontier_states`` (the last four from the lane that finished, or the first lane while
+    both run).
     """
 
     def __init__(self, model: Model, calls: Sequence[Call], key: Hashable = None, hint: Call | None = None,
@@ -111,3 +112,6 @@ class RacedSearch:
 
     def state_at_best(self) -> Hashable:
         return self.winner.state_at_best()
+
+    def frontier_states(self) -> list[Hashable]:
+        return self.winner.frontier_states()

@@ -29,6 +29,11 @@ class Result:
         calls: every call of that partition (for the timeline view).
         partitions: number of partitions; steps: search nodes expanded; cache_entries: cache size.
         seconds: wall time, when a clock was given.
+        engine: which search decided: ``"python"``, ``"native"`` (every partition linearized by the compiled
+            witness search), ``"native+python"``, or a ``"python (...)"`` text saying why the compiled one
+            was not used (e.g. it is not built: ``scripts/build_native.sh``).
+        frontier_states: for an invalid history, the distinct states (at most 8) of the explored nodes that got
+            furthest: what the model could be when ``op`` had to take effect (the failing-window picture).
     """
 
     valid: bool | str
@@ -46,6 +51,8 @@ class Result:
     cache_entries: int = 0
     seconds: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    engine: str = "python"
+    frontier_states: tuple[Hashable, ...] = ()
 
     def first_failure(self) -> dict[str, Any] | None:
         """JSON-ready summary of the failing op, or None if the history was not found invalid."""

@@ -21,7 +21,8 @@ Rules that cut the search without changing the verdict:
    prunes any superset.
 4. Necessary-condition prefilter: the states reachable by applying calls in any order (bounded work).  A
    determinate call legal in none of them is impossible, and the search stops where it must fail (rule 8).
-   A model's own ``impossible`` pre-check (run by the caller) gives such a call the same way.  The history
+   A model's own ``impossible`` pre-check (run by the caller) gives such a call the same way, and replaces
+   the closure (skipped for such models: it costs up to 8 model steps per call).  The history
    is not cut there: while the frontier has not passed the impossible call, only calls invoked before it
    returns are candidates anyway, and a cut would hide from the look-ahead (rule 6) the writers that a read
    returning after the cut may still use, so it would prune more than an unhinted search and could report
@@ -34,7 +35,8 @@ Rules that cut the search without changing the verdict:
    reachable if the state alone makes it legal or, for some alternative, every group still has an
    unlinearized member (a group gathers interchangeable writers, e.g. appends of one value, so a tiny value
    alphabet keeps plans small); an ask is then a memoised state test plus a few ``&`` on masks.
-7. ``model.canonical`` may rewrite the calls so that states no later call can tell apart coincide.
+7. ``model.canonical`` may rewrite the calls, and ``model.state_canon`` map the states, so that states no
+   later call can tell apart coincide (kv: a value that begins no value read is as good as any other).
 8. Early stop at a proven-impossible call X (rule 4): no node ever linearizes X, so the return frontier
    never passes X; the first node whose frontier reaches X fixes the answer (INVALID, failing call X, and
    that node's path as the longest prefix -- an exhaustive walk would only confirm both).  Since the hint
@@ -49,6 +51,12 @@ Rules that cut the search without changing the verdict:
    (D, s) pairs are unchanged; the subsets I shrink to a count per signature.
 10. Order: candidates are tried earliest return first, indeterminate calls last (``rank``); ``fork`` makes
    a lane of the same search that tries them in invoke order instead (see ``_race``).
+11. Counting look-ahead (``reach_budget``): plans ask whether each writer group a pending read needs still
+   has a member, not how many; a model's budget says how much (e.g. kv: characters) the writers must still
+   supply to that read from the node's state, and the node is abandoned when the unlinearized writers
+   invoked before the read returns weigh less (each group's count is one popcount).  With a tiny alphabet
+   and a pending indeterminate put, this is what stops garbage states that only a put plus dozens of
+   appends could repair.
 
 The first call that cannot be linearized is the determinate call whose return no explored node got
 past (the deepest "return frontier"), and the path to the deepest node is the longest linearizable prefix.
@@ -62,10 +70,11 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 from checker.linearizable._calls import Call
-from checker.models import Branches, Inconsistent, Model
+from checker.models import UNKNOWN, Branches, Inconsistent, Model
 
 RUNNING, VALID, INVALID = "running", "valid", "invalid"
 _CLOSURE_STATE_CAP = 64
+FRONTIER_STATES = 8  # states kept of the deepest frontier, for the failure report
 _LOOKAHEAD = 24
 _MAX_ASKS = 5
 _LAZY = -2  # a child whose step has not been computed yet
@@ -128,11 +137,19 @@ class PartitionSearch:
                     for c, (i, o) in zip(kept, rewritten, strict=True)]
         self.states: list[Hashable] = []
         self._ids: dict[Hashable, int] = {}
+        self.canon = model.state_canon([(c.input, c.output) for c in kept])
         self.steps = 0
         self.status = RUNNING
         init = self._intern(model.init())
         self._setup(kept)
-        impossible = self._impossible(init) if hint is None else next(c for c in kept if c.id == hint.id)
+        # A model with its own pre-check (run by the caller) is trusted with it: the generic closure would
+        # cost up to 8 model steps per call (kv, whose distinct values overflow it, spent half its setup there).
+        if hint is not None:
+            impossible: Call | None = next(c for c in kept if c.id == hint.id)
+        elif type(model).impossible is Model.impossible:
+            impossible = self._impossible(init)
+        else:
+            impossible = None
         # stop_p: the position in R of the impossible call.  No node can linearize it (rule 8), so the return
         # frontier never passes it, and the first node whose frontier reaches it settles the search.
         # size: the calls the search can reach before it settles (all, or those invoked no later than the
@@ -142,13 +159,14 @@ class PartitionSearch:
         if impossible is not None:
             self.stop_p = next(p for p, i in enumerate(self.R) if self.calls[i].id == impossible.id)
             self.size = bisect_right(self.call_t, impossible.ret_time)
-        # DFS stack frames: [j, s, p, children, k, path]: j the call linearized to get here (None at the root),
-        # path a linked list (j, s, parent path) of the calls linearized so far, so remembering the deepest
-        # node costs O(1).  The linearized set B of the top frame is kept in self.B (not one per frame: a
-        # frame per call of a long history, each with a bit per call, would be quadratic memory).
-        self.B = 0
+        # DFS stack frames: [j, s, p, children, k, path, B, lo]: j the call linearized to get here (None at the
+        # root), path a linked list (j, s, parent path) of the calls linearized so far, so remembering the deepest
+        # node costs O(1); the linearized set as B, its bits from lo on (every call below lo is linearized).  So
+        # a frame holds about a window of bits, not a bit per call of the history (which would make the stack
+        # quadratic in memory and every bit operation linear in the history's length).
         self.best_p = -1
         self.best_path: Any = None
+        self.best_states: list[int] = []  # interned states of nodes at the deepest frontier (at most FRONTIER_STATES)
         self.cache_plain: set[tuple[int, int, int]] = set()
         self.cache_dom: dict[tuple[int, int, int], list[int]] = {}
         self.stack: list[list[Any]] = []
@@ -163,14 +181,15 @@ class PartitionSearch:
         self.call_t = [c.call_time for c in calls]
         self.ret_t = [c.ret_time for c in calls]
         self.ro = [self.model.read_only(c.input, c.output) for c in calls]
-        det = [i for i, c in enumerate(calls) if c.determinate]
+        is_det = self.is_det = [c.output is not UNKNOWN for c in calls]  # Call.determinate, without a property call
+        det = [i for i, d in enumerate(is_det) if d]
         self.R = sorted(det, key=lambda i: (self.ret_t[i], self.call_t[i], i))
         rank = [0] * self.n
         for pos, i in enumerate(self.R):
             rank[i] = pos
         nr = len(self.R)
-        for i, c in enumerate(calls):
-            if not c.determinate:
+        for i, d in enumerate(is_det):
+            if not d:
                 rank[i] = nr + i
         self.rank = rank
         self.use_reach = bool(getattr(self.model, "has_reach", False))
@@ -180,6 +199,15 @@ class PartitionSearch:
         # needs when its state alone cannot make it legal; computed on the first ask.
         self.planner = self.model.reach_planner(self.items) if self.use_reach else None
         self.plans: dict[int, list[tuple[int, list[int]]] | None] = {}
+        # Counting look-ahead (rule 11): writer groups as (mask, weights), and per (state, signature) the need
+        budget = self.model.reach_budget(self.items) if self.use_reach else None
+        self.budget: list[tuple[int, tuple[int, ...]]] | None = None
+        self.need_fn = budget.need if budget is not None else None
+        if budget is not None and budget.groups:
+            self.budget = [(sum(1 << i for i in idx), w) for idx, w in budget.groups]
+        elif budget is not None:
+            self.budget = []
+        self.need_memo: dict[int, tuple[tuple[int, int], ...] | None] = {}
         self.free_memo: dict[int, bool] = {}  # state * n_sigs + signature -> legal without any writer
         self.ro_mask = _mask(self.ro)
         self.writer_mask = ((1 << self.n) - 1) ^ self.ro_mask
@@ -188,9 +216,9 @@ class PartitionSearch:
         # candidate mask of a node is then (1 << window[p]) - 1 minus the linearized set.
         self.upto = [bisect_right(self.call_t, t) for t in self.ret_t]
         self.window = [self.upto[r] for r in self.R]
-        self.det_ro = _mask([r and c.determinate for r, c in zip(self.ro, calls, strict=True)])
-        self.info_mask = _mask([not c.determinate for c in calls])
-        self.det_mask = ((1 << self.n) - 1) ^ self.info_mask
+        self.det_ro_list = [r and d for r, d in zip(self.ro, is_det, strict=True)]
+        self.ahead: dict[int, list[int]] = {}
+        self.info_mask = _mask([not d for d in is_det])
         # Calls with the same (f, input, output) share one step memo, so the model runs once per distinct
         # (signature, state): a register history of 100 calls typically has a few dozen signatures.
         memos: dict[Any, tuple[int, dict[int, Any]]] = {}
@@ -209,14 +237,13 @@ class PartitionSearch:
             self.trans.append(entry[1])
         self.n_sigs = len(self.sig_rep)
         # Rule 9 (twins): an indeterminate call is a candidate only once the previous indeterminate call of its
-        # signature is linearized.  twin_mask marks the calls that have such a twin before them, twin_of names it.
+        # signature is linearized.  twin_of names that call (-1 if there is none).
         last_info: dict[int, int] = {}
         self.twin_of = [-1] * self.n
-        for i, c in enumerate(calls):
-            if not c.determinate:
+        for i, d in enumerate(is_det):
+            if not d:
                 self.twin_of[i] = last_info.get(self.sig_of[i], -1)
                 last_info[self.sig_of[i]] = i
-        self.twin_mask = _mask([t >= 0 for t in self.twin_of])
 
     def _intern(self, state: Hashable) -> int:
         sid = self._ids.get(state)
@@ -233,12 +260,13 @@ class PartitionSearch:
         if nxt is None:
             c = self.calls[i]
             res = self.model.step(self.states[s], c.input, c.output)
+            canon = self.canon
             if isinstance(res, Inconsistent):
                 nxt = -1
             elif isinstance(res, Branches):
-                nxt = tuple(self._intern(x) for x in res.states) or -1
+                nxt = tuple(self._intern(x if canon is None else canon(x)) for x in res.states) or -1
             else:
-                nxt = self._intern(res)
+                nxt = self._intern(res if canon is None else canon(res))
             memo[s] = nxt
         return nxt
 
@@ -270,49 +298,57 @@ class PartitionSearch:
 
     # -- search --------------------------------------------------------------------------------------
 
-    def _advance(self, B: int, p: int) -> int:
+    def _advance(self, B: int, lo: int, p: int) -> int:
+        """The first position from p in R of a call not in the linearized set (B shifted right by lo)."""
         R = self.R
         nr = len(R)
-        while p < nr and (B >> R[p]) & 1:
+        while p < nr and (R[p] < lo or (B >> (R[p] - lo)) & 1):
             p += 1
         return p
 
-    def _children(self, B: int, s: int, p: int) -> list[tuple[int, int]]:
+    def _ahead(self, w: int) -> list[int]:
+        """The determinate read-only calls among the ``_LOOKAHEAD`` invoked from w on (memoised per w)."""
+        hit = self.ahead.get(w)
+        if hit is None:
+            det_ro = self.det_ro_list
+            hit = self.ahead[w] = [i for i in range(w, min(self.n, w + _LOOKAHEAD)) if det_ro[i]]
+        return hit
+
+    def _children(self, B: int, lo: int, s: int, p: int) -> list[tuple[int, int]]:
+        """The children of node (B, s): B the linearized set shifted right by lo (every call below lo is in it),
+        so that each bit operation here costs the width of the window, not the length of the history."""
         # Candidates: unlinearized calls invoked no later than the earliest pending return, as a bitmask.
         w = self.window[p]
-        m = ((1 << w) - 1) & ~B
+        m = ((1 << (w - lo)) - 1) & ~B
         trans = self.trans
         rank = self.rank
+        ro = self.ro
         found: list[tuple[int, int, int]] = []
         pending_reads: list[int] = []
+        writers: list[int] = []
+        use_reach = self.use_reach
         # Read-only candidates first (rule 2: the first legal one is the only child), so a node with a legal
-        # read never looks at its writers.  Same order and same memo side effects as one mixed pass.
-        mr = m & self.ro_mask
-        while mr:
-            low = mr & -mr
-            i = low.bit_length() - 1
-            mr ^= low
+        # read never steps its writers.  Same order and same memo side effects as one mixed pass.
+        while m:
+            low = m & -m
+            m ^= low
+            i = lo + low.bit_length() - 1
+            if not ro[i]:
+                writers.append(i)
+                continue
             nxt = trans[i].get(s)
             if nxt is None:
                 nxt = self._next(i, s)
             if nxt != -1:
                 return [(i, s)]
-            if self.use_reach:
+            if use_reach:
                 pending_reads.append(i)
-        m &= ~self.ro_mask
-        twins = m & self.twin_mask
-        if twins:
-            # rule 9: drop an indeterminate call whose earlier twin is not linearized yet
-            twin_of = self.twin_of
-            while twins:
-                low = twins & -twins
-                twins ^= low
-                if not (B >> twin_of[low.bit_length() - 1]) & 1:
-                    m ^= low
-        while m:
-            low = m & -m
-            i = low.bit_length() - 1
-            m ^= low
+        twin_of = self.twin_of
+        for i in writers:
+            t = twin_of[i]
+            # rule 9: skip an indeterminate call whose earlier twin is not linearized yet
+            if t >= lo and not (B >> (t - lo)) & 1:
+                continue
             nxt = trans[i].get(s)
             if nxt is None:
                 found.append((rank[i], i, _LAZY))  # stepped only if the search gets to it
@@ -321,42 +357,55 @@ class PartitionSearch:
                     found.append((rank[i], i, nxt))
                 else:
                     found.extend((rank[i], i, t) for t in nxt)
-        if self.use_reach:
+        if use_reach:
             # Look-ahead: reads in the window, then reads invoked soon after it, must stay reachable.  Only the
             # first few illegal ones are asked (each ask costs a model call; the nearest ones prune best).
-            m = (((1 << min(self.n, w + _LOOKAHEAD)) - 1) ^ ((1 << w) - 1)) & self.det_ro & ~B
-            while m and len(pending_reads) < _MAX_ASKS:
-                low = m & -m
-                i = low.bit_length() - 1
-                m ^= low
+            # (Asking the first reads that are not "free" instead, which skips stepping them, prunes more and made
+            # about a quarter of the invalid tiny-alphabet kv histories report an earlier failing op.)
+            planned = self.planner is not None
+            free_memo = self.free_memo
+            n_sigs = self.n_sigs
+            sig_of = self.sig_of
+            for i in self._ahead(w):
+                if len(pending_reads) >= _MAX_ASKS:
+                    break
+                if (B >> (i - lo)) & 1:
+                    continue
                 nxt = trans[i].get(s)
                 if nxt is None:
                     nxt = self._next(i, s)
                 if nxt == -1:
                     pending_reads.append(i)
-            plans = self.plans
-            for i in pending_reads[:_MAX_ASKS]:
-                plan = plans.get(i, _UNPLANNED)
-                if plan is None or plan is _UNPLANNED:
-                    if not self._reachable(B, s, i):
-                        return []
-                    continue
-                # _reachable with a plan, inlined: the state alone, or some plan's writers all unlinearized
-                fkey = s * self.n_sigs + self.sig_of[i]
-                free = self.free_memo.get(fkey)
-                if free is None:
-                    free = self._free(fkey, s, i)
-                if not free:
+            if pending_reads:
+                Babs = (B << lo) | ((1 << lo) - 1)  # the plans' masks are absolute; asks are rarer than nodes
+                plans = self.plans
+                for i in pending_reads[:_MAX_ASKS]:
+                    if planned:
+                        # the state alone makes it reachable: no plan needed (most asks of an easy history end here)
+                        fkey = s * n_sigs + sig_of[i]
+                        free = free_memo.get(fkey)
+                        if free is None:
+                            free = self._free(fkey, s, i)
+                        if free:
+                            continue
+                    plan = plans.get(i, _UNPLANNED)
+                    if plan is None or plan is _UNPLANNED:
+                        if not self._reachable(Babs, s, i):
+                            return []
+                        continue
+                    # _reachable with a plan, inlined: some plan's writers all unlinearized
                     for must, anyof in plan:
-                        if must & B:
+                        if must & Babs:
                             continue
                         for gm in anyof:
-                            if gm & B == gm:
+                            if gm & Babs == gm:
                                 break
                         else:
                             break  # this alternative holds
                     else:
                         return []
+                if self.budget is not None and not self._affordable(Babs, s, pending_reads[:_MAX_ASKS]):
+                    return []
         if len(found) > 1:
             found.sort()
         return [(i, t) for _, i, t in found]
@@ -382,6 +431,29 @@ class PartitionSearch:
             hit = self.model.could_reach(self.states[s], c.input, c.output, _Writers(self.items, avail))
             self.reach_memo[key] = hit
         return hit
+
+    def _affordable(self, B: int, s: int, reads: list[int]) -> bool:
+        """Counting look-ahead (rule 11): do the writers still available to each read weigh its need?"""
+        budget = self.budget
+        assert budget is not None and self.need_fn is not None
+        memo = self.need_memo
+        for g in reads:
+            fkey = s * self.n_sigs + self.sig_of[g]
+            need = memo.get(fkey, _UNPLANNED)
+            if need is _UNPLANNED:
+                raw = self.need_fn(self.states[s], g)
+                need = memo[fkey] = None if raw is None else tuple((r, k) for r, k in enumerate(raw) if k > 0)
+            if not need:
+                continue
+            avail = ((1 << self.upto[g]) - 1) & ~B
+            counts = [((gm & avail).bit_count(), w) for gm, w in budget]
+            for r, k in need:
+                have = 0
+                for c, w in counts:
+                    have += c * w[r]
+                if have < k:
+                    return False
+        return True
 
     def _free(self, fkey: int, s: int, g: int) -> bool:
         """Memo miss of ``free_memo[fkey]``: does state s alone make read-only call g legal?"""
@@ -416,11 +488,12 @@ class PartitionSearch:
         if not self.R:
             self.status = VALID
             return
-        p = self._advance(0, 0)
+        p = self._advance(0, 0, 0)
         self.best_p = p
+        self.best_states = [init]
         if p == self.stop_p and self._settled(init, p):
             return
-        self.stack.append([None, init, p, self._children(0, init, p), 0, None])
+        self.stack.append([None, init, p, self._children(0, 0, init, p), 0, None, 0, 0])
 
     def fork(self) -> PartitionSearch:
         """A second lane over the same calls that tries candidates in invoke order (rule 10).
@@ -432,9 +505,9 @@ class PartitionSearch:
         lane.rank = list(range(self.n))  # calls are numbered in invoke order
         lane.steps = 0
         lane.status = RUNNING
-        lane.B = 0
         lane.best_p = -1
         lane.best_path = None
+        lane.best_states = []
         lane.cache_plain = set()
         lane.cache_dom = {}
         lane.stack = []
@@ -466,15 +539,12 @@ class PartitionSearch:
         children_of = self._children
         advance = self._advance
         steps = 0
-        B = self.B
         while stack:
             frame = stack[-1]
             kids = frame[3]
             k = frame[4]
             if k >= len(kids):
                 stack.pop()
-                if frame[0] is not None:
-                    B ^= 1 << frame[0]
                 continue
             frame[4] = k + 1
             j, s2 = kids[k]
@@ -485,14 +555,22 @@ class PartitionSearch:
                 if type(s2) is not int:
                     kids[k + 1:k + 1] = [(j, t) for t in s2[1:]]
                     s2 = s2[0]
-            B2 = B | (1 << j)
+            lo = frame[7]
+            B2 = frame[6] | (1 << (j - lo))
+            lo2 = lo
+            if j == lo:  # shift out the run of linearized calls at the bottom
+                t = (~B2 & (B2 + 1)).bit_length() - 1
+                B2 >>= t
+                lo2 = lo + t
             # Cache keys drop the run of low bits that are all set (calls linearized or indeterminate), so an
             # entry costs about a window of bits, not a bit per call of the whole history.
             if use_dom:
-                D = B2 | info_mask
+                # (with indeterminate calls, the dominance key is computed on the whole-history bitset)
+                Babs = (B2 << lo2) | ((1 << lo2) - 1)
+                D = Babs | info_mask
                 q = (~D & (D + 1)).bit_length() - 1
                 dkey = (D >> q, q, s2)
-                infos = B2 & info_mask
+                infos = Babs & info_mask
                 seen = cache_dom.get(dkey)
                 if seen is None:
                     cache_dom[dkey] = [infos]
@@ -506,34 +584,34 @@ class PartitionSearch:
                         continue
                     seen.append(infos)
             else:
-                q = (~B2 & (B2 + 1)).bit_length() - 1
-                key = (B2 >> q, q, s2)
+                key = (B2, lo2, s2)
                 if key in cache_plain:
                     continue
                 cache_plain.add(key)
-            p2 = advance(B2, frame[2])
+            p2 = advance(B2, lo2, frame[2])
             path = (j, s2, frame[5])
             if p2 > self.best_p:
                 self.best_p = p2
                 self.best_path = path
+                self.best_states = [s2]
                 if p2 == self.stop_p and self._settled(s2, p2):
                     self.steps += steps + 1
                     return INVALID
+            elif p2 == self.best_p and len(self.best_states) < FRONTIER_STATES and s2 not in self.best_states:
+                self.best_states.append(s2)
             if p2 == nr:
                 self.best_path = path
                 self.status = VALID
                 self.steps += steps + 1
                 self.release()
                 return VALID
-            stack.append([j, s2, p2, children_of(B2, s2, p2), 0, path])
-            B = B2
+            stack.append([j, s2, p2, children_of(B2, lo2, s2, p2), 0, path, B2, lo2])
             steps += 1
             if steps >= max_steps or (steps & 63 == 0 and (
                 (deadline is not None and clock is not None and clock() > deadline)
                 or (cache_limit is not None and len(cache_plain) + len(cache_dom) > cache_limit)
             )):
                 self.steps += steps
-                self.B = B
                 return RUNNING
         self.steps += steps
         self.status = INVALID
@@ -574,6 +652,11 @@ class PartitionSearch:
             out.append((self.original[self.calls[j].id], self.states[s]))
         out.reverse()
         return out
+
+    def frontier_states(self) -> list[Hashable]:
+        """Distinct model states of the explored nodes that got furthest (at most FRONTIER_STATES): the states
+        the model could be in when the first call that cannot be linearized had to take effect."""
+        return [self.states[i] for i in self.best_states]
 
     def state_at_best(self) -> Hashable:
         if self.best_path is not None:

@@ -20,6 +20,7 @@ from checker.models._base import (
     Model,
     ModelError,
     OpInput,
+    ReachBudget,
     freeze,
 )
 from checker.models._collections import Mutex, Queue, SetModel
@@ -64,5 +65,6 @@ def make_model(name: str, *, initial: Any = _NO_INITIAL, fail_policy: str | None
 
 __all__ = [
     "FAIL_POLICIES", "FAILED", "KV", "MODELS", "UNKNOWN", "Branches", "Inconsistent", "Model", "ModelError",
-    "MultiRegister", "Mutex", "OpInput", "Queue", "Register", "SetModel", "freeze", "make_model", "model_names",
+    "MultiRegister", "Mutex", "OpInput", "Queue", "ReachBudget", "Register", "SetModel", "freeze", "make_model",
+    "model_names",
 ]

@@ -77,6 +77,13 @@ class Branches:
     states: tuple[Hashable, ...]
 
 
+class ReachBudget(NamedTuple):
+    """A counting look-ahead of one partition (see ``Model.reach_budget``)."""
+
+    groups: Sequence[tuple[tuple[int, ...], tuple[int, ...]]]
+    need: Callable[[Hashable, int], tuple[int, ...] | None]
+
+
 class ModelError(ValueError):
     """An op the model does not understand (names the model, the op and what was expected)."""
 
@@ -154,6 +161,31 @@ class Model:
         it cannot plan (the checker then asks ``could_reach``).  Writers that are interchangeable for the goal
         (equal values) belong in one group, so repeated values keep the plan small.  The checker then answers
         a look-ahead with a few bit operations.
+        """
+        return None
+
+    def state_canon(self, items: Sequence[tuple[OpInput, Any]]) -> Callable[[Hashable], Hashable] | None:
+        """Optional: a map of states for the calls of one partition (``items``: their (input, output)), or None.
+
+        The checker passes every state ``step`` returns through it, so it must only map together states that
+        no sequence of those calls can tell apart (a bisimulation: from either, the same calls are legal with
+        the same outputs, and they lead to states it again maps together), e.g. kv values that begin no value
+        any get reads.  The cache then merges them.
+        """
+        return None
+
+    def reach_budget(self, items: Sequence[tuple[OpInput, Any]]) -> ReachBudget | None:
+        """Optional: a counting look-ahead for the calls of one partition (``items``: their (input, output)).
+
+        Plans (``reach_planner``) ask whether each writer a read needs is still available, not how many are:
+        with a tiny value alphabet and a pending indeterminate put, almost any state passes them (the put
+        could reset the value and the remaining appends rebuild it, if there were enough of them).  A budget
+        counts.  Return None (no opinion) or a ``ReachBudget``: ``groups`` pairs writer indices (ascending)
+        with a weight vector each, and ``need(state, g)`` gives, for read-only call ``items[g]`` in ``state``,
+        a vector that the summed weights of any set of writers able to make that read legal from ``state``
+        reaches in every component (or None: no opinion).  The checker abandons a state when the writers still
+        available to a pending read weigh less than its need.  Must be sound: a need may be too low, never
+        too high.
         """
         return None
 
