@@ -8,6 +8,9 @@ compute without Spark; :mod:`~spark_analysis.ingest`, :mod:`~spark_analysis.metr
 :mod:`~spark_analysis.report` and :mod:`~spark_analysis.recheck` run on a SparkSession from
 :func:`~spark_analysis.session.get_session`.  The release gate's statistics are the pure
 :mod:`~spark_analysis.regression`; :mod:`~spark_analysis.gate` counts runs per cell and version on Spark for it.
+The dashboard: :mod:`~spark_analysis.report` collects its data on Spark, :mod:`~spark_analysis.comparisons` runs
+the gate for every version pair, :mod:`~spark_analysis.page` writes the offline HTML directory; fault recovery is
+the per-run checker's (:mod:`~spark_analysis.recovery`).
 The command line is ``splitbrain spark`` (docs/spark.md).
 
 Names that need pyspark are imported lazily, so ``import spark_analysis`` works without it.
@@ -25,8 +28,9 @@ from spark_analysis.wilson import wilson_interval
 
 __all__ = [
     "STATUSES", "Cell", "Corpus", "FaultWindow", "IngestSummary", "ParsedRun", "RunTexts", "SynthRun",
-    "check_run_local", "collect_dashboard", "counts_check", "fault_windows", "generate", "get_session", "ingest",
-    "op_rows", "parse_run", "render_html", "spark_check", "wilson_interval", "write_report",
+    "check_run_local", "collect_dashboard", "comparison_rows", "counts_check", "fault_windows", "generate",
+    "get_session", "ingest", "op_rows", "parse_run", "render_html", "spark_check", "wilson_interval", "window_recovery",
+    "write_page", "write_report",
 ]
 
 _LAZY = {
@@ -34,7 +38,8 @@ _LAZY = {
     "get_session": "spark_analysis.session", "collect_dashboard": "spark_analysis.report",
     "render_html": "spark_analysis.report", "write_report": "spark_analysis.report",
     "spark_check": "spark_analysis.recheck", "check_run_local": "spark_analysis.recheck",
-    "counts_check": "spark_analysis.recheck",
+    "counts_check": "spark_analysis.recheck", "comparison_rows": "spark_analysis.comparisons",
+    "window_recovery": "spark_analysis.recovery", "write_page": "spark_analysis.page",
 }
 
 

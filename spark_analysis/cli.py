@@ -3,10 +3,10 @@
 Verbs::
 
     splitbrain spark ingest RESULTS_DIR... --out WAREHOUSE [--master URL]
-    splitbrain spark report --warehouse W --out DIR [--master URL]
+    splitbrain spark report --warehouse W --out DIR [--alpha A] [--min-runs N] [--master URL]
     splitbrain spark check  --warehouse W [--where SQL] [--checker queue|counts] [--master URL]
     splitbrain spark synth  OUT --runs N --ops M [--seed S] [--torn K] [--no-results K] [--bad-yaml K]
-                            [--versions V1,V2] [--regression VERSION:WORKLOAD:NEMESIS:RATE]
+                            [--versions V1,V2] [--regression VERSION:WORKLOAD:NEMESIS:RATE] [--backends B1,B2]
     splitbrain spark gate   --baseline V --candidate V (--results DIR... | --warehouse W) [--alpha A]
                             [--min-runs N] [--correction holm|bh] [--test boschloo|fisher] [--junit PATH] [--master URL]
 
@@ -37,9 +37,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("results", nargs="+", metavar="RESULTS_DIR")
     p.add_argument("--out", required=True, metavar="WAREHOUSE")
     master(p)
-    p = sub.add_parser("report", help="write the static HTML dashboard")
+    p = sub.add_parser("report", help="write the interactive dashboard (a directory; open its index.html)")
     p.add_argument("--warehouse", required=True)
     p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--alpha", type=float, default=0.05, help="the version comparisons' significance level (0.05)")
+    p.add_argument("--min-runs", type=int, default=20,
+                   help="checked runs each version needs in a cell before it is compared (default 20)")
     master(p)
     p = sub.add_parser("check", help="re-run a checker over stored histories, one Spark task per run")
     p.add_argument("--warehouse", required=True)
@@ -60,6 +63,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    help="versions drawn independently of cells, uniformly per run (default: 0.1.0,0.2.0)")
     p.add_argument("--regression", default=None, metavar="VERSION:WORKLOAD:NEMESIS:RATE",
                    help="runs of VERSION in that cell are anomalous at RATE instead of the cell's rate")
+    p.add_argument("--backends", default="local", metavar="B1,B2,...",
+                   help="backends drawn independently of cells, uniformly per run (default: local)")
     p = sub.add_parser("gate", help="release gate: is the candidate version worse than the baseline, per cell?")
     p.add_argument("--baseline", required=True, metavar="VERSION")
     p.add_argument("--candidate", required=True, metavar="VERSION")
@@ -94,12 +99,33 @@ def _ingest(args: Any) -> int:
     return 0
 
 
+def _report_flag_problem(args: Any) -> str | None:
+    """What is wrong with the report's flags, checked before Spark starts (None: nothing)."""
+    from pathlib import Path
+
+    if not Path(args.warehouse, "runs").is_dir():
+        return f"--warehouse {args.warehouse}: no runs table there (write one with `splitbrain spark ingest`)"
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        return f"--out {args.out}: exists and is not a directory"
+    if not 0.0 < args.alpha < 1.0:
+        return f"--alpha: {args.alpha} is outside (0, 1)"
+    if args.min_runs < 1:
+        return f"--min-runs: {args.min_runs} is below 1"
+    return None
+
+
 def _report(args: Any) -> int:
     from spark_analysis.report import write_report
     from spark_analysis.session import get_session
 
-    page = write_report(get_session(args.master), args.warehouse, args.out)
-    print(f"wrote {page}")
+    problem = _report_flag_problem(args)
+    if problem:
+        print(f"spark report: {problem}", file=sys.stderr)
+        return 2
+    page = write_report(get_session(args.master), args.warehouse, args.out, alpha=args.alpha,
+                        min_runs=args.min_runs)
+    print(f"wrote {page} (open it in a browser, or `splitbrain serve --dashboard {args.out}`)")
     return 0
 
 
@@ -129,9 +155,10 @@ def _synth(args: Any) -> int:
         versions = DEFAULT_VERSIONS if args.versions is None else tuple(
             v.strip() for v in args.versions.split(",") if v.strip())
         regressions = () if args.regression is None else (parse_regression(args.regression),)
+        backends = tuple(b.strip() for b in args.backends.split(",") if b.strip())
         c = generate(args.out, runs=args.runs, ops=args.ops, seed=args.seed, days=args.days, torn=args.torn,
                      no_results=args.no_results, bad_yaml=args.bad_yaml, versions=versions,
-                     regressions=regressions)
+                     regressions=regressions, backends=backends)
     except ValueError as exc:
         print(f"spark synth: {exc}", file=sys.stderr)
         return 2

@@ -38,11 +38,11 @@ __all__ = ["CLOSE_VERBS", "INSTANT_VERBS", "OPEN_VERBS", "FaultWindow", "fault_w
 OPEN_VERBS: Mapping[str, str] = {
     "kill": "kill", "terminate": "kill", "pause": "pause", "partition": "partition", "clock-skew": "clock",
     "skew": "clock", "bump-clock": "clock", "strobe-clock": "clock", "skew-clock": "clock", "corrupt": "disk",
-    "packet-loss": "packet", "failpoint": "failpoint",
+    "packet-loss": "packet", "failpoint": "failpoint", "arm-failpoint": "failpoint",
 }
 CLOSE_VERBS: Mapping[str, str] = {
-    "start": "kill", "restart": "kill", "resume": "pause", "unpause": "pause", "reset-clock": "clock", "heal": "*",
-    "stop": "*",
+    "start": "kill", "restart": "kill", "resume": "pause", "unpause": "pause", "reset-clock": "clock",
+    "disarm-failpoint": "failpoint", "heal": "*", "stop": "*",
 }
 INSTANT_VERBS: Mapping[str, str] = {
     "crash-at": "crash", "registration-crash": "crash", "lose-unfsynced": "disk-crash", "corrupt-file": "disk-crash",

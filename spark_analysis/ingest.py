@@ -114,7 +114,8 @@ def _ingest_run(ref: RunRef, batch_id: str, ops_dir: str) -> tuple[Any, ...]:
     p = _parse(ref, batch_id)
     write_op_files(ops_dir, ref.run_id, batch_id, op_columns(p))
     run = tuple(p.run[c] for c in RUNS.fieldNames())
-    faults = [(ref.run_id, w.seq, w.kind, list(w.targets), w.start_ns, w.end_ns, w.healed) for w in p.faults]
+    faults = [(ref.run_id, w.seq, w.kind, list(w.targets), w.start_ns, w.end_ns, w.healed, r.unavailable_s,
+               r.recovery_s) for w, r in zip(p.faults, p.recovery)]
     anomalies = [tuple(a[c] for c in ANOMALIES.fieldNames()) for a in p.anomalies]
     checks = [tuple(c[k] for k in CHECKS.fieldNames()) for c in p.checks]
     return run, faults, anomalies, checks

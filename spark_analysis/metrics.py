@@ -8,9 +8,10 @@ Vocabulary:
 * the **phase** of a completed client op is ``fault`` when it was invoked inside a fault window, else
   ``calm``;
 * per fault window, **unavailability** is the time from the fault's start to the last failed (``fail`` or
-  ``info``) client completion of its epoch, and **recovery** (RTO) is the time from the fault's end to the
-  first ``ok`` completion of its epoch at or after that end (an epoch lasts until the next fault starts;
-  see :mod:`spark_analysis.faults`).  None when there was no such op.
+  ``info``) client completion before the next fault starts, and **recovery** (RTO) is the time from the
+  fault's end to the first ``ok`` completion at or after that end, even when another fault started in
+  between.  None when there was no such op.  Both are the per-run checker's figures
+  (:mod:`spark_analysis.recovery`), stored in the ``faults`` table at ingest.
 
 Every function returns a DataFrame; callers ``collect()`` the small results.
 """
@@ -18,11 +19,12 @@ Every function returns a DataFrame; callers ``collect()`` the small results.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_analysis.wilson import Z95, wilson_columns
+from spark_analysis.wilson import Z95
 
 __all__ = [
     "CHECKED_STATUSES", "anomaly_counts_by_type", "anomaly_rates", "flaky_configs", "latency_by_phase",
@@ -32,6 +34,19 @@ __all__ = [
 CHECKED_STATUSES = ("ok", "crashed")
 RATE_KEYS = ("workload", "nemesis", "cluster_version", "date")
 
+
+
+def wilson_columns(k: Any, n: Any, z: float = Z95) -> tuple[Any, Any]:
+    """Spark Column expressions ``(low, high)`` computing :func:`wilson_interval` row by row."""
+    k, n = k.cast("double"), n.cast("double")
+    z2 = z * z
+    p = k / n
+    denom = F.lit(1.0) + F.lit(z2) / n
+    centre = (p + F.lit(z2) / (n * 2)) / denom
+    half = F.lit(z) / denom * F.sqrt(p * (F.lit(1.0) - p) / n + F.lit(z2) / (n * n * 4))
+    low = F.when((n > 0) & (k > 0), F.greatest(F.lit(0.0), centre - half)).otherwise(F.lit(0.0))
+    high = F.when((n > 0) & (k < n), F.least(F.lit(1.0), centre + half)).otherwise(F.lit(1.0))
+    return low, high
 
 def anomaly_rates(runs: DataFrame, by: Sequence[str] = RATE_KEYS, *, z: float = Z95) -> DataFrame:
     """Anomalous runs / checked runs per group, with the Wilson interval.
@@ -56,34 +71,26 @@ def anomaly_counts_by_type(anomalies: DataFrame) -> DataFrame:
             .orderBy(F.desc("total"), "type"))
 
 
-def recovery_by_fault(ops: DataFrame, faults: DataFrame) -> DataFrame:
-    """One row per fault window: run_id, seq, kind, unavailable_s, recovery_s (see the module docstring)."""
-    done = ops.where((~F.col("is_nemesis")) & (F.col("type") != "invoke") & (F.col("fault_seq") >= 0)).select(
-        "run_id", F.col("fault_seq").alias("seq"), "type", "time_ns")
-    w = F.broadcast(faults.select("run_id", "seq", "kind", "start_ns", "end_ns"))
-    joined = done.join(w, ["run_id", "seq"], "inner")
-    agg = joined.groupBy("run_id", "seq").agg(
-        F.max(F.when(F.col("type").isin("fail", "info"), F.col("time_ns"))).alias("last_fail_ns"),
-        F.min(F.when((F.col("type") == "ok") & (F.col("time_ns") >= F.col("end_ns")), F.col("time_ns")))
-        .alias("first_ok_ns"),
-    )
-    return (faults.select("run_id", "seq", "kind", "start_ns", "end_ns").join(agg, ["run_id", "seq"], "left")
-            .select("run_id", "seq", "kind",
-                    ((F.col("last_fail_ns") - F.col("start_ns")) / 1e9).alias("unavailable_s"),
-                    ((F.col("first_ok_ns") - F.col("end_ns")) / 1e9).alias("recovery_s"))
-            .orderBy("run_id", "seq"))
+def recovery_by_fault(faults: DataFrame) -> DataFrame:
+    """One row per fault window: run_id, seq, kind, unavailable_s, recovery_s (see the module docstring).
+
+    The figures were computed at ingest, per run, by the per-run checker's own function
+    (:mod:`spark_analysis.recovery`), so they equal each run's ``results.json`` ``perf.availability``.
+    """
+    return faults.select("run_id", "seq", "kind", "unavailable_s", "recovery_s").orderBy("run_id", "seq")
 
 
-def rto_summary(per_window: DataFrame) -> DataFrame:
-    """Per fault kind: windows, recovered windows, recovery p50/p99/max and mean unavailability (seconds)."""
-    return (per_window.groupBy("kind").agg(
+def rto_summary(per_window: DataFrame, by: Sequence[str] = ("kind",)) -> DataFrame:
+    """Per ``by`` (default: fault kind): windows, recovered windows, recovery p50/p99/max and mean unavailability
+    (seconds)."""
+    return (per_window.groupBy(*by).agg(
         F.count(F.lit(1)).alias("windows"),
         F.count("recovery_s").alias("recovered"),
         F.percentile_approx("recovery_s", 0.5).alias("recovery_p50_s"),
         F.percentile_approx("recovery_s", 0.99).alias("recovery_p99_s"),
         F.max("recovery_s").alias("recovery_max_s"),
         F.avg("unavailable_s").alias("unavailable_mean_s"),
-    ).orderBy("kind"))
+    ).orderBy(*by))
 
 
 def latency_by_phase(ops: DataFrame, by: Sequence[str] = ("f",)) -> DataFrame:

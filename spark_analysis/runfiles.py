@@ -27,10 +27,12 @@ from bisect import bisect_right
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 
 from spark_analysis.faults import FaultWindow, fault_windows
+from spark_analysis.recovery import WindowRecovery, window_recovery
 
 __all__ = [
     "STATUSES", "OpColumns", "ParsedRun", "RunTexts", "op_columns", "op_rows", "parse_history_text", "parse_run",
@@ -58,6 +60,7 @@ class ParsedRun:
     ops: list[dict[str, Any]] = field(default_factory=list)
     raws: list[str] = field(default_factory=list)  # the history line of each op, as recorded
     faults: list[FaultWindow] = field(default_factory=list)
+    recovery: list[WindowRecovery] = field(default_factory=list)  # one per fault window, same order
     anomalies: list[dict[str, Any]] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
 
@@ -72,8 +75,11 @@ def verdict_text(valid: Any) -> str:
 
 
 def run_href(run_id: str) -> str:
-    """Where ``splitbrain serve`` shows the run ``<test>/<ts>``."""
-    return f"/runs/{run_id}/"
+    """Where ``splitbrain serve`` shows the run ``<test>/<ts>``: ``/run/<run dir relative to the results root>/``.
+
+    Root-relative, so the link works from the dashboard wherever ``serve`` hosts it (``/dashboard/``).
+    """
+    return f"/run/{quote(run_id, safe='/')}/"
 
 
 def _mapping(x: Any) -> Mapping[str, Any]:
@@ -325,7 +331,8 @@ def parse_run(run_id: str, root: str, path: str, texts: RunTexts, *, batch_id: s
     }
     if not run["name"]:
         run["name"] = test
-    return ParsedRun(run=run, ops=ops, raws=raws, faults=windows, anomalies=anomalies, checks=checks)
+    return ParsedRun(run=run, ops=ops, raws=raws, faults=windows, recovery=window_recovery(ops, windows),
+                     anomalies=anomalies, checks=checks)
 
 
 def _json_or_none(x: Any) -> str | None:

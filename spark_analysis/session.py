@@ -8,8 +8,10 @@ the cluster needs only Python and pyspark, not this repository.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -63,9 +65,15 @@ def get_session(master: str = DEFAULT_MASTER, *, app_name: str = "splitbrain-spa
 
 
 def ship_code(spark: SparkSession) -> Path:
-    """Zip this repository's ``spark_analysis`` and ``checker`` packages and add them to the executors."""
+    """Zip this repository's ``spark_analysis`` and ``checker`` packages and add them to the executors.
+
+    The zip's temporary directory is removed when this process exits: the driver serves the file to
+    executors from that path for the whole application, so it cannot go sooner.
+    """
     root = Path(__file__).resolve().parent.parent
-    out = Path(tempfile.mkdtemp(prefix="splitbrain-spark-")) / "splitbrain_code.zip"
+    tmp = tempfile.mkdtemp(prefix="splitbrain-spark-")
+    atexit.register(shutil.rmtree, tmp, True)
+    out = Path(tmp) / "splitbrain_code.zip"
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         for pkg in _SHIPPED:
             for f in sorted((root / pkg).rglob("*.py")):

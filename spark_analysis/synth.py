@@ -103,6 +103,7 @@ class SynthRun:
     damage: str  # "" | "torn" | "no_results" | "bad_yaml"
     date: str
     version: str
+    backend: str = "local"
 
 
 @dataclass
@@ -240,12 +241,13 @@ def _assign(rng: random.Random, runs: int, cells: Sequence[Cell], versions: Sequ
 def generate(root: str | Path, *, runs: int, ops: int, seed: int, cells: Sequence[Cell] = DEFAULT_CELLS,
              days: int = 3, concurrency: int = 4, torn: int = 0, no_results: int = 0, bad_yaml: int = 0,
              first: int = 0, versions: Sequence[str] = DEFAULT_VERSIONS,
-             regressions: Sequence[Regression] = ()) -> Corpus:
+             regressions: Sequence[Regression] = (), backends: Sequence[str] = ("local",)) -> Corpus:
     """Write ``runs`` run directories of about ``ops`` ops each under ``root`` (see the module docstring).
 
     ``first`` numbers the runs from ``first`` (their timestamps follow from it), so a second call with a
     larger ``first`` adds new runs next to the old ones.  ``versions`` are drawn per run from an RNG of their
-    own (seeded by ``seed`` and ``first``), so adding a regression or a version never moves the cells.
+    own (seeded by ``seed`` and ``first``), so adding a regression or a version never moves the cells;
+    ``backends`` likewise (one RNG of their own; a single backend draws nothing, so older corpora are unchanged).
 
     Raises:
         ValueError: bad sizes, no versions, or a regression whose version or cell is not in the corpus.
@@ -257,6 +259,8 @@ def generate(root: str | Path, *, runs: int, ops: int, seed: int, cells: Sequenc
         raise ValueError(f"generate: {torn + no_results + bad_yaml} damaged runs requested but only {runs} runs")
     if not versions or len(set(versions)) != len(versions):
         raise ValueError(f"generate: need distinct versions, at least one; got {list(versions)}")
+    if not backends or len(set(backends)) != len(backends):
+        raise ValueError(f"generate: need distinct backends, at least one; got {list(backends)}")
     known_cells = {(c.workload, c.nemesis) for c in cells}
     for r in regressions:
         if r.version not in versions or (r.workload, r.nemesis) not in known_cells:
@@ -266,6 +270,8 @@ def generate(root: str | Path, *, runs: int, ops: int, seed: int, cells: Sequenc
     rng = random.Random(seed)
     version_rng = random.Random(f"versions-{seed}-{first}")
     run_versions = [version_rng.choice(list(versions)) for _ in range(runs)]
+    backend_rng = random.Random(f"backends-{seed}-{first}")
+    run_backends = [backend_rng.choice(list(backends)) if len(backends) > 1 else backends[0] for _ in range(runs)]
     root = Path(root)
     corpus = Corpus(root=root)
     damage = [""] * (runs - torn - no_results - bad_yaml) + ["torn"] * torn + ["no_results"] * no_results + [
@@ -284,7 +290,8 @@ def generate(root: str | Path, *, runs: int, ops: int, seed: int, cells: Sequenc
         anomalous = anomalous and (lost > 0 or cell.workload != "queue")
         counts = {"lost-write": lost} if lost else ({"G1c": 1} if anomalous else {})
         spec = {
-            "name": test, "backend": "local", "nodes": {"controllers": 3, "broker_sets": {"count": 1, "replicas": 3}},
+            "name": test, "backend": run_backends[i],
+            "nodes": {"controllers": 3, "broker_sets": {"count": 1, "replicas": 3}},
             "cluster": {"version": version}, "workloads": [cell.workload],
             "nemesis": {"packages": [] if cell.nemesis == "none" else [cell.nemesis], "interval_s": 10},
             "concurrency": concurrency, "rate": 50.0, "time_limit_s": 60.0, "seed": run_seed,
@@ -303,7 +310,7 @@ def generate(root: str | Path, *, runs: int, ops: int, seed: int, cells: Sequenc
                 "sut": {"name": "splitbrain", "version": version, "revision": f"rev-{version}", "dirty": False,
                         "revision_error": None},
                 "harness": {"version": "0.1.0", "revision": "rev-harness", "dirty": False, "revision_error": None},
-                "cluster_version_label": version, "host": f"synth-{i % 3}", "backend": "local",
+                "cluster_version_label": version, "host": f"synth-{i % 3}", "backend": run_backends[i],
                 "python": "3.11",
             },
         }
@@ -319,5 +326,6 @@ def generate(root: str | Path, *, runs: int, ops: int, seed: int, cells: Sequenc
         (path / "history.jsonl").write_text(text, encoding="utf-8")
         if d != "no_results":
             (path / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-        corpus.runs.append(SynthRun(f"{test}/{ts}", cell, anomalous, lost, d, start.strftime("%Y-%m-%d"), version))
+        corpus.runs.append(SynthRun(f"{test}/{ts}", cell, anomalous, lost, d, start.strftime("%Y-%m-%d"), version,
+                                    run_backends[i]))
     return corpus

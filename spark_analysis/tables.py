@@ -5,7 +5,8 @@ A *warehouse* is a directory of Parquet tables, one sub-directory each:
 * ``runs``      -- one row per run (spec fields, version and provenance, start, duration, verdict, status,
   problems);
 * ``ops``       -- one row per history op, partitioned by ``date`` (the run's start day) and ``workload``;
-* ``faults``    -- one row per nemesis fault window (kind, targets, start/end ns);
+* ``faults``    -- one row per nemesis fault window (kind, targets, start/end ns, and its unavailability and
+  recovery in seconds as the per-run checker computes them: :mod:`spark_analysis.recovery`);
 * ``anomalies`` -- one row per (run, anomaly type): count and one example as JSON;
 * ``checks``    -- one row per (run, checker) from results.json: verdict, time_s (when recorded);
 * ``ingested``  -- the manifest: one row per ingested run id, with the batch that ingested it;
@@ -56,7 +57,7 @@ OPS = _schema(
 )
 FAULTS = _schema(
     ("run_id", _S), ("seq", _I), ("kind", _S), ("targets", ArrayType(_S)), ("start_ns", _L), ("end_ns", _L),
-    ("healed", _B),
+    ("healed", _B), ("unavailable_s", _D), ("recovery_s", _D),
 )
 ANOMALIES = _schema(("run_id", _S), ("type", _S), ("count", _L), ("example", _S))
 CHECKS = _schema(("run_id", _S), ("checker", _S), ("valid", _S), ("time_s", _D), ("anomaly_count", _L))

@@ -1,4 +1,5 @@
-"""The Wilson score interval for a binomial proportion (pure; also as a Spark column expression).
+"""The Wilson score interval for a binomial proportion (pure; the same formula as Spark columns is
+:func:`spark_analysis.metrics.wilson_columns`).
 
 For ``k`` successes in ``n`` trials and the normal quantile ``z`` (1.96 for 95%), with ``p = k / n``::
 
@@ -14,9 +15,8 @@ uninformative interval [0, 1].
 from __future__ import annotations
 
 import math
-from typing import Any
 
-__all__ = ["Z95", "wilson_columns", "wilson_interval"]
+__all__ = ["Z95", "wilson_interval"]
 
 Z95 = 1.959963984540054
 
@@ -38,18 +38,3 @@ def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     half = z / denom * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
     # At k = 0 (k = n) the bound is exactly 0 (1); the formula gets there only up to rounding.
     return (0.0 if k == 0 else max(0.0, centre - half), 1.0 if k == n else min(1.0, centre + half))
-
-
-def wilson_columns(k: Any, n: Any, z: float = Z95) -> tuple[Any, Any]:
-    """Spark Column expressions ``(low, high)`` computing :func:`wilson_interval` row by row."""
-    from pyspark.sql import functions as F
-
-    k, n = k.cast("double"), n.cast("double")
-    z2 = z * z
-    p = k / n
-    denom = F.lit(1.0) + F.lit(z2) / n
-    centre = (p + F.lit(z2) / (n * 2)) / denom
-    half = F.lit(z) / denom * F.sqrt(p * (F.lit(1.0) - p) / n + F.lit(z2) / (n * n * 4))
-    low = F.when((n > 0) & (k > 0), F.greatest(F.lit(0.0), centre - half)).otherwise(F.lit(0.0))
-    high = F.when((n > 0) & (k < n), F.least(F.lit(1.0), centre + half)).otherwise(F.lit(1.0))
-    return low, high

@@ -16,6 +16,7 @@ import pytest
 
 from spark_analysis import metrics
 from spark_analysis.ingest import ingest, ingested_ids, read_table
+from spark_analysis.page import FILES
 from spark_analysis.recheck import check_run_local, spark_check
 from spark_analysis.report import write_report
 from spark_analysis.synth import Cell, Corpus, generate
@@ -66,24 +67,50 @@ def test_recovered_anomaly_rates_match_truth_and_their_intervals_hold_the_inject
     assert types["lost-write"] == sum(r.lost for r in corpus.runs if r.damage != "no_results")
 
 
-def test_report_is_a_self_contained_page_linking_runs(spark: Any, world: dict[str, Any]) -> None:
-    page = write_report(spark, world["warehouse"], world["base"] / "report", now=NOW)
-    html = page.read_text()
+def test_report_is_a_dashboard_directory_linking_runs_where_serve_shows_them(
+        spark: Any, world: dict[str, Any]) -> None:
+    page = write_report(spark, world["warehouse"], world["base"] / "report", now=NOW, min_runs=5)
+    assert sorted(p.name for p in page.parent.iterdir()) == sorted(FILES)
     data = json.loads((page.parent / "dashboard.json").read_text())
     corpus: Corpus = world["corpus"]
     assert data["total_runs"] == 40
-    for r in corpus.runs:
-        if r.damage or (r.anomalous and not r.damage):
-            assert f'href="/runs/{r.run_id}/"' in html, r
-    assert html.count("data:image/png;base64,") == 3
-    kinds = {r["kind"] for r in data["rto"]}
+    runs = {r[0]: r for r in data["runs"]["rows"]}
+    assert set(runs) == {r.run_id for r in corpus.runs}
+    href = data["runs"]["columns"].index("href")
+    assert all(runs[r.run_id][href] == f"/run/{r.run_id}/" for r in corpus.runs)
+    clean = [r for r in corpus.runs if not r.damage]
+    counted = sum(row[5] for row in data["counts"]["rows"])
+    assert counted == len(clean) and sum(row[6] for row in data["counts"]["rows"]) == sum(r.anomalous for r in clean)
+    kinds = {r["kind"] for r in data["rto"] if r["workload"] is None and r["cluster_version"] is None}
     assert kinds == {"partition", "kill", "pause"}
     phases = {r["phase"] for r in data["latency"]}
     assert phases == {"calm", "fault"}
     fault_p50 = max(r["p50_ms"] for r in data["latency"] if r["phase"] == "fault")
     calm_p99 = max(r["p99_ms"] for r in data["latency"] if r["phase"] == "calm")
     assert fault_p50 > calm_p99  # the generator slows ops under fault
-    assert {r["run_id"] for r in data["problem_runs"]} == {r.run_id for r in corpus.runs if r.damage}
+    assert {tuple(c) for c in [data["gate"]["default_pair"]]} == {("0.1.0", "0.2.0")}
+    assert {(c["baseline"], c["candidate"]) for c in data["comparisons"]} == {("0.1.0", "0.2.0")}
+
+
+def test_fault_recovery_in_the_warehouse_is_what_the_per_run_checker_reports(
+        spark: Any, world: dict[str, Any]) -> None:
+    """results.json's perf.availability (checker.perf.analyze_perf) and the faults table agree, window by window."""
+    from checker.history import read_jsonl
+    from checker.perf import analyze_perf
+
+    corpus: Corpus = world["corpus"]
+    stored: dict[str, list[tuple[Any, Any]]] = {}
+    for r in read_table(spark, world["warehouse"], "faults").orderBy("run_id", "seq").collect():
+        stored.setdefault(r.run_id, []).append((r.unavailable_s, r.recovery_s))
+    checked = 0
+    for run in corpus.runs:
+        if run.damage or run.cell.nemesis == "none":
+            continue
+        perf = analyze_perf(read_jsonl(corpus.root / run.run_id / "history.jsonl"), ".", plots=False)
+        want = [(a["last_failure_s"], a["rto_s"]) for a in perf["availability"]]
+        assert stored[run.run_id] == want, run.run_id
+        checked += 1
+    assert checked >= 20
 
 
 def test_incremental_ingest_adds_only_new_runs(spark: Any, world: dict[str, Any]) -> None:

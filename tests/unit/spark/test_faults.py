@@ -19,7 +19,9 @@ def nem(t: int, typ: str, f: str, value: Any = None) -> dict[str, Any]:
     ("kill", ("open", "kill")), ("restart", ("close", "kill")), ("resume", ("close", "pause")),
     ("heal", ("close", "*")), ("check-offsets", None), ("start-", None),
     ("start", ("close", "kill")), ("bump-clock", ("open", "clock")), ("terminate", ("open", "kill")),
-    ("start-disk", ("open", "disk")), ("crash-at", ("instant", "crash")), ("corrupt-file", ("instant", "disk-crash")),
+    ("start-disk", ("open", "disk")), ("arm-failpoint", ("open", "failpoint")),
+    ("disarm-failpoint", ("close", "failpoint")), ("crash-at", ("instant", "crash")),
+    ("corrupt-file", ("instant", "disk-crash")),
 ], ids=lambda x: str(x))
 def test_nemesis_verb_table(f: str, expected: Any) -> None:
     assert nemesis_verb(f) == expected

@@ -54,7 +54,9 @@ def test_complete_run_gives_every_column() -> None:
     assert (r["date"], r["start_time"].isoformat()) == ("2026-11-01", "2026-11-01T02:00:00+00:00")
     assert (r["duration_s"], r["op_count"], r["client_op_count"], r["fault_count"], r["anomaly_count"]) == (
         31.5, 8, 6, 1, 2)
-    assert r["href"] == "/runs/q1/20261101T020000.000Z/"
+    assert r["href"] == "/run/q1/20261101T020000.000Z/"  # splitbrain serve's scheme, root-relative
+    # the partition window [10, 40]: the poll failing at 30 is its last failure; the first ok after the heal, 44
+    assert [(w.seq, round(w.unavailable_s * 1e9), round(w.recovery_s * 1e9)) for w in p.recovery] == [(0, 20, 4)]
     assert p.anomalies == [{"run_id": r["run_id"], "type": "lost-write", "count": 2,
                             "example": json.dumps({"ops": [1], "type": "lost-write"}, sort_keys=True)}]
     assert [(c["checker"], c["valid"], c["time_s"], c["anomaly_count"]) for c in p.checks] == [

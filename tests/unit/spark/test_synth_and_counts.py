@@ -1,4 +1,4 @@
-"""The corpus generator's truth, the built-in counts checker, and the dashboard renderer (no Spark)."""
+"""The corpus generator's truth and the built-in counts checker (no Spark)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from spark_analysis.recheck import check_run_local, counts_check
-from spark_analysis.report import render_html
 from spark_analysis.synth import Cell, generate, parse_regression
 
 NOW = __import__("datetime").datetime(2026, 11, 22, tzinfo=__import__("datetime").UTC)
@@ -70,36 +69,6 @@ def test_local_check_of_a_generated_run_finds_the_injected_loss(tmp_path: Path) 
         assert (row[2], row[6]) == ("false", r.lost) and r.lost >= 1
 
 
-def test_render_html_stands_alone_with_links_and_inline_plots() -> None:
-    cell = {"workload": "queue", "nemesis": "kill", "runs": 4, "anomalous": 1, "rate": 0.25, "ci_low": 0.05,
-            "ci_high": 0.7}
-    data = {
-        "generated_at": "2026-11-22T00:00:00+00:00", "warehouse": "/w", "total_runs": 4,
-        "status_counts": [{"status": "ok", "valid": "true", "runs": 3}], "rates": [{**cell, "cluster_version": "1",
-                                                                                     "date": "2026-11-01"}],
-        "cells": [cell], "trend": [{**cell, "date": "2026-11-01"}, {**cell, "date": "2026-11-02"}],
-        "anomaly_types": [{"type": "lost-write", "runs": 1, "total": 2}],
-        "rto": [{"kind": "kill", "windows": 2, "recovered": 2, "recovery_p50_s": 1.0, "recovery_p99_s": 2.0,
-                 "recovery_max_s": 2.0, "unavailable_mean_s": 0.5}],
-        "recovery_samples": {"kill": [1.0, 2.0]},
-        "latency": [{"phase": "fault", "f": "send", "ops": 3, "p50_ms": 20.0, "p99_ms": 39.0}],
-        "flaky": [{"name": "q", "workload": "queue", "nemesis": "kill", "runs": 4, "valid_runs": 3, "invalid_runs": 1,
-                   "invalid_run_ids": ["q/ts1"]}],
-        "slowest_checks": [{"run_id": "q/ts2", "href": "/runs/q/ts2/", "checker": "queue", "valid": "true",
-                            "time_s": 1.5}],
-        "problem_runs": [{"run_id": "q/ts3", "href": "/runs/q/ts3/", "status": "partial",
-                          "problems": ["results.json: missing <x>"]}],
-        "invalid_runs": [{"run_id": "q/ts1", "href": "/runs/q/ts1/", "workload": "queue", "nemesis": "kill",
-                          "cluster_version": "1", "date": "2026-11-01", "anomaly_count": 2}],
-    }
-    page = render_html(data)
-    assert page.count("data:image/png;base64,") == 3  # trend, heat map, RTO
-    for href in ("/runs/q/ts1/", "/runs/q/ts2/", "/runs/q/ts3/"):
-        assert f'href="{href}"' in page
-    assert "results.json: missing &lt;x&gt;" in page  # escaped
-    assert "src=\"http" not in page and "<script" not in page  # self-contained
-
-
 def test_versions_are_drawn_independently_of_cells(tmp_path: Path) -> None:
     """Every cell sees every version (the old generator tied version to cell: a cell had one version)."""
     c = generate(tmp_path, runs=80, ops=30, seed=4, versions=("0.1.0", "0.2.0", "0.3.0"))
@@ -135,3 +104,17 @@ def test_parse_regression_rejects_bad_text(text: str, fragment: str) -> None:
 def test_a_regression_outside_the_corpus_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="lacks"):
         generate(tmp_path, runs=4, ops=30, seed=1, regressions=(parse_regression("9.9:queue:kill:0.5"),))
+
+
+def test_backends_are_drawn_per_run_without_moving_anything_else(tmp_path: Path) -> None:
+    one = generate(tmp_path / "a", runs=30, ops=30, seed=4)
+    two = generate(tmp_path / "b", runs=30, ops=30, seed=4, backends=("local", "docker"))
+    assert [(r.run_id, r.anomalous, r.version) for r in one.runs] == [(r.run_id, r.anomalous, r.version)
+                                                                      for r in two.runs]
+    assert {r.backend for r in one.runs} == {"local"} and {r.backend for r in two.runs} == {"local", "docker"}
+    for r in two.runs:
+        res = json.loads((tmp_path / "b" / r.run_id / "results.json").read_text())
+        assert res["provenance"]["backend"] == r.backend
+        assert f"backend: {r.backend}\n" in (tmp_path / "b" / r.run_id / "test.yaml").read_text()
+    with pytest.raises(ValueError, match="distinct backends"):
+        generate(tmp_path / "c", runs=2, ops=30, seed=1, backends=())
