@@ -3,9 +3,7 @@ consume-queue rebuild, truncation, replication bytes, signatures, background flu
 
 from __future__ import annotations
 
-import ast
 import os
-import pathlib
 import tempfile
 import time
 from collections.abc import Iterator
@@ -301,22 +299,6 @@ def test_public_surface_exists() -> None:
     for name in store_pkg.__all__:
         assert hasattr(store_pkg, name), name
 
-
-PURE = ["record.py", "truncation.py", "_kv.py", "config.py", "errors.py", "results.py"]
-FORBIDDEN = {"asyncio", "socket", "os", "time", "random"}
-
-
-@pytest.mark.parametrize("module", PURE)
-def test_pure_modules_do_no_io(module: str) -> None:
-    path = pathlib.Path(store_pkg.__file__).parent / module
-    tree = ast.parse(path.read_text())
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-    assert not imported & FORBIDDEN, f"{module} imports {imported & FORBIDDEN}"
 
 
 def _open_files_under(d: str) -> list[str]:

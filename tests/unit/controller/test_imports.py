@@ -1,8 +1,7 @@
-"""The controller core imports no asyncio/socket/os/time/random (STYLE rule 2) and exports its API."""
+"""The controller core stays small and exports its API (its purity: tests/unit/test_layers.py)."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
@@ -11,22 +10,7 @@ import system_under_test.controller as controller
 
 PKG = Path(controller.__file__).parent
 SHELLS = {"server.py", "main.py", "formation.py", "batching.py"}
-FORBIDDEN = {"asyncio", "socket", "os", "time", "random", "threading", "subprocess"}
 CORE = sorted(p for p in PKG.glob("*.py") if p.name not in SHELLS)
-
-
-@pytest.mark.parametrize("path", CORE, ids=lambda p: p.name)
-def test_core_module_has_no_io_imports(path: Path) -> None:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module.split(".")[0])
-            if node.module.startswith("system_under_test.controller."):
-                assert node.module.rsplit(".", 1)[1] + ".py" not in SHELLS, f"{path.name} imports a shell"
-    assert not found & FORBIDDEN, f"{path.name} imports {sorted(found & FORBIDDEN)}"
 
 
 @pytest.mark.parametrize("path", CORE, ids=lambda p: p.name)

@@ -1,0 +1,209 @@
+"""One table of layer rules for the whole tree: which layer may import which, and which modules are pure cores.
+
+The layer order is the one docs/architecture.md states, lowest first: a module may import its own layer and
+those below it, never one above (lazy imports inside functions and ``TYPE_CHECKING`` imports count too: a
+circle through a lazy import is still a circle).  A pure core imports no clock, randomness, OS, network or
+threads at run time (``TYPE_CHECKING`` imports are annotations and never run) and no shell module of its own
+package; time and randomness arrive as arguments.  This is the only import scanner in the tests.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("system_under_test", "checker", "harness", "nemesis", "workloads", "spark_analysis")
+
+# Lowest first.  A module belongs to the layer of the longest prefix that names it.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("system under test", ("system_under_test",)),
+    ("checkers", ("checker",)),
+    ("harness core", ("harness.generator", "harness.protocols", "harness.errors")),
+    ("nemeses", ("nemesis",)),
+    ("workloads", ("workloads",)),
+    ("harness", ("harness",)),
+    ("spark analysis", ("spark_analysis",)),
+)
+
+IMPURE = frozenset({"asyncio", "socket", "os", "time", "random", "threading", "subprocess", "datetime"})
+
+
+@dataclass(frozen=True)
+class Core:
+    """Pure modules: files matched by ``pattern`` (minus ``shells``) import nothing in IMPURE | ``also``
+    except ``allowed`` (with the reason)."""
+
+    pattern: str
+    shells: tuple[str, ...] = ()
+    also: frozenset[str] = frozenset()
+    allowed: frozenset[str] = frozenset()
+    why_allowed: str = ""
+
+
+CORES: tuple[Core, ...] = (
+    Core("system_under_test/raft/core.py"), Core("system_under_test/raft/log.py"),
+    Core("system_under_test/raft/quorum.py"), Core("system_under_test/raft/progress.py"),
+    Core("system_under_test/broker/registration/state_machine.py"),
+    Core("system_under_test/broker/registration/meta_record.py"),
+    Core("system_under_test/broker/registration/errors.py"),
+    Core("system_under_test/broker/ha/*.py"),
+    *(Core(f"system_under_test/broker/store/{m}.py") for m in ("record", "truncation", "_kv", "config", "errors",
+                                                               "results")),
+    Core("system_under_test/controller/*.py", shells=("server.py", "main.py", "formation.py", "batching.py")),
+    Core("checker/linearizable/*.py"), Core("checker/models/*.py"),
+    Core("checker/timeline/*.py", shells=("_files.py", "__init__.py"), allowed=frozenset({"datetime"}),
+         why_allowed="formats the times a run recorded; never reads the clock"),
+    Core("checker/perf/_colours.py"), Core("checker/perf/_stats.py"),
+    Core("harness/web/views.py"),
+    Core("harness/generator/*.py", allowed=frozenset({"random"}),
+         why_allowed="random.Random is the type of the rng a context carries; no module-level random call"),
+    Core("harness/load.py"),
+    *(Core(f"nemesis/{m}.py") for m in ("targets", "schedule", "replay", "shrink", "coverage", "guided")),
+    *(Core(f"spark_analysis/{m}.py", also=frozenset({"pyspark"}))
+      for m in ("comparisons", "faults", "recovery", "regression", "wilson")),
+    Core("spark_analysis/runfiles.py", also=frozenset({"pyspark"}), allowed=frozenset({"datetime"}),
+         why_allowed="parses the timestamps a run recorded; never reads the clock"),
+    Core("workloads/models.py"),
+)
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _owner(name: str) -> str | None:
+    """The project module an imported dotted name lives in (None: outside the project)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+@dataclass(frozen=True)
+class Import:
+    target: str  # dotted name as written (absolute)
+    line: int
+    type_checking: bool
+
+
+def scan(source: str, module: str, *, is_pkg: bool = False) -> tuple[Import, ...]:
+    """Every import in ``source`` (the text of ``module``): top level, inside functions, and under
+    ``if TYPE_CHECKING:`` (marked), relative ones made absolute."""
+    found: list[Import] = []
+
+    def absolute(node: ast.ImportFrom) -> str:
+        if not node.level:
+            return node.module or ""
+        base = module.split(".")
+        base = base if is_pkg else base[:-1]
+        base = base[: len(base) - node.level + 1]
+        return ".".join([*base, node.module] if node.module else base)
+
+    def visit(node: ast.AST, type_checking: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for sub in child.body:
+                    visit_one(sub, True)
+                for sub in child.orelse:
+                    visit_one(sub, type_checking)
+                continue
+            visit_one(child, type_checking)
+
+    def visit_one(child: ast.AST, type_checking: bool) -> None:
+        if isinstance(child, ast.Import):
+            found.extend(Import(a.name, child.lineno, type_checking) for a in child.names)
+        elif isinstance(child, ast.ImportFrom):
+            base = absolute(child)
+            for a in child.names:
+                sub = f"{base}.{a.name}"
+                found.append(Import(sub if _owner(sub) == sub else base, child.lineno, type_checking))
+        visit(child, type_checking)
+
+    visit(ast.parse(source), False)
+    return tuple(found)
+
+
+@cache
+def imports_of(module: str) -> tuple[Import, ...]:
+    path = MODULES[module]
+    return scan(path.read_text(encoding="utf-8"), module, is_pkg=path.name == "__init__.py")
+
+
+def layer_of(module: str) -> int:
+    best, layer = -1, -1
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > best:
+                best, layer = len(p), i
+    assert layer >= 0, f"{module} is in no layer of the table"
+    return layer
+
+
+def test_every_module_is_in_a_layer() -> None:
+    assert len(MODULES) > 100
+    for module in MODULES:
+        layer_of(module)
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    bad = []
+    for module in MODULES:
+        mine = layer_of(module)
+        for imp in imports_of(module):
+            target = _owner(imp.target)
+            if target is not None and layer_of(target) > mine:
+                bad.append(f"{MODULES[module].relative_to(ROOT)}:{imp.line} ({LAYERS[mine][0]}) imports {target} "
+                           f"({LAYERS[layer_of(target)][0]})")
+    assert not bad, "imports against the layer order (docs/architecture.md):\n" + "\n".join(bad)
+
+
+def _core_files() -> list[tuple[Core, Path]]:
+    out = []
+    for core in CORES:
+        matched = sorted(p for p in ROOT.glob(core.pattern) if p.name not in core.shells)
+        assert matched, f"the table names {core.pattern}, which matches no file"
+        out += [(core, p) for p in matched]
+    return out
+
+
+CORE_FILES = _core_files()
+
+
+@pytest.mark.parametrize(("core", "path"), CORE_FILES, ids=[p.relative_to(ROOT).as_posix() for _, p in CORE_FILES])
+def test_pure_cores_import_no_io_clock_or_randomness(core: Core, path: Path) -> None:
+    module = next(m for m, p in MODULES.items() if p == path)
+    roots = {imp.target.split(".")[0] for imp in imports_of(module) if not imp.type_checking}
+    bad = roots & ((IMPURE | core.also) - core.allowed)
+    assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}: move that code to a shell, pass time/rng in"
+    shells = {str((path.parent / s).relative_to(ROOT).with_suffix("")).replace("/", ".") for s in core.shells}
+    into_shells = {imp.target for imp in imports_of(module) if _owner(imp.target) in shells}
+    assert not into_shells, f"pure {path.relative_to(ROOT)} imports its package's shells {sorted(into_shells)}"
+
+
+def test_the_generator_calls_no_module_level_random() -> None:
+    for path in sorted((ROOT / "harness/generator").glob("*.py")):
+        src = path.read_text(encoding="utf-8")
+        assert not any(f"random.{fn}(" in src for fn in ("random", "randint", "choice", "randrange", "seed")), path
+
+
+def test_the_scanner_sees_lazy_relative_and_type_checking_imports() -> None:
+    source = ("import os\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import random\n"
+              "def f():\n    import time\n    from ..generator import _core\n")
+    found = scan(source, "harness.control.x")
+    assert {(i.target, i.type_checking) for i in found} == {
+        ("os", False), ("typing", False), ("random", True), ("time", False), ("harness.generator._core", False)}
+    runtime = {i.target.split(".")[0] for i in found if not i.type_checking}
+    assert runtime & IMPURE == {"os", "time"}
+    assert layer_of("harness.generator._core") < layer_of("nemesis.schedule") < layer_of("harness.runner")
