@@ -152,6 +152,7 @@ async def run_test(
                 loop.add_signal_handler(sig, on_signal)
                 installed.append(sig)
     crash: str = ""
+    observer: Any = None
     crash_at = ""  # file:line in function of the innermost project frame of a crash
     interrupted = False
     main_start_ns: int | None = None
@@ -167,6 +168,7 @@ async def run_test(
                 set_up.append(n)  # before awaiting: a half-set-up node still gets torn down
                 await db.setup(test, n)
             await asyncio.gather(*(setup_node(n) for n in nodes))
+        observer = await _start_observer(test, db, nodes, writer, run)
         if nemesis is not None:
             nemesis = await nemesis.setup(test)
         await interp.start_workers(parts.client, nemesis, list(parts.client_nodes or nodes))
@@ -207,6 +209,9 @@ async def run_test(
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await interp.drain(grace_s if interrupted or crash
                                else max([op_timeout_s, *(parts.op_timeouts or {}).values()]) + 1.0)
+        if observer is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await observer.stop()
         writer.close()
         progress.phase("teardown")
         await _teardown(test, parts, interp, nemesis, run, spec, remote, set_up)
@@ -226,6 +231,8 @@ async def run_test(
     if load is not None:
         merged["load"] = load
     faults = accounting.summarize(op.to_dict() for op in history if not op.is_client)
+    observed = _observed(run, history, observer, main_start_ns, interp.phase_spans.get("main", (0, None))[1], spec,
+                         parts)
     fault_warnings = accounting.warnings(faults)
     for line in fault_warnings:
         log.warning("%s", line)
@@ -234,7 +241,7 @@ async def run_test(
                         crashed=crash or None, crashed_at=crash_at or None, counts=dict(writer.counts),
                         duration_s=time.monotonic() - started, main_phase_start_ns=main_start_ns,
                         main_phase_end_ns=interp.phase_spans.get("main", (0, None))[1], faults=faults,
-                        fault_warnings=fault_warnings,
+                        fault_warnings=fault_warnings, **observed,
                         **_provenance(spec))
     write_junit(run, spec.name, merged, time_s=time.monotonic() - started,
                 error=f"{crash} (at {crash_at})" if crash and crash_at else crash,
@@ -245,8 +252,52 @@ async def run_test(
         print(f"[splitbrain] {line}", flush=True)
     if load is not None:
         print(f"[splitbrain] {describe_load(load)}", flush=True)
+    if "coverage" in observed:
+        cov = observed["coverage"]
+        print(f"[splitbrain] nemesis {observed['nemesis_mode']}: {cov['events']} cluster events observed "
+              f"(events.jsonl), coverage {cov['points']} points", flush=True)
     print(f"[splitbrain] {spec.name}: valid={valid!s} exit={code} seed={spec.seed} results={run.path}", flush=True)
     return RunOutcome(run, valid, code, interrupted, doc)
+
+
+async def _start_observer(test: dict[str, Any], db: DB | None, nodes: Sequence[str], writer: HistoryWriter,
+                          run: RunDir) -> Any:
+    """The run's event observer (:mod:`harness.observe`), for a DB whose nodes answer admin RPCs; also put in
+    ``test["observer"]`` for the guided nemesis.  None (and no events) for other DBs."""
+    if db is None or not hasattr(db, "admin_addr") or not hasattr(db, "role"):
+        return None
+    from harness.observe import Observer
+
+    try:
+        observer = await Observer(test, db, nodes, now_ns=writer.now_ns, run_dir=run.path).start()
+    except Exception as exc:  # observation is evidence about the run, never a reason to fail it
+        log.warning("no event observation for this run: %r", exc)
+        return None
+    test["observer"] = observer
+    return observer
+
+
+def _observed(run: RunDir, history: Sequence[Any], observer: Any, main_start_ns: int | None,
+              main_end_ns: int | None, spec: TestSpec, parts: TestParts) -> dict[str, Any]:
+    """``results.json`` keys from observation: ``coverage`` (:mod:`nemesis.coverage`) and ``nemesis_mode``;
+    for a guided run, ``schedule.yaml`` is written from the executed steps (nothing was planned up front)."""
+    out: dict[str, Any] = {"nemesis_mode": spec.nemesis.mode if spec.nemesis.schedule is None else "schedule"}
+    try:
+        from nemesis.coverage import coverage_of, summary
+
+        ops = [op.to_dict() for op in history if not op.is_client]
+        if observer is not None:
+            out["coverage"] = summary(coverage_of(observer.events, ops), start_ns=main_start_ns or 0,
+                                      events=len(observer.events))
+        if spec.nemesis.mode == "guided" and spec.nemesis.schedule is None and not parts.schedule:
+            from nemesis.replay import executed_steps
+
+            steps = executed_steps(ops, main_start_ns=main_start_ns, time_limit_s=spec.time_limit_s,
+                                   main_end_ns=main_end_ns)
+            write_schedule(run.path / "schedule.yaml", steps, seed=spec.seed, guided=True)
+    except Exception as exc:  # evidence about the run, never a reason to lose its verdict
+        log.warning("observation summary failed: %r", exc)
+    return out
 
 
 def _summary_width() -> int:
@@ -284,13 +335,14 @@ def fault_line(faults: Mapping[str, Mapping[str, Any]]) -> str:
     return ", ".join(parts)
 
 
-def write_schedule(path: Any, steps: Sequence[Any], *, seed: int) -> None:
+def write_schedule(path: Any, steps: Sequence[Any], *, seed: int, guided: bool = False) -> None:
     """``schedule.yaml``: the main phase's nemesis steps in the format ``nemesis.schedule`` reads."""
     import yaml
 
     from nemesis.schedule import to_data
 
-    header = (f"# The nemesis schedule of this run (seed {seed}), planned before the main phase.  Paste it\n"
+    when = ("chosen during the run by the guided nemesis" if guided else "planned before the main phase")
+    header = (f"# The nemesis schedule of this run (seed {seed}), {when}.  Paste it\n"
               "# under nemesis.schedule in a spec to run these faults again; `splitbrain repro` replays\n"
               "# what was executed (see the history's nemesis ops).\n")
     with open(path, "w", encoding="utf-8") as fh:

@@ -37,8 +37,11 @@ from typing import Any
 
 import yaml
 
+from harness.errors import SpecError
+
 __all__ = [
     "BACKENDS",
+    "NEMESIS_MODES",
     "NEMESIS_TARGETS",
     "NemesisSpec",
     "NodesSpec",
@@ -54,22 +57,15 @@ __all__ = [
 ]
 
 BACKENDS = ("local", "docker", "ssh")
+NEMESIS_MODES = ("random", "guided")
 NEMESIS_TARGETS = ("one", "minority", "majority", "minority-third", "primaries", "all", "controllers", "brokers")
 OVERRIDE_KEYS = (
     "nodes", "time_limit", "concurrency", "rate", "nemesis", "workload", "seed", "test_count", "leave_running",
-    "backend",
+    "backend", "nemesis_mode",
 )
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _NODE_RE = re.compile(r"^[a-z][a-z0-9-]{0,9}$")
 _MAX_SEED = 2**63 - 1
-
-
-class SpecError(ValueError):
-    """An invalid test spec.  Attributes: ``file``, ``key`` (dotted path), ``value``, ``allowed``."""
-
-    def __init__(self, file: str, key: str, value: Any, allowed: str) -> None:
-        self.file, self.key, self.value, self.allowed = file, key, value, allowed
-        super().__init__(f"{file}: {key}: got {value!r:.200}; expected {allowed}")
 
 
 @dataclass(frozen=True)
@@ -104,6 +100,15 @@ class NemesisSpec:
     """Per package: ``{kinds: [...], targets: [...]}`` -- which kinds it may pick and which targets it uses."""
     role_wait_s: float = 10.0
     """How long a role selector (``masters``, ``controller-leader``...) waits for its role to exist."""
+    mode: str = "random"
+    """``random``: the packages' faults planned from the seed before the run; ``guided``: the same faults chosen
+    during the run from the observed cluster events (:mod:`nemesis.guided`).  A ``schedule`` overrides both."""
+    modes: tuple[str, ...] = ()
+    """Matrix runs (``test-all --matrix``): one cell per mode listed here (e.g. ``[random, guided]``, so a nightly
+    mixes guided and random cells); empty means just ``mode``.  A single run uses ``mode``."""
+    guided_memory: str | None = None
+    """Guided mode: a JSON file of what the policy learned, read at the start if it exists and written at the
+    end, so a campaign of runs keeps learning (relative paths are relative to the working directory)."""
 
 
 @dataclass(frozen=True)
@@ -250,7 +255,8 @@ def _workloads(c: _Ctx, raw: Any) -> tuple[WorkloadSpec, ...]:
 def _nemesis(c: _Ctx, raw: Any, nodes: NodesSpec) -> NemesisSpec:
     if raw is None or raw == "none":
         return NemesisSpec()
-    m = c.mapping("nemesis", raw, ("packages", "interval_s", "targets", "schedule", "options", "role_wait_s"))
+    m = c.mapping("nemesis", raw, ("packages", "interval_s", "targets", "schedule", "options", "role_wait_s", "mode",
+                                             "modes", "guided_memory"))
     packages = c.str_list("nemesis.packages", m.get("packages", []))
     if packages == ["none"]:
         packages = []
@@ -264,7 +270,23 @@ def _nemesis(c: _Ctx, raw: Any, nodes: NodesSpec) -> NemesisSpec:
     if not isinstance(options, Mapping):
         raise c.err("nemesis.options", options, "a mapping of package name -> {kinds: [...], targets: [...]}")
     role_wait = c.num_range("nemesis.role_wait_s", m.get("role_wait_s", 10.0), 0.0, 600.0)
-    return NemesisSpec(pk, interval, tg, _schedule(c, m.get("schedule"), nodes), dict(options), role_wait)
+    mode = m.get("mode", "random")
+    if mode not in NEMESIS_MODES:
+        raise c.err("nemesis.mode", mode, f"one of {', '.join(NEMESIS_MODES)}")
+    if mode == "guided" and not pk and m.get("schedule") is None:
+        raise c.err("nemesis.mode", mode, "random, or nemesis.packages to choose faults from (guided mode picks "
+                    "among the packages' faults)")
+    modes = c.str_list("nemesis.modes", m.get("modes", []))
+    for i, one in enumerate(modes):
+        if one not in NEMESIS_MODES or one in modes[:i]:
+            raise c.err(f"nemesis.modes[{i}]", one, f"one of {', '.join(NEMESIS_MODES)}, each at most once")
+    if "guided" in modes and not pk:
+        raise c.err("nemesis.modes", modes, "nemesis.packages to choose faults from in the guided cells")
+    memory = m.get("guided_memory")
+    if memory is not None and (not isinstance(memory, str) or not memory.strip()):
+        raise c.err("nemesis.guided_memory", memory, "a file path (JSON, written by guided runs)")
+    return NemesisSpec(pk, interval, tg, _schedule(c, m.get("schedule"), nodes), dict(options), role_wait, mode,
+                       tuple(modes), memory)
 
 
 def _schedule(c: _Ctx, raw: Any, nodes: NodesSpec) -> tuple[Any, ...] | None:
@@ -350,7 +372,8 @@ def apply_overrides(
 
     Keys: ``nodes`` (comma list of names, assigned to controllers then broker replicas in order),
     ``time_limit``, ``concurrency``, ``rate``, ``nemesis`` (comma list of packages or "none"),
-    ``workload`` (comma list of names), ``seed``, ``test_count``, ``leave_running``, ``backend``.
+    ``workload`` (comma list of names), ``seed``, ``test_count``, ``leave_running``, ``backend``,
+    ``nemesis_mode`` (``random`` | ``guided``).
     ``None`` values are ignored.
     """
     c = _Ctx(file)
@@ -377,6 +400,10 @@ def apply_overrides(
         elif key == "nemesis":
             nem = dict(out.get("nemesis") or {})
             nem["packages"] = c.str_list("--nemesis", value)
+            out["nemesis"] = nem
+        elif key == "nemesis_mode":
+            nem = dict(out.get("nemesis") or {})
+            nem["mode"] = value
             out["nemesis"] = nem
         elif key == "workload":
             current_w = c.str_list("workloads", out.get("workloads", []))
@@ -421,6 +448,12 @@ def spec_to_dict(spec: TestSpec) -> dict[str, Any]:
         d["nemesis"]["options"] = {k: dict(v) for k, v in spec.nemesis.options.items()}
     if spec.nemesis.role_wait_s != NemesisSpec.role_wait_s:
         d["nemesis"]["role_wait_s"] = spec.nemesis.role_wait_s
+    if spec.nemesis.mode != NemesisSpec.mode:
+        d["nemesis"]["mode"] = spec.nemesis.mode
+    if spec.nemesis.modes:
+        d["nemesis"]["modes"] = list(spec.nemesis.modes)
+    if spec.nemesis.guided_memory is not None:
+        d["nemesis"]["guided_memory"] = spec.nemesis.guided_memory
     if spec.nemesis.schedule is not None:
         from nemesis.schedule import to_data
 

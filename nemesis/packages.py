@@ -17,7 +17,8 @@ by the seed and its name), so adding a package does not change another's faults.
 :func:`build` makes the nemesis (one member per kind of fault, routed by ``f`` and wrapped by
 :class:`nemesis.accounting.Accounted`), the generator that performs the schedule, and the heal ops
 that undo everything after the main phase (heal partitions and packets, reset clocks, resume paused
-processes, restart dead ones, disarm failpoints).
+processes, restart dead ones, disarm failpoints).  With ``nemesis.mode: guided`` the same packages' faults
+are chosen during the run by :mod:`nemesis.guided_run` instead of planned.
 """
 
 from __future__ import annotations
@@ -319,6 +320,10 @@ def build(db: Any, names: Sequence[str], *, interval_s: float, targets: Sequence
     spec = db.spec
     has_sets = bool(spec.nodes.broker_sets)
     defs = definitions(names, targets=targets, options=options, interval_s=interval_s, has_broker_sets=has_sets)
+    mode = getattr(getattr(spec, "nemesis", None), "mode", "random")
+    if mode == "guided" and schedule is None and defs:
+        return _build_guided(db, defs, interval_s=interval_s, seed=seed,
+                             memory=getattr(spec.nemesis, "guided_memory", None))
     if schedule is None:
         limit = float(time_limit_s if time_limit_s is not None else getattr(spec, "time_limit_s", 60.0))
         steps = plan(defs, interval_s=interval_s, time_limit_s=limit, seed=seed)
@@ -334,6 +339,32 @@ def build(db: Any, names: Sequence[str], *, interval_s: float, targets: Sequence
     heal = [op for i, op in enumerate(heal_ops) if op not in heal_ops[:i]]
     nemesis = Accounted(compose_nemeses(members), seed=seed)
     return Composed(nemesis, timed(steps) if steps else None, heal, steps)
+
+
+def _build_guided(db: Any, defs: Sequence[PackageDef], *, interval_s: float, seed: int,
+                  memory: str | None) -> Composed:
+    """Guided mode (:mod:`nemesis.guided_run`): the same packages' faults, chosen during the run from what
+    the cluster is observed doing; nothing is planned up front (the executed schedule is recorded).
+
+    Raises:
+        SpecError: ``memory`` names a malformed file (key ``nemesis.guided_memory``).
+    """
+    from nemesis.guided_run import GuidedNemesis, guided, load_memory
+
+    try:
+        start = load_memory(memory)
+    except ValueError as exc:
+        from harness.errors import SpecError
+
+        raise SpecError(str(getattr(db.spec, "source", "<spec>")), "nemesis.guided_memory", memory,
+                        f"a guided memory file written by an earlier guided run ({exc})") from None
+    gen, feed, moves = guided(defs, seed=seed, interval_s=interval_s, start=start)
+    makers = {d.nemesis for d in defs} | {_maker_for(m.f) for m in moves}
+    rng = random.Random(seed)
+    members = [make(db, rng) for make in _ordered(makers)]
+    heal_ops = [op for d in defs for op in d.heal] + [op for m in moves for op in _heal_for(m.f)]
+    heal = [op for i, op in enumerate(heal_ops) if op not in heal_ops[:i]]
+    return Composed(GuidedNemesis(Accounted(compose_nemeses(members), seed=seed), feed, memory), gen, heal, ())
 
 
 _MAKER_BY_F: dict[str, Callable[[Any, random.Random], Nemesis]] = {

@@ -37,6 +37,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from system_under_test import node_events
+
 log = logging.getLogger("splitbrain.failpoints")
 
 CRASH_EXIT_CODE = 86
@@ -134,6 +136,8 @@ def arm(name: str, spec: str) -> None:
         point.released.set()
         point.released = threading.Event()
     log.info("failpoint %s armed: %s", name, action.describe() if action else "off")
+    node_events.record("failpoint-armed" if action else "failpoint-disarmed", name=name,
+                       action=action.describe() if action else "off")
 
 
 def disarm(name: str) -> None:
@@ -146,6 +150,7 @@ def disarm(name: str) -> None:
             point.action = None
             point.released.set()
             point.released = threading.Event()
+    node_events.record("failpoint-disarmed", name=name)
 
 
 def list_points() -> list[dict[str, object]]:
@@ -226,6 +231,7 @@ def hit(name: str) -> None:
     if action is None:
         return
     log.warning("failpoint %s fired: %s", name, action.describe())
+    node_events.record("failpoint-fired", name=name, action=action.describe())
     if action.kind == "crash":
         _crash(name)
     elif action.kind == "error":
@@ -242,6 +248,7 @@ async def ahit(name: str) -> None:
     if action is None:
         return
     log.warning("failpoint %s fired: %s", name, action.describe())
+    node_events.record("failpoint-fired", name=name, action=action.describe())
     if action.kind == "crash":
         _crash(name)
     elif action.kind == "error":

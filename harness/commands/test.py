@@ -51,6 +51,9 @@ log = logging.getLogger("splitbrain.commands.test")
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="the YAML test spec")
     add_spec_arguments(p)
+    p.add_argument("--nemesis-mode", choices=("random", "guided"),
+                   help="random: faults planned from the seed (default); guided: chosen during the run from the "
+                        "observed cluster events (spec: nemesis.mode)")
     add_output_arguments(p)
 
 
@@ -124,8 +127,12 @@ async def execute(
 
 
 def look_at(run: Path, written: list[str]) -> Path:
-    """The file to open first for a run that did not pass: the timeline (failing ops among everything that
-    happened, with the faults) when it was written, else ``results.json`` (a crash before any op)."""
+    """The file to open first for a run that did not pass: a linearizability failure's window (the ops around
+    the one that cannot be placed), else the timeline (failing ops among everything that happened, with the
+    faults), else ``results.json`` (a crash before any op)."""
+    windows = sorted(f for f in written if f.startswith("linear-") and f.endswith(".svg"))
+    if windows:
+        return run / windows[0]
     return run / "timeline.html" if "timeline.html" in written else run / "results.json"
 
 
@@ -153,7 +160,10 @@ def write_junit_file(path: str, run_dirs: list[Path]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        prepared = prepare(args.spec, overrides_from_args(args),
+        overrides = overrides_from_args(args)
+        if getattr(args, "nemesis_mode", None):
+            overrides["nemesis_mode"] = args.nemesis_mode
+        prepared = prepare(args.spec, overrides,
                            allow_weak_quorum=getattr(args, "allow_weak_quorum", False))
         if prepared.spec.backend == "ssh":
             ssh_targets(prepared.spec, getattr(args, "nodes_file", None))

@@ -68,12 +68,17 @@ CHILD_COMMAND: list[str] = [sys.executable, "-m", "harness.cli"]
 
 
 def matrix_cells(spec: Any) -> list[tuple[str, dict[str, Any]]]:
-    """(label, overrides) per cell of ``spec``: its workloads x its expanded nemesis packages (pure)."""
+    """(label, overrides) per cell of ``spec``: its workloads x its expanded nemesis packages, and x its
+    ``nemesis.modes`` when it lists any (so a nightly mixes guided and random cells) (pure)."""
     from nemesis.packages import expand
 
     workloads = [w.name for w in spec.workloads]
     packages = expand(list(spec.nemesis.packages)) or ["none"]
-    return [(f"{w} x {p}", {"workload": w, "nemesis": p}) for w in workloads for p in packages]
+    cells = [(f"{w} x {p}", {"workload": w, "nemesis": p}) for w in workloads for p in packages]
+    modes = list(getattr(spec.nemesis, "modes", ()) or ())
+    if not modes:
+        return cells
+    return [(f"{label} x {m}", {**cell, "nemesis_mode": m}) for label, cell in cells for m in modes]
 
 
 def _load_all(paths: list[str], overrides: dict[str, Any], *, matrix: bool = False, allow_weak_quorum: bool = False

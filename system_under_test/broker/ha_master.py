@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from system_under_test import failpoints
+from system_under_test import failpoints, node_events
 from system_under_test.broker.config import BrokerConfig
 from system_under_test.broker.ha import (
     SlaveTracking,
@@ -169,6 +169,7 @@ class HaMaster:
         if new is not self.view:
             self._uncertain_since_ms = None
             log.info("adopting controller SyncStateSet %s (was %s)", sorted(members), self.view.describe())
+            _record_set(self.view.members, new.members, "controller")
             self.view = new
             self._recompute_confirm()
             self._release_waiters()
@@ -208,7 +209,9 @@ class HaMaster:
         await failpoints.ahit(FP_ALTER_REPLY)
         if accepted - self.view.members:
             await failpoints.ahit(FP_ALTER_EXPAND_REPLY)
+        before = self.view.members
         self.view = apply_controller_set(self.view, accepted, new_epoch)
+        _record_set(before, self.view.members, "alter")
         self._uncertain_since_ms = None
         log.info("SyncStateSet now %s", self.view.describe())
         self._recompute_confirm()
@@ -413,3 +416,11 @@ class HaMaster:
             "slaves": {str(sid): t.describe() for sid, t in self.trackings.items()},
             "waiting_puts": len(self._waiters),
         }
+
+
+def _record_set(before: frozenset[int], after: frozenset[int], via: str) -> None:
+    """A SyncStateSet change in the node's event log (``shrink``/``expand``/``replace``; nothing if unchanged)."""
+    if before == after:
+        return
+    change = "shrink" if after < before else "expand" if after > before else "replace"
+    node_events.record("sync-state-set", change=change, members=sorted(after), via=via)

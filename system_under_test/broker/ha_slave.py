@@ -27,6 +27,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from system_under_test import node_events
 from system_under_test.broker.config import BrokerConfig
 from system_under_test.broker.ha import SlaveLog, TransferError, TransferHeader, on_transfer_header
 from system_under_test.broker.ha.transfer import (
@@ -176,6 +177,7 @@ class HaSlave:
         if point.offset < store.max_phys_offset:
             log.warning("truncating the log from %d to the consistent point %d (%s)", store.max_phys_offset,
                         point.offset, point.reason)
+            node_events.record("truncate", **{"from": store.max_phys_offset, "to": point.offset})
             store.truncate(point.offset)
         else:
             log.info("consistent point %d = our max offset (%s)", point.offset, point.reason)

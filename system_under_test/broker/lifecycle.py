@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from system_under_test import failpoints
+from system_under_test import failpoints, node_events
 from system_under_test.broker.config import BrokerConfig, FlushMode
 from system_under_test.broker.consumer_offsets import ConsumerOffsets
 from system_under_test.broker.ha import RoleDecisionKind, decide_role_change
@@ -185,6 +185,8 @@ class Broker:
         self.fenced = bool(outcome.reply.get("fenced", True))
         if self.role is not Role.MASTER:
             self.routing_broker_id = self.broker_id
+        node_events.record("registered", broker_name=self.cfg.broker_name, broker_id=self.broker_id,
+                           broker_epoch=self.broker_epoch, fenced=self.fenced)
         log.info("registered: broker %s/%d epoch %d incarnation %s fenced=%s master=%s@%s", self.cfg.broker_name,
                  self.broker_id, self.broker_epoch, self.incarnation_id, self.fenced, outcome.master_id,
                  outcome.master_epoch)
@@ -259,6 +261,7 @@ class Broker:
         fenced = bool(h.get("fenced"))
         if fenced != self.fenced:
             log.info("controller says fenced=%s (broker epoch %d)", fenced, self.broker_epoch)
+            node_events.record("fenced" if fenced else "unfenced", broker_epoch=self.broker_epoch, via="controller")
         self.fenced = fenced
         if self.shutting_down and h.get("should_shutdown"):
             self._shutdown_ok.set()
@@ -293,12 +296,14 @@ class Broker:
             if not self.fenced:
                 log.warning("clock went back %d ms: fencing myself until the next heartbeat",
                             self._last_lease_check_ms - now)
+                node_events.record("fenced", broker_epoch=self.broker_epoch, via="clock-went-back")
             self.fenced = True
             self.last_renew_ms = min(self.last_renew_ms, now)
         self._last_lease_check_ms = now
         if not self.fenced and now - self.last_renew_ms > self.cfg.lease_timeout_ms:
             log.warning("no heartbeat acknowledged for %d ms: fencing myself (broker epoch %d)",
                         now - self.last_renew_ms, self.broker_epoch)
+            node_events.record("fenced", broker_epoch=self.broker_epoch, via="lease-expired")
             self.fenced = True
         return not self.fenced
 

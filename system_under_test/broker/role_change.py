@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from system_under_test import node_events
 from system_under_test.broker.ha import RoleError, change_to_master_steps, routing_broker_id
 from system_under_test.broker.ha.role import AcceptWrites, AppendEpochEntry, TruncateEpochsFrom, TruncateInvalidTail
 from system_under_test.broker.ha_slave import HaSlave
@@ -34,6 +35,7 @@ async def become_master(b: Broker, epoch: int, members: frozenset[int], set_epoc
     assert store is not None and ha is not None
     log.info("becoming MASTER of %s epoch %d (was %s epoch %d, via %s)", b.cfg.broker_name, epoch,
              b.role.value, b.master_epoch, source)
+    node_events.record("become-master", master_epoch=epoch, was=b.role.value, via=source)
     for attempt in ("check", "final"):
         entries = [(e.epoch, e.start_offset) for e in store.epochs.entries]
         mx = store.max_phys_offset
@@ -75,6 +77,7 @@ async def become_slave(b: Broker, master_id: int, master_addr: str, epoch: int, 
     assert store is not None and ha is not None
     log.info("becoming SLAVE of broker %d at %s, epoch %d (was %s epoch %d, via %s)", master_id, master_addr,
              epoch, b.role.value, b.master_epoch, source)
+    node_events.record("become-slave", master_epoch=epoch, master_id=master_id, was=b.role.value, via=source)
     b.role = Role.SLAVE  # stop accepting writes first
     ha.deactivate("changing to slave")
     if b.ha_slave is not None:

@@ -26,7 +26,7 @@ import hmac
 import logging
 from typing import TYPE_CHECKING, Any
 
-from system_under_test import failpoints
+from system_under_test import failpoints, node_events
 from system_under_test.broker.config import FlushMode
 from system_under_test.broker.group_commit import GroupCommit
 from system_under_test.broker.ha import check_min_in_sync
@@ -175,6 +175,8 @@ class DataPlane:
             return Reply(header=dict(CLOCK.describe()))
         if code == RequestCode.ADMIN_STATUS:
             return Reply(header=self.b.runtime_info())
+        if code == RequestCode.ADMIN_EVENTS:
+            return Reply(header=node_events.read(int(h.get("since") or 0), int(h.get("limit") or 1000)))
         if code == RequestCode.ADMIN_SHUTDOWN:
             self.b.request_shutdown()
             return Reply(header={"shutting_down": True})

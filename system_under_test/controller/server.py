@@ -40,13 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from system_under_test import eventloop, failpoints
+from system_under_test import eventloop, failpoints, node_events
 from system_under_test.clock import CLOCK
 from system_under_test.controller import formation
 from system_under_test.controller.batching import ProposalBatcher
 from system_under_test.controller.config import ControllerConfig
 from system_under_test.controller.events import Event, decode_events, encode_events
 from system_under_test.controller.heartbeat import BrokerHeartbeatManager
+from system_under_test.controller.observed import applied_event
 from system_under_test.controller.queries import notifications
 from system_under_test.controller.requests import DecideContext, Decision, complete, decide
 from system_under_test.controller.scan import scan
@@ -66,7 +67,8 @@ from system_under_test.protocol import (
     split_addr,
 )
 from system_under_test.raft import ProposalDropped, RaftError, RaftNode, RaftTransport
-from system_under_test.raft.types import RaftConfig, message_from_wire
+from system_under_test.raft.transport import messages_from_frame
+from system_under_test.raft.types import RaftConfig
 
 log = logging.getLogger("splitbrain.controller")
 
@@ -191,7 +193,15 @@ class ControllerStateMachine:
         if events is None:
             events = decode_events(data)
         state = self.state
-        results = [state.apply(event, index) for event in events]
+        results = []
+        for event in events:
+            name = getattr(event, "broker_name", None)
+            before = state.replica_info(name) if name else None
+            result = state.apply(event, index)
+            results.append(result)
+            fields = applied_event(event, before, state.replica_info(name) if name else None, result.ok)
+            if fields is not None:
+                node_events.record("apply", index=index, **fields)
         for callback in self.on_applied:
             callback(results)
         return results
@@ -340,6 +350,7 @@ class ControllerServer:
 
     def _on_role_change(self, is_leader: bool, term: int) -> None:
         self._leader_since_ms = CLOCK.monotonic_ns() // 1_000_000 if is_leader else None
+        node_events.record("raft-leader" if is_leader else "raft-stepdown", term=term)
         log.info("controller %s is %s in term %d", self.options.node_id, "LEADER" if is_leader else "not leader",
                  term)
 
@@ -399,12 +410,14 @@ class ControllerServer:
                                f"{_name(frame.code)} changes cluster state and needs the cluster token")
         code = frame.code
         if code == _RAFT_MESSAGE:
-            if self.raft is not None and isinstance(frame.body, list):
-                for wire in frame.body:
-                    try:
-                        self.raft.handle_message(message_from_wire(wire))
-                    except ValueError as exc:
-                        log.warning("dropping malformed raft message from %s: %s", conn.peer, exc)
+            if self.raft is not None:
+                try:  # the whole frame or nothing: a message claiming another sender than from_id is refused
+                    messages = messages_from_frame(frame)
+                except ValueError as exc:
+                    log.warning("dropping malformed RAFT_MESSAGE from %s: %s", conn.peer, exc)
+                    messages = []
+                for m in messages:
+                    self.raft.handle_message(m)
             return None
         if code == _FORMATION_STATUS:
             return Reply(header=self._my_status().to_wire())
@@ -603,6 +616,8 @@ class ControllerServer:
             status = self.raft.status() if self.raft is not None else {}
             return Reply(header={"metadata": self._metadata(), "raft": _plain(status),
                                  "state": self.sm.state.describe()})
+        if code == RequestCode.ADMIN_EVENTS:
+            return Reply(header=node_events.read(int(h.get("since") or 0), int(h.get("limit") or 1000)))
         if code == RequestCode.ADMIN_SHUTDOWN:
             sid = h.get("shutdown_id")
             asyncio.get_running_loop().call_later(0.05, self._request_shutdown, sid)
@@ -663,6 +678,7 @@ class ControllerServer:
 ADMIN_CODES = frozenset({
     RequestCode.ADMIN_FAILPOINT_LIST, RequestCode.ADMIN_FAILPOINT_ARM, RequestCode.ADMIN_FAILPOINT_DISARM,
     RequestCode.ADMIN_CLOCK_SET, RequestCode.ADMIN_CLOCK_GET, RequestCode.ADMIN_STATUS, RequestCode.ADMIN_SHUTDOWN,
+    RequestCode.ADMIN_EVENTS,
 })
 
 

@@ -62,6 +62,7 @@ class RequestCode(enum.IntEnum):
     ADMIN_CLOCK_GET = 1204
     ADMIN_SHUTDOWN = 1205
     ADMIN_STATUS = 1206
+    ADMIN_EVENTS = 1207
 
 
 @enum.unique
@@ -216,6 +217,7 @@ REQUEST_DOCS: dict[RequestCode, str] = {
     RequestCode.ADMIN_CLOCK_GET: "Read the process clock (wall and monotonic, with offset and rate).",
     RequestCode.ADMIN_SHUTDOWN: "Orderly shutdown of this node.",
     RequestCode.ADMIN_STATUS: "Node status: role, term, leader, applied index.",
+    RequestCode.ADMIN_EVENTS: "The node's event log after a sequence number (roles, epochs, SyncStateSet, fencing...).",
 }
 
 

@@ -192,6 +192,10 @@ SCHEMAS: dict[RequestCode, dict[str, FieldSpec]] = {
         "shutdown_id": F("str", "shared id of an orderly whole-quorum shutdown (final signature)", required=False),
     },
     RequestCode.ADMIN_STATUS: {},
+    RequestCode.ADMIN_EVENTS: {
+        "since": F("int", "the last sequence number already read (0 = from the start)", required=False),
+        "limit": F("int", "at most this many events (default 1000)", required=False),
+    },
 }
 
 

@@ -54,7 +54,10 @@ def test_nightly_matrix_is_every_workload_by_every_package_five_minutes_on_docke
     cells = matrix_cells(spec)
     packages = {c["nemesis"] for _, c in cells}
     assert packages == set(BUILDERS) - {"disk-corrupt"}  # brokers it hits stay down: opt-in only
-    assert len(cells) == len(names()) * len(packages)
+    modes = {c["nemesis_mode"] for _, c in cells}
+    assert modes == {"random", "guided"}  # the nightly mixes guided and random cells
+    assert len(cells) == len(names()) * len(packages) * len(modes)
+    assert all(label.endswith(f" x {c['nemesis_mode']}") for label, c in cells)
 
 
 def test_the_spec_snippets_in_the_workloads_doc_load() -> None:

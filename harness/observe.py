@@ -1,0 +1,215 @@
+"""Observation: the stream of timed cluster events a run collects from its nodes, in ``events.jsonl``.
+
+Vocabulary.  A *node event* is what a controller or broker process wrote in its own event log
+(:mod:`system_under_test.node_events`: Raft leadership, applied controller events with master epochs and
+SyncStateSet changes, broker role changes, SyncStateSet shrink/expand, fencing, registration, truncation,
+failpoints).  An *observed event* is a node event placed on the run's time axis -- ``time`` in nanoseconds
+since the history started, like every op in ``history.jsonl`` -- with the ``node`` and its ``role``
+(``controller`` / ``broker``), plus two kinds the harness sees itself: ``node-restart`` (a node answered with
+a new boot id: it was restarted, or crashed at a failpoint and came back) and ``client-outcome`` (the
+outcome of a client op ``f`` changed, e.g. sends went from ``ok`` to ``info``; read from the history as it
+is written).  Nothing is guessed from timing: every event is something a node or a client reported.
+
+:class:`Observer` is the shell: it polls every node's ``ADMIN_EVENTS`` (every ``interval_s``), tails the
+history for client outcomes, appends each observed event to ``events.jsonl`` and to :attr:`Observer.events`
+(which the guided nemesis reads), and tells listeners.  :func:`place` and :class:`ClientOutcomes` are pure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ClientOutcomes", "Observer", "place", "read_events"]
+
+log = logging.getLogger("splitbrain.observe")
+
+EVENTS_FILE = "events.jsonl"
+
+
+def place(event: Mapping[str, Any], *, node: str, role: str, recv_ns: int, node_now_ns: int) -> dict[str, Any]:
+    """A node event on the run's time axis: it happened ``node_now_ns - mono_ns`` before the reply that
+    carried it was received at ``recv_ns`` (run time); never after ``recv_ns``.  Pure."""
+    age = max(0, int(node_now_ns) - int(event.get("mono_ns", node_now_ns)))
+    out = {k: v for k, v in event.items() if k not in ("mono_ns",)}
+    out.update({"time": max(0, recv_ns - age), "node": node, "role": role})
+    return out
+
+
+@dataclass
+class ClientOutcomes:
+    """Client outcome changes from history records (pure): per op ``f``, the last completion type; a change
+    (``ok`` -> ``info``, ``fail`` -> ``ok``...) is one ``client-outcome`` event."""
+
+    last: dict[str, str] = field(default_factory=dict)
+
+    def feed(self, records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for r in records:
+            if r.get("process") == "nemesis" or r.get("type") not in ("ok", "fail", "info"):
+                continue
+            f, outcome = str(r.get("f")), str(r.get("type"))
+            was = self.last.get(f)
+            if was != outcome:
+                self.last[f] = outcome
+                out.append({"time": int(r.get("time", 0)), "node": None, "role": "client", "kind": "client-outcome",
+                            "f": f, "outcome": outcome, "was": was})
+        return out
+
+
+def read_events(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The observed events of a run directory (empty when it has none)."""
+    path = Path(run_dir) / EVENTS_FILE
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        with contextlib.suppress(ValueError):
+            out.append(json.loads(line))
+    return out
+
+
+class Observer:
+    """Collects observed events during a run (see the module docstring).
+
+    Args:
+        test: the test map (``remote`` resolves node addresses).
+        db: the cluster (``admin_addr(test, node)``, ``role(node)``).
+        now_ns: the run's clock (the history writer's ``now_ns``).
+        run_dir: where ``events.jsonl`` goes; the history is tailed from ``history.jsonl`` there.
+        interval_s: how often every node is asked.
+    """
+
+    def __init__(self, test: Mapping[str, Any], db: Any, nodes: Iterable[str], *, now_ns: Callable[[], int],
+                 run_dir: str | Path, interval_s: float = 0.2) -> None:
+        self.test, self.db, self.nodes = test, db, list(nodes)
+        self.now_ns = now_ns
+        self.path = Path(run_dir) / EVENTS_FILE
+        self.history_path = Path(run_dir) / "history.jsonl"
+        self.interval_s = interval_s
+        self.events: list[dict[str, Any]] = []
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        self.polls = 0
+        self.poll_errors = 0
+        self._since: dict[str, tuple[str | None, int]] = {n: (None, 0) for n in self.nodes}
+        self._conns: dict[str, Any] = {}
+        self._clients = ClientOutcomes()
+        self._history_pos = 0
+        self._fh: Any = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> Observer:
+        self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 -- closed in stop()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._node_loop(n)) for n in self.nodes]
+        self._tasks.append(loop.create_task(self._history_loop()))
+        return self
+
+    async def stop(self) -> None:
+        """One last poll (so the end of the run is observed too), then close."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.poll_once(), 5.0)
+        for conn in self._conns.values():
+            with contextlib.suppress(Exception):
+                conn.close()
+        self._conns.clear()
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    async def _node_loop(self, node: str) -> None:
+        """One loop per node, so a paused or unreachable node does not delay what the others report."""
+        while True:
+            try:
+                self._emit_all(await self._poll_node(node))
+            except Exception:  # observation must never end the run; the node may be down or paused
+                self.poll_errors += 1
+            await asyncio.sleep(self.interval_s)
+
+    async def _history_loop(self) -> None:
+        while True:
+            self._emit_all(self._clients.feed(self._tail_history()))
+            await asyncio.sleep(self.interval_s)
+
+    async def poll_once(self) -> None:
+        """Ask every node once and read the history written since the last poll."""
+        batches = await asyncio.gather(*(self._poll_node(n) for n in self.nodes), return_exceptions=True)
+        new: list[dict[str, Any]] = []
+        for b in batches:
+            if isinstance(b, list):
+                new.extend(b)
+            else:
+                self.poll_errors += 1
+        new.extend(self._clients.feed(self._tail_history()))
+        self._emit_all(new)
+
+    def _emit_all(self, new: list[dict[str, Any]]) -> None:
+        for e in sorted(new, key=lambda e: e["time"]):
+            self._emit(e)
+
+    def _emit(self, e: dict[str, Any]) -> None:
+        self.events.append(e)
+        if self._fh is not None:
+            self._fh.write(json.dumps(e, separators=(",", ":"), default=str) + "\n")
+            self._fh.flush()
+        for listener in list(self.listeners):
+            with contextlib.suppress(Exception):
+                listener(e)
+
+    async def _poll_node(self, node: str) -> list[dict[str, Any]]:
+        from system_under_test.protocol import RequestCode, connect
+
+        self.polls += 1
+        conn = self._conns.get(node)
+        if conn is None or conn.closed:
+            conn = await connect(self.db.admin_addr(self.test, node), timeout_s=0.5)
+            self._conns[node] = conn
+        boot, since = self._since[node]
+        try:
+            reply = (await conn.request(RequestCode.ADMIN_EVENTS, {"since": since}, timeout_s=1.0)).header
+        except Exception:
+            conn.close()
+            self._conns.pop(node, None)
+            raise
+        recv = self.now_ns()
+        out: list[dict[str, Any]] = []
+        role = self.db.role(node)
+        if reply.get("boot") != boot:
+            if boot is not None:
+                out.append({"time": recv, "node": node, "role": role, "kind": "node-restart"})
+            if since:  # a new process: its log starts again at 1
+                reply = (await conn.request(RequestCode.ADMIN_EVENTS, {"since": 0}, timeout_s=1.0)).header
+                recv = self.now_ns()
+        for e in reply.get("events") or []:
+            out.append(place(e, node=node, role=role, recv_ns=recv, node_now_ns=int(reply.get("now_ns", 0))))
+        self._since[node] = (reply.get("boot"), int(reply.get("next", 0)))
+        return out
+
+    def _tail_history(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.history_path, "rb") as fh:
+                fh.seek(self._history_pos)
+                data = fh.read()
+        except OSError:
+            return []
+        end = data.rfind(b"\n")
+        if end < 0:
+            return []
+        self._history_pos += end + 1
+        out = []
+        for line in data[:end].splitlines():
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+        return out

@@ -1,0 +1,308 @@
+"""The guided nemesis's policy: which fault next, on whom, and when -- chosen from what the cluster did.
+
+Theory of operation (after Mallory's feedback loop, applied to a broker with a controller).  The policy
+sees the observed event stream (:mod:`harness.observe`) and the coverage it produces
+(:mod:`nemesis.coverage`), and drives a small machine on the nemesis thread:
+
+1. *Moments.*  With no fault active, it waits ``settle_s`` after the last undo, then strikes at the first
+   *trigger* -- an event worth aiming at (:data:`TRIGGERS`: a SyncStateSet shrink or expansion, a master
+   election, a new controller leader, a fencing, a failpoint armed, a truncation, a restart, clients
+   starting to see ``info``/``fail``) -- or, if none comes, after ``max_wait_s`` (context ``quiet``).
+   With faults active, each trigger the cluster itself raises (client outcomes do not count: any fault makes
+   clients time out) is a moment too: undo one of them now (heal the partition once the
+   SyncStateSet has shrunk, so an out-of-sync slave can be elected), *stack* a fault of another family (isolate
+   the slaves, see the SyncStateSet shrink to the master, then kill the master; up to ``max_depth``), or hold
+   on.  A fault nobody undoes is undone after its longest hold (drawn from ``holds_s``).
+2. *Choice.*  A move that names the node that raised the trigger (the master after a SyncStateSet shrink or a
+   master election, the controller leader after a leader election: :data:`AIM`) gets a small prior bonus.
+   The context of a decision is what is active plus the trigger (``partition:isolate-master|
+   sync-state-set:shrink``).  Every (context, choice) pair keeps (tries, reward: log(1 + new coverage
+   points) after it); the choice with the best upper confidence bound is taken -- a pair never tried in
+   this context starts from what the choice earned in every context -- ties broken by the seeded RNG.
+3. *Credit.*  The coverage points reached between a choice and the next decision are credited to it.
+
+Rules of this file: pure.  Time (``now_s``, seconds since the main phase started), the events and the RNG
+are arguments; :func:`decide` returns the decision, when to ask again, and the new :class:`State`.
+The shell that performs decisions and records them as an ordinary schedule is :mod:`nemesis.guided_run`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from nemesis.coverage import Coverage, label, next_coverage, points
+from nemesis.schedule import UNDO, Step, fault_label
+
+__all__ = [
+    "TRIGGERS", "Config", "Decision", "Move", "Rng", "State", "decide", "memory_of", "moves_from_ops",
+    "state_from_memory",
+]
+
+TRIGGERS = ("sync-state-set:", "apply:ElectMaster", "apply:AlterSyncStateSet", "become-master", "raft-leader",
+            "fenced", "failpoint-armed", "truncate", "node-restart", "client-outcome:")
+"""Label prefixes of the events that open a moment (see the module docstring)."""
+
+HOLD = "hold"
+UNDO_PREFIX = "undo:"
+AIM: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("sync-state-set:", ("master", "primaries")), ("apply:AlterSyncStateSet", ("master", "primaries")),
+    ("become-master", ("master", "primaries")), ("apply:ElectMaster", ("master", "primaries")),
+    ("raft-leader", ("controller-leader", "primaries")),
+)
+"""Trigger label prefix -> what a move must name (kind or selector) to aim at the node that raised it: right
+after a SyncStateSet shrink or a master election, hit the master; right after a leader election, the leader."""
+AIM_BONUS = 0.5
+"""Added to an aimed move's score: a prior tilt (rewards are log(1 + new points)), which learning can overrule."""
+
+
+class Rng(Protocol):
+    """What the policy draws from (a seeded ``random.Random`` in the shell)."""
+
+    def randrange(self, start: int, stop: int | None = ..., step: int = ...) -> int: ...
+
+
+@dataclass(frozen=True)
+class Move:
+    """One fault the policy may inject: ``f`` with ``value``; ``family`` is what undoes it (two moves of one
+    family are never active together: a second partition would replace the first)."""
+
+    f: str
+    value: Any = None
+
+    @property
+    def key(self) -> str:
+        v = self.value if isinstance(self.value, Mapping) else {}
+        target = v.get("targets") if isinstance(self.value, Mapping) else self.value
+        return fault_label(self.f, self.value) + (f"@{target}" if target else "")
+
+    @property
+    def family(self) -> str:
+        return UNDO.get(self.f, self.f)
+
+    @property
+    def undo(self) -> str | None:
+        return UNDO.get(self.f)
+
+
+@dataclass(frozen=True)
+class Config:
+    """``moves``: the faults to choose from; ``settle_s``: quiet time after an undo before the next fault;
+    ``max_wait_s``: strike anyway after this long without a trigger; ``holds_s``: longest holds to draw from
+    (a fault is undone then unless a decision undid it earlier);
+    ``max_depth``: faults active at once; ``explore``: weight of the exploration bonus."""
+
+    moves: tuple[Move, ...]
+    settle_s: float = 1.0
+    max_wait_s: float = 4.0
+    holds_s: tuple[float, ...] = (4.0, 8.0, 12.0)
+    max_depth: int = 2
+    explore: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.moves:
+            raise ValueError("guided nemesis: no fault moves to choose from (name nemesis packages)")
+
+
+@dataclass(frozen=True)
+class Active:
+    move: Move
+    at_s: float
+    undo_at_s: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Perform ``step`` now; ``context`` and ``move_key`` say why (None for an undo)."""
+
+    step: Step
+    context: str | None = None
+    move_key: str | None = None
+
+
+@dataclass(frozen=True)
+class State:
+    active: tuple[Active, ...] = ()
+    quiet_since_s: float = 0.0
+    consumed: int = 0
+    """Events already looked at for triggers."""
+    trigger: str | None = None
+    stats: Mapping[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
+    """(context, move key) -> (tries, reward): reward is log(1 + new coverage points) per try."""
+    credit: tuple[str, str, int] | None = None
+    """(context, choice, coverage count when chosen) of the last choice, credited at the next decision."""
+    coverage: Coverage = field(default_factory=Coverage)
+    steps: tuple[Step, ...] = ()
+    covered_steps: int = 0
+    k: int = 0
+
+
+def memory_of(st: State) -> dict[str, Any]:
+    """What the policy learned, as JSON-ready data: its statistics and the coverage points it has reached."""
+    return {"stats": [[c, k, n, r] for (c, k), (n, r) in sorted(st.stats.items())],
+            "reached": sorted([f, role, list(labels)] for f, role, labels in st.coverage.reached)}
+
+
+def state_from_memory(memory: Mapping[str, Any]) -> State:
+    """A fresh state that starts from ``memory`` (:func:`memory_of`): a campaign of runs keeps learning, and a
+    point already reached in an earlier run is not new again.
+
+    Raises:
+        ValueError: malformed memory (naming the entry).
+    """
+    try:
+        stats = {(str(c), str(k)): (int(n), float(r)) for c, k, n, r in memory.get("stats") or []}
+        reached = frozenset((str(f), str(role), tuple(map(str, labels))) for f, role, labels in
+                            memory.get("reached") or [])
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"guided memory: expected stats [[context, move, tries, reward]...] and reached "
+                         f"[[fault, role, [labels]]...]; {exc}") from None
+    return State(stats=stats, coverage=Coverage(reached, ()))
+
+
+def moves_from_ops(ops: Sequence[Mapping[str, Any]]) -> tuple[Move, ...]:
+    """Distinct moves from fault ops ``{f, value}`` (the packages' vocabulary), in first-seen order."""
+    out: list[Move] = []
+    for op in ops:
+        m = Move(str(op["f"]), op.get("value"))
+        if m not in out:
+            out.append(m)
+    return tuple(out)
+
+
+def _trigger(events: Sequence[Mapping[str, Any]], *, cluster_only: bool = False) -> str | None:
+    """The latest trigger among ``events``; with ``cluster_only`` client outcomes do not count (a fault makes
+    clients time out at once; the moment to undo or stack is when the cluster itself reacted)."""
+    found = None
+    for e in events:
+        lab = label(e)
+        if lab.startswith(TRIGGERS) and not lab.endswith(":ok") and not (cluster_only and e.get("role") == "client"):
+            found = lab
+    return found
+
+
+def _context(active: Sequence[Active], trigger: str | None) -> str:
+    now = "+".join(a.move.key.split("@")[0] for a in active) or "none"
+    return f"{now}|{trigger or 'quiet'}"
+
+
+PSEUDO = 0.5
+"""Pseudo-tries of a (context, move) pair's prior: a pair never tried in this context starts from what the move
+earned in every context (optimistic for a move never tried at all), so one learned context informs the next."""
+
+
+def _priors(stats: Mapping[tuple[str, str], tuple[int, float]]) -> dict[str, float]:
+    tries: dict[str, int] = {}
+    reward: dict[str, float] = {}
+    for (_, key), (n, r) in stats.items():
+        tries[key] = tries.get(key, 0) + n
+        reward[key] = reward.get(key, 0.0) + r
+    return {k: reward[k] / tries[k] for k in tries if tries[k]}
+
+
+def _score(stats: Mapping[tuple[str, str], tuple[int, float]], context: str, key: str, total: int, explore: float,
+           prior: float) -> float:
+    tries, reward = stats.get((context, key), (0, 0.0))
+    mean = (reward + prior * PSEUDO) / (tries + PSEUDO)
+    return mean + explore * math.sqrt(math.log(total + 2) / (tries + PSEUDO))
+
+
+def _aimed(trigger: str | None, key: str) -> bool:
+    """Whether move ``key`` names the node that raised ``trigger`` (:data:`AIM`); undo and hold never do."""
+    if trigger is None or key == HOLD or key.startswith(UNDO_PREFIX):
+        return False
+    words = next((w for prefix, w in AIM if trigger.startswith(prefix)), ())
+    return any(w in key for w in words)
+
+
+def _choose(cfg: Config, st: State, context: str, candidates: Sequence[str], rng: Rng,
+            trigger: str | None = None) -> str:
+    total = sum(st.stats.get((context, c), (0, 0.0))[0] for c in candidates)
+    priors = _priors(st.stats)
+    optimistic = max(priors.values(), default=0.0)
+    scored = [(_score(st.stats, context, c, total, cfg.explore, priors.get(c, optimistic))
+               + (AIM_BONUS if _aimed(trigger, c) else 0.0), c) for c in candidates]
+    best = max(sc for sc, _ in scored)
+    tied = [c for sc, c in scored if sc >= best - 1e-12]
+    return tied[rng.randrange(len(tied))]
+
+
+def _credited(st: State) -> State:
+    if st.credit is None:
+        return st
+    context, key, before = st.credit
+    tries, reward = st.stats.get((context, key), (0, 0.0))
+    gained = max(0, st.coverage.count - before)
+    stats = {**st.stats, (context, key): (tries + 1, reward + math.log1p(gained))}
+    return replace(st, stats=stats, credit=None)
+
+
+def _undo(st: State, a: Active, now_s: float, context: str | None, key: str | None) -> tuple[Decision, State]:
+    active = tuple(x for x in st.active if x is not a)
+    step = Step(round(now_s, 3), a.move.undo or "start", None)
+    credit = (context, key, st.coverage.count) if context is not None and key is not None else st.credit
+    st = replace(st, active=active, quiet_since_s=now_s if not active else st.quiet_since_s,
+                 steps=(*st.steps, step), trigger=None, credit=credit)
+    return Decision(step, context, key), st
+
+
+def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s: float, start_ns: int,
+           rng: Rng) -> tuple[Decision | None, float, State]:
+    """One decision (see the module docstring).
+
+    Args:
+        st: the policy's state after the previous decision.
+        cfg: moves and timing.
+        events: every observed event so far (times in run ns; the policy reads the ones it has not seen).
+        now_s: seconds since the main phase started.
+        start_ns: the run time (ns) the main phase started at, to place steps and events on one axis.
+        rng: the decision's seeded RNG.
+    Returns:
+        ``(decision or None, ask again at (s), new state)``.  The caller performs the decision's step now.
+    """
+    new = events[st.consumed:]
+    cov = st.coverage
+    if new or st.covered_steps != len(st.steps):  # points are recomputed; only new ones count
+        faults = [{"time": start_ns + int(s.at_s * 1e9), "process": "nemesis", "type": "invoke", "f": s.f,
+                   "value": s.value} for s in st.steps]
+        cov = next_coverage(cov, points(events, faults))
+    trig = _trigger(new, cluster_only=bool(st.active)) or st.trigger
+    st = replace(st, consumed=len(events), coverage=cov, trigger=trig, covered_steps=len(st.steps))
+    due = [a for a in st.active if a.undo_at_s <= now_s]
+    if due:  # a fault held for its longest: undo it (the most recent first)
+        decision, st = _undo(st, due[-1], now_s, None, None)
+        return decision, now_s, st
+    if st.active:
+        wake = min(a.undo_at_s for a in st.active)
+        if trig is None:
+            return None, wake, st
+        families = {a.move.family for a in st.active}
+        candidates = [f"{UNDO_PREFIX}{a.move.key}" for a in st.active] + [HOLD]
+        if len(st.active) < cfg.max_depth:
+            candidates += [m.key for m in cfg.moves if m.family not in families]
+    else:
+        ready_at = st.quiet_since_s + cfg.settle_s
+        if now_s < ready_at:
+            return None, ready_at, st
+        if trig is None and now_s < ready_at + cfg.max_wait_s:
+            return None, ready_at + cfg.max_wait_s, st
+        candidates = [m.key for m in cfg.moves]
+    st = _credited(st)
+    context = _context(st.active, trig)
+    choice = _choose(cfg, st, context, candidates, rng, trig)
+    if choice == HOLD:
+        st = replace(st, trigger=None, credit=(context, HOLD, st.coverage.count))
+        return None, min(a.undo_at_s for a in st.active), st
+    if choice.startswith(UNDO_PREFIX):
+        target = next(a for a in st.active if f"{UNDO_PREFIX}{a.move.key}" == choice)
+        decision, st = _undo(st, target, now_s, context, choice)
+        return decision, now_s, st
+    move = next(m for m in cfg.moves if m.key == choice)
+    hold = cfg.holds_s[rng.randrange(len(cfg.holds_s))]
+    step = Step(round(now_s, 3), move.f, move.value)
+    active = (*st.active, Active(move, now_s, now_s + hold)) if move.undo else st.active
+    st = replace(st, active=active, trigger=None, credit=(context, choice, st.coverage.count),
+                 steps=(*st.steps, step), k=st.k + 1, quiet_since_s=now_s if not move.undo else st.quiet_since_s)
+    return Decision(step, context, choice), now_s, st
