@@ -38,24 +38,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from nemesis.disk_kinds import CORRUPT_MODES, DISK_FAILPOINTS, FAULTS, REPAIRABLE_MODES, TAIL_BYTES
 from nemesis.faults import _Base, _guard, admin_failpoints, restart_and_wait
 from system_under_test.broker.store.commitlog import COMMITLOG_DIR, read_synced_file
 from system_under_test.broker.store.offline import cut_files_offline
 from system_under_test.broker.store.record import frame_length_at
-
-CORRUPT_MODES = ("bitflip-tail", "truncate-tail", "bitflip", "truncate", "copy-chunk")
-REPAIRABLE_MODES = ("bitflip-tail", "truncate-tail")
-TAIL_BYTES = 48  # without a known last-record start, the tail modes damage at most this many last bytes
-
-# fault name -> (failpoint on brokers, failpoint on controllers or None, action template)
-FAULTS: dict[str, tuple[str, str | None, str]] = {
-    "slow-fsync": ("store.before_fsync", "raft.before_persist", "delay({delay_ms})"),
-    "enospc": ("store.write", None, "error"),
-    "eio-write": ("store.write", None, "error(5)"),
-    "eio-fsync": ("store.before_fsync", None, "error(5)"),
-    "eio-read": ("store.read", None, "error(5)"),
-}
-DISK_FAILPOINTS = ("store.write", "store.before_fsync", "store.read")
 
 
 @dataclass(frozen=True)

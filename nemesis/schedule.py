@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import generator as g
+from nemesis.disk_kinds import CORRUPT_MODES, FAULTS
 from nemesis.targets import SelectorError, Topology
 from nemesis.targets import validate as validate_selector
 
@@ -192,8 +193,6 @@ def _failpoint_value(i: int, f: str, raw: Any, topo: Topology) -> None:
 
 
 def _disk_value(i: int, f: str, raw: Any, topo: Topology) -> None:
-    from nemesis.disk import CORRUPT_MODES, FAULTS  # the disk nemesis owns its fault and mode tables
-
     v = _mapping(i, raw, f, ("fault", "targets", "delay_ms", "mode", "ready_timeout_s"))
     _selectors(i, v, ("targets",), topo)
     if f == "start-disk" and v.get("fault", "slow-fsync") not in FAULTS:

@@ -63,7 +63,8 @@ CORES: tuple[Core, ...] = (
     Core("harness/generator/*.py", allowed=frozenset({"random"}),
          why_allowed="random.Random is the type of the rng a context carries; no module-level random call"),
     Core("harness/load.py"),
-    *(Core(f"nemesis/{m}.py") for m in ("targets", "schedule", "replay", "shrink", "coverage", "guided")),
+    *(Core(f"nemesis/{m}.py") for m in ("targets", "schedule", "replay", "shrink", "coverage", "guided",
+                                         "disk_kinds")),
     *(Core(f"spark_analysis/{m}.py", also=frozenset({"pyspark"}))
       for m in ("comparisons", "faults", "recovery", "regression", "wilson")),
     Core("spark_analysis/runfiles.py", also=frozenset({"pyspark"}), allowed=frozenset({"datetime"}),
