@@ -40,6 +40,10 @@ class Clock:
         with self._lock:
             return self._virtual_mono_ns() + self._offset_ns
 
+    def monotonic_ms(self) -> int:
+        """Monotonic milliseconds (skewed like every reading): what the broker's HA timers compare."""
+        return self.monotonic_ns() // 1_000_000
+
     def monotonic(self) -> float:
         return self.monotonic_ns() / 1e9
 

@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import time
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ from system_under_test.broker.registration import (
     RegistrationRetriesExhausted,
     register_broker,
 )
-from system_under_test.broker.role_change import become_master, become_slave, now_ms
+from system_under_test.broker.role_change import become_master, become_slave
 from system_under_test.broker.roles import Role
 from system_under_test.broker.store import FlushPolicy, MessageStore, StoreConfig
 from system_under_test.client.controller_client import ControllerClient, NoControllerAvailable
@@ -124,16 +123,17 @@ class Broker:
         Path(self.cfg.store_dir).mkdir(parents=True, exist_ok=True)
         self.store = await asyncio.to_thread(MessageStore.open, self.cfg.store_dir, store_cfg, self.cluster_id)
         self.offsets = ConsumerOffsets(self.cfg.store_dir)
-        self.ha_master = HaMaster(self.store, self.cfg, self._alter_sync_state_set, now_ms, self._poll_now.set)
+        self.ha_master = HaMaster(self.store, self.cfg, self._alter_sync_state_set, CLOCK.monotonic_ms,
+                                  self._poll_now.set)
         await self._register()
         self._spawn(self._heartbeat_loop())
         self._spawn(self._poll_loop())
         self._spawn(self._lease_watchdog())
 
     async def _cluster_id(self) -> str:
-        deadline = time.monotonic() + 120
+        deadline = CLOCK.monotonic() + 120
         last = "no answer"
-        while time.monotonic() < deadline:
+        while CLOCK.monotonic() < deadline:
             for addr in self.cfg.controllers:
                 try:
                     md = await self.controller.get_metadata(addr)
@@ -207,7 +207,7 @@ class Broker:
         """One heartbeat to every controller; each reply is handled as soon as it arrives (a blackholed
         controller must not delay the leader's renewal).  A controller whose previous heartbeat is still
         pending is skipped this round."""
-        sent = now_ms()
+        sent = CLOCK.monotonic_ms()
         header = self.heartbeat_header()
         timeout_s = max(0.2, self.cfg.heartbeat_interval_ms * 2 / 1000)
 
@@ -255,7 +255,7 @@ class Broker:
                 log.error("re-registration refused: %s; staying fenced", exc)
 
     def _on_heartbeat_reply(self, h: dict[str, Any], sent_ms: int) -> None:
-        if sent_ms > now_ms():
+        if sent_ms > CLOCK.monotonic_ms():
             return  # sent before the clock went back: it proves nothing about the lease now
         self.last_renew_ms = max(self.last_renew_ms, sent_ms)
         fenced = bool(h.get("fenced"))
@@ -276,12 +276,12 @@ class Broker:
     async def _heartbeat_loop(self) -> None:
         interval = self.cfg.heartbeat_interval_ms / 1000
         while not self._stopped.is_set():
-            start = time.monotonic()
+            start = CLOCK.monotonic()
             try:
                 await self.heartbeat_once()
             except Exception:
                 log.exception("heartbeat round failed")
-            await asyncio.sleep(max(0.01, interval - (time.monotonic() - start)))
+            await asyncio.sleep(max(0.01, interval - (CLOCK.monotonic() - start)))
 
     def lease_valid(self) -> bool:
         """Unfenced and the lease renewed within ``lease_timeout_ms``; fences the broker if it expired.
@@ -289,7 +289,7 @@ class Broker:
         Checked inline on every client request as well as by the watchdog: after a pause (SIGSTOP, GC)
         queued requests are handled before any timer runs, so the watchdog alone would be too late.
         """
-        now = now_ms()
+        now = CLOCK.monotonic_ms()
         if now < self._last_lease_check_ms:
             # The (skewable) monotonic clock went backwards: elapsed time since the last renewal is unknown,
             # so the lease cannot be trusted until the next acknowledged heartbeat.

@@ -24,11 +24,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("splitbrain.broker")
 
 
-def now_ms() -> int:
-    """The broker's monotonic time in ms (the skewable process clock)."""
-    return CLOCK.monotonic_ns() // 1_000_000
-
-
 async def become_master(b: Broker, epoch: int, members: frozenset[int], set_epoch: int, source: str) -> None:
     """changeToMaster (reference 2.3): the steps of :func:`~.ha.change_to_master_steps`, in order."""
     store, ha = b.store, b.ha_master
@@ -84,5 +79,5 @@ async def become_slave(b: Broker, master_id: int, master_addr: str, epoch: int, 
         await b.ha_slave.stop()
     b.master_epoch, b.master_id, b.master_addr = epoch, master_id, master_addr
     b.routing_broker_id = routing_broker_id(False, b.broker_id)
-    b.ha_slave = HaSlave(store, b.cfg, b.broker_id, master_id, master_addr, epoch, now_ms)
+    b.ha_slave = HaSlave(store, b.cfg, b.broker_id, master_id, master_addr, epoch, CLOCK.monotonic_ms)
     b.ha_slave.start()
