@@ -46,6 +46,9 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=int, help="client worker threads")
     p.add_argument("--rate", type=float, help="total client ops/s (mean)")
     p.add_argument("--nemesis", help="comma list of nemesis packages, or 'none'")
+    p.add_argument("--nemesis-mode", choices=("random", "guided"),
+                   help="random: faults planned from the seed (default); guided: chosen during the run from the "
+                        "observed cluster events (spec: nemesis.mode)")
     p.add_argument("--workload", help="comma list of workload names")
     p.add_argument("--seed", type=int, help="seed of the generators and the fault schedule")
     p.add_argument("--test-count", type=int, help="run the test N times (seeds seed, seed+1, ...)")
@@ -57,8 +60,8 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    keys = ("nodes", "time_limit", "concurrency", "rate", "nemesis", "workload", "seed", "test_count",
-            "leave_running", "backend")
+    keys = ("nodes", "time_limit", "concurrency", "rate", "nemesis", "nemesis_mode", "workload", "seed",
+            "test_count", "leave_running", "backend")
     return {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
 
 

@@ -51,9 +51,6 @@ log = logging.getLogger("splitbrain.commands.test")
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="the YAML test spec")
     add_spec_arguments(p)
-    p.add_argument("--nemesis-mode", choices=("random", "guided"),
-                   help="random: faults planned from the seed (default); guided: chosen during the run from the "
-                        "observed cluster events (spec: nemesis.mode)")
     add_output_arguments(p)
 
 
@@ -160,10 +157,7 @@ def write_junit_file(path: str, run_dirs: list[Path]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        overrides = overrides_from_args(args)
-        if getattr(args, "nemesis_mode", None):
-            overrides["nemesis_mode"] = args.nemesis_mode
-        prepared = prepare(args.spec, overrides,
+        prepared = prepare(args.spec, overrides_from_args(args),
                            allow_weak_quorum=getattr(args, "allow_weak_quorum", False))
         if prepared.spec.backend == "ssh":
             ssh_targets(prepared.spec, getattr(args, "nodes_file", None))
