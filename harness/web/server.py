@@ -39,7 +39,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 import orjson
 
 from checker.history import read_jsonl
-from checker.timeline import anomaly_records, failure_windows, render_run_timeline, window_svg
+from checker.timeline import anomaly_records, failure_windows, read_results, render_run_timeline, window_svg
 from harness.web.index import Filters, RunIndex, confine, filter_runs
 from harness.web.live import LiveTail, live_status
 from harness.web.pages import PAGE_SIZE, page, pretty_json, render_index, render_listing, render_run
@@ -122,14 +122,6 @@ def _tail(path: Path) -> tuple[list[str], int]:
     if size > _TAIL_BYTES and lines:
         lines = lines[1:]  # the first line is cut
     return lines[-_TAIL_LINES:], size
-
-
-def _results_doc(run_dir: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
 
 
 def _read(path: Path, limit: int = 1_000_000) -> str:
@@ -254,7 +246,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         summary = self.server.index.get(rel)
         assert summary is not None
-        doc = _results_doc(p)
+        doc = read_results(p)
         sections = self._debug_sections(rel, p, doc)
         tail, size = _tail(p / "history.jsonl")
         files: list[str] = []
@@ -324,7 +316,7 @@ class _Handler(BaseHTTPRequestHandler):
         p = self._run_dir(rel)
         if p is None:
             return
-        for name, window in failure_windows(_results_doc(p), lambda: self._history(p) or []):
+        for name, window in failure_windows(read_results(p), lambda: self._history(p) or []):
             if name == checker:
                 body = '<?xml version="1.0" encoding="utf-8"?>\n' + window_svg(window) + "\n"
                 self._send(200, body.encode("utf-8"), "image/svg+xml; charset=utf-8")
@@ -343,7 +335,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             summary = self.server.index.get(rel)
             assert summary is not None
-            sides.append((summary, _results_doc(p)))
+            sides.append((summary, read_results(p)))
         self._html(page("compare", render_compare(sides[0], sides[1])))
 
     def _dashboard(self, rel: str, is_dir_url: bool) -> None:

@@ -1,7 +1,9 @@
-"""Shared fixtures: the test-only ``cli-probe`` workload and a writer of minimal spec files."""
+"""Shared fixtures: the test-only ``cli-probe`` workload, a writer of minimal spec files, and the web UI served
+on a free loopback port."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,7 @@ import pytest
 import yaml
 
 from harness.testing.probe import probe_workload
+from harness.web import make_server
 
 
 @pytest.fixture(autouse=True)
@@ -33,3 +36,23 @@ def write_spec(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+def serve_results() -> Iterator[Callable[..., tuple[str, int]]]:
+    """``serve_results(root, **make_server_kwargs)`` starts the web UI over ``root`` on 127.0.0.1 (a free port)
+    and returns its address; every server started is shut down when the test ends."""
+    running: list[tuple[Any, threading.Thread]] = []
+
+    def serve(root: Path, **kwargs: Any) -> tuple[str, int]:
+        srv = make_server(root, "127.0.0.1", 0, **kwargs)
+        t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        t.start()
+        running.append((srv, t))
+        return "127.0.0.1", int(srv.server_address[1])
+
+    yield serve
+    for srv, t in running:
+        srv.shutdown()
+        srv.server_close()
+        t.join(5)

@@ -6,16 +6,15 @@ import http.client
 import io
 import json
 import os
-import threading
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.web import Filters, RunIndex, confine, filter_runs, make_server
+from harness.web import Filters, RunIndex, confine, filter_runs
 
 
 def _make_run(root: Path, name: str, ts: str, doc: dict[str, Any] | None, history_lines: int = 3) -> Path:
@@ -101,16 +100,8 @@ def test_confine_refuses_symlinks_pointing_out(tree: Path) -> None:
 
 
 @pytest.fixture
-def server(tree: Path) -> Iterator[tuple[str, int]]:
-    srv = make_server(tree, "127.0.0.1", 0)
-    t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    t.start()
-    try:
-        yield "127.0.0.1", int(srv.server_address[1])
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        t.join(5)
+def server(tree: Path, serve_results: Callable[..., tuple[str, int]]) -> tuple[str, int]:
+    return serve_results(tree)
 
 
 def _get(addr: tuple[str, int], path: str) -> tuple[int, dict[str, str], bytes]:

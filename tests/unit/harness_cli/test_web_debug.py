@@ -7,7 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,16 +69,8 @@ def tree(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def server(tree: Path) -> Iterator[tuple[str, int]]:
-    srv = make_server(tree, "127.0.0.1", 0, dashboard=tree.parent / "dash")
-    t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    t.start()
-    try:
-        yield "127.0.0.1", int(srv.server_address[1])
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        t.join(5)
+def server(tree: Path, serve_results: Callable[..., tuple[str, int]]) -> tuple[str, int]:
+    return serve_results(tree, dashboard=tree.parent / "dash")
 
 
 def _get(addr: tuple[str, int], path: str) -> tuple[int, str]:
