@@ -5,24 +5,14 @@ unbroken cluster loses nothing.  Needs root and iproute2 (skipped otherwise)."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from harness import generator as g
+from harness.testing.run_workload import NEEDS_NAMESPACES, run_workload
 
-_spec = importlib.util.spec_from_file_location("bugs_run", Path(__file__).parent / "_run.py")
-assert _spec is not None and _spec.loader is not None
-_run = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_run)
-
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None, reason="needs root and iproute2"),
-]
+pytestmark = [pytest.mark.integration, NEEDS_NAMESPACES]
 
 SEED = 380
 # The master is cut off from the slaves and controllers (so what it acknowledges now never reaches a slave --
@@ -39,11 +29,11 @@ KILL_MASTER = g.cycle([g.sleep(2.0), {"f": "start-partition", "value": {"kind": 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("bugs", [[], ["ack-before-replication"]], ids=["correct", "ack-before-replication"])
 def test_killing_the_master_loses_acked_sends_only_with_the_bug(tmp_path: Path, bugs: list[str]) -> None:
-    out = _run.run_workload(tmp_path, workload="queue", options={"queues_per_set": 2, "slave_read_fraction": 0.0},
-                            seed=SEED, cluster={"bugs": bugs}, broker_sets={"count": 1, "replicas": 3},
-                            time_limit_s=21.0, nemesis=["partition", "kill"], schedule=KILL_MASTER,
-                            rate=60.0,
-                            phases={"recovery_s": 3.0, "final_drain_s": 15.0})
+    out = run_workload(tmp_path, workload="queue", options={"queues_per_set": 2, "slave_read_fraction": 0.0},
+                       seed=SEED, cluster={"bugs": bugs}, broker_sets={"count": 1, "replicas": 3},
+                       time_limit_s=21.0, nemesis=["partition", "kill"], schedule=KILL_MASTER,
+                       rate=60.0,
+                       phases={"recovery_s": 3.0, "final_drain_s": 15.0})
     q = out.results["checkers"]["queue"]
     st = q["stats"]
     print({k: st.get(k) for k in ("acknowledged", "lost", "drained", "settings")}, q.get("anomaly_counts"))

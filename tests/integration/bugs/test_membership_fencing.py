@@ -5,22 +5,13 @@ the stale heartbeat go through: ``stale-epoch-accepted``.  Needs root and iprout
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("bugs_run", Path(__file__).parent / "_run.py")
-assert _spec is not None and _spec.loader is not None
-_run = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_run)
+from harness.testing.run_workload import NEEDS_NAMESPACES, run_workload
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None, reason="needs root and iproute2"),
-]
+pytestmark = [pytest.mark.integration, NEEDS_NAMESPACES]
 
 SEED = 5
 
@@ -28,9 +19,9 @@ SEED = 5
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("bugs", [[], ["no-epoch-fencing"]], ids=["correct", "no-epoch-fencing"])
 def test_membership_changes_keep_ids_bump_epochs_and_fence(tmp_path: Path, bugs: list[str]) -> None:
-    out = _run.run_workload(tmp_path, workload="membership", options={"brokers": 3}, seed=SEED,
-                            cluster={"bugs": bugs}, broker_sets={"count": 1, "replicas": 1}, time_limit_s=25.0,
-                            op_timeout_s=20.0, rate=5.0, concurrency=2)
+    out = run_workload(tmp_path, workload="membership", options={"brokers": 3}, seed=SEED,
+                       cluster={"bugs": bugs}, broker_sets={"count": 1, "replicas": 1}, time_limit_s=25.0,
+                       op_timeout_s=20.0, rate=5.0, concurrency=2)
     checks = out.results["checkers"]
     m = checks["membership"]
     print(m, checks["invariants"], checks["stats"])

@@ -5,22 +5,13 @@ crashed broker comes back with its id on a changed address.  Needs root and ipro
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("bugs_run", Path(__file__).parent / "_run.py")
-assert _spec is not None and _spec.loader is not None
-_run = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_run)
+from harness.testing.run_workload import NEEDS_NAMESPACES, run_workload
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None, reason="needs root and iproute2"),
-]
+pytestmark = [pytest.mark.integration, NEEDS_NAMESPACES]
 
 SEED = 380
 # lanes for the first 7 failpoints: up to broker.meta.before_rename (index 6)
@@ -32,9 +23,9 @@ OPTIONS = {"failpoints": 7, "lanes": 3, "virtual_sets": 1, "real_sets": 1, "spaw
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("bugs", [[], ["non-atomic-meta"]], ids=["correct", "non-atomic-meta"])
 def test_torn_meta_is_caught_and_the_atomic_writer_survives_every_crash(tmp_path: Path, bugs: list[str]) -> None:
-    out = _run.run_workload(tmp_path, workload="broker-ids", options=OPTIONS, seed=SEED, cluster={"bugs": bugs},
-                            broker_sets={"count": 1, "replicas": 1}, time_limit_s=90.0, op_timeout_s=15.0,
-                            rate=10.0, concurrency=4)
+    out = run_workload(tmp_path, workload="broker-ids", options=OPTIONS, seed=SEED, cluster={"bugs": bugs},
+                       broker_sets={"count": 1, "replicas": 1}, time_limit_s=90.0, op_timeout_s=15.0,
+                       rate=10.0, concurrency=4)
     checks = out.results["checkers"]
     restarts = checks["restarts"]
     print(restarts, checks["invariants"], checks["stats"])

@@ -5,25 +5,15 @@ its id on a changed address.  Needs root and iproute2 (skipped otherwise)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from harness import generator as g
+from harness.testing.run_workload import NEEDS_NAMESPACES, run_workload
 
-_spec = importlib.util.spec_from_file_location("bugs_run", Path(__file__).parent / "_run.py")
-assert _spec is not None and _spec.loader is not None
-_run = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_run)
-
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None, reason="needs root and iproute2"),
-]
+pytestmark = [pytest.mark.integration, NEEDS_NAMESPACES]
 
 SEED = 86
 POINTS = ["broker.apply_broker_id.after_reply", "broker.meta.before_rename", "broker.meta.after_rename",
@@ -34,9 +24,9 @@ WALK = [g.sleep(0.5), *({"f": "registration-crash", "value": {"failpoint": fp}} 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("bugs", [[], ["non-atomic-meta"]], ids=["correct", "non-atomic-meta"])
 def test_nemesis_walk_finds_the_torn_meta(tmp_path: Path, bugs: list[str]) -> None:
-    out = _run.run_workload(tmp_path, workload="broker-ids", options={"failpoints": 0, "virtual_sets": 1}, seed=SEED,
-                            cluster={"bugs": bugs}, broker_sets={"count": 1, "replicas": 1}, time_limit_s=22.0,
-                            nemesis=["registration-crash"], schedule=WALK, rate=10.0)
+    out = run_workload(tmp_path, workload="broker-ids", options={"failpoints": 0, "virtual_sets": 1}, seed=SEED,
+                       cluster={"bugs": bugs}, broker_sets={"count": 1, "replicas": 1}, time_limit_s=22.0,
+                       nemesis=["registration-crash"], schedule=WALK, rate=10.0)
     checks = out.results["checkers"]
     restarts = checks["restarts"]
     walks = [json.loads(line) for line in out.run_dir.history.read_text().splitlines()

@@ -5,22 +5,13 @@ Needs root and iproute2 (skipped otherwise)."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("bugs_run", Path(__file__).parent / "_run.py")
-assert _spec is not None and _spec.loader is not None
-_run = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_run)
+from harness.testing.run_workload import NEEDS_NAMESPACES, run_workload
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None, reason="needs root and iproute2"),
-]
+pytestmark = [pytest.mark.integration, NEEDS_NAMESPACES]
 
 SEED = 631
 OPTIONS = {"failpoints": 0, "virtual_sets": 2, "apply_fraction": 0.5, "read_fraction": 0.2}
@@ -30,8 +21,8 @@ OPTIONS = {"failpoints": 0, "virtual_sets": 2, "apply_fraction": 0.5, "read_frac
 @pytest.mark.parametrize("bugs", [[], ["reuse-broker-id"]], ids=["correct", "reuse-broker-id"])
 def test_allocator_linearizability_separates_the_bug_from_the_correct_controller(tmp_path: Path,
                                                                                   bugs: list[str]) -> None:
-    out = _run.run_workload(tmp_path, workload="broker-ids", options=OPTIONS, seed=SEED, cluster={"bugs": bugs},
-                            broker_sets={"count": 0, "replicas": 1}, time_limit_s=8.0)
+    out = run_workload(tmp_path, workload="broker-ids", options=OPTIONS, seed=SEED, cluster={"bugs": bugs},
+                       broker_sets={"count": 0, "replicas": 1}, time_limit_s=8.0)
     checks = out.results["checkers"]
     lin = checks["linearizable"]
     assert checks["stats"]["stats"]["by_f"]["apply-id"]["ok"] > 20, checks["stats"]

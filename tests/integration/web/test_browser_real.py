@@ -9,8 +9,6 @@ for the real clusters (skipped otherwise) and a browser (skipped with the reason
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import shutil
 import threading
 from collections.abc import Iterator
@@ -22,18 +20,14 @@ import pytest
 from harness import generator as g
 from harness.commands._artifacts import write_artifacts
 from harness.testing import browser
+from harness.testing.run_workload import NEEDS_NAMESPACES, run_workload
 from harness.web import make_server
-
-_spec = importlib.util.spec_from_file_location("bugs_run", Path(__file__).parents[1] / "bugs" / "_run.py")
-assert _spec is not None and _spec.loader is not None
-_run = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_run)
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.browser,
     pytest.mark.skipif(browser.missing() is not None, reason=str(browser.missing())),
-    pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None, reason="needs root and iproute2"),
+    NEEDS_NAMESPACES,
 ]
 
 # the queue bug's schedule (tests/integration/bugs/test_ack_before_replication.py), once
@@ -57,18 +51,18 @@ def _finish(out: Any) -> Path:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Three real runs under one results root: {"root", "lin", "queue", "crash"} (run directories)."""
     tmp = tmp_path_factory.mktemp("web")
-    lin = _run.run_workload(tmp / "lin", workload="broker-ids", seed=631, cluster={"bugs": ["reuse-broker-id"]},
-                            options={"failpoints": 0, "virtual_sets": 2, "apply_fraction": 0.5, "read_fraction": 0.2},
-                            broker_sets={"count": 0, "replicas": 1}, time_limit_s=6.0)
+    lin = run_workload(tmp / "lin", workload="broker-ids", seed=631, cluster={"bugs": ["reuse-broker-id"]},
+                       options={"failpoints": 0, "virtual_sets": 2, "apply_fraction": 0.5, "read_fraction": 0.2},
+                       broker_sets={"count": 0, "replicas": 1}, time_limit_s=6.0)
     assert lin.results["checkers"]["linearizable"]["valid"] is False, lin.results["checkers"]["linearizable"]
-    queue = _run.run_workload(tmp / "queue", workload="queue", seed=380, cluster={"bugs": ["ack-before-replication"]},
-                              options={"queues_per_set": 2, "slave_read_fraction": 0.0},
-                              broker_sets={"count": 1, "replicas": 3}, time_limit_s=11.0,
-                              nemesis=["partition", "kill"], schedule=KILL_MASTER, rate=60.0,
-                              phases={"recovery_s": 3.0, "final_drain_s": 15.0})
-    crash = _run.run_workload(tmp / "crash", workload="broker-ids", seed=7, cluster={},
-                              options={"failpoints": 0, "virtual_sets": 1}, broker_sets={"count": 0, "replicas": 1},
-                              time_limit_s=8.0, schedule=g.phases(g.sleep(2.0), _explode))
+    queue = run_workload(tmp / "queue", workload="queue", seed=380, cluster={"bugs": ["ack-before-replication"]},
+                         options={"queues_per_set": 2, "slave_read_fraction": 0.0},
+                         broker_sets={"count": 1, "replicas": 3}, time_limit_s=11.0,
+                         nemesis=["partition", "kill"], schedule=KILL_MASTER, rate=60.0,
+                         phases={"recovery_s": 3.0, "final_drain_s": 15.0})
+    crash = run_workload(tmp / "crash", workload="broker-ids", seed=7, cluster={},
+                         options={"failpoints": 0, "virtual_sets": 1}, broker_sets={"count": 0, "replicas": 1},
+                         time_limit_s=8.0, schedule=g.phases(g.sleep(2.0), _explode))
     assert crash.exit_code == 255 and CRASH_MESSAGE in str(crash.results.get("crashed")), crash.results
     # one results root for the server: move each run's directory under tmp/results/<test>/<ts>
     root = tmp / "results"
@@ -208,9 +202,9 @@ def test_live_view_follows_a_running_test(tmp_path: Path) -> None:
 
     def run() -> None:
         try:
-            outcome["out"] = _run.run_workload(tmp_path, workload="broker-ids", seed=11, cluster={},
-                                               options={"failpoints": 0, "virtual_sets": 1},
-                                               broker_sets={"count": 0, "replicas": 1}, time_limit_s=8.0)
+            outcome["out"] = run_workload(tmp_path, workload="broker-ids", seed=11, cluster={},
+                                          options={"failpoints": 0, "virtual_sets": 1},
+                                          broker_sets={"count": 0, "replicas": 1}, time_limit_s=8.0)
         except BaseException as exc:  # reported by the assertion below, not lost in the thread
             outcome["error"] = exc
 

@@ -1,11 +1,17 @@
-"""Shared runner of the bug-proof tests: one workload (+ optional nemesis) against real processes on the local
-backend (network namespaces), via ``harness.runner.run_test``.  Seeds are fixed by the callers and printed."""
+"""One workload (+ optional nemesis) against real processes on the local backend (network namespaces), via
+``harness.runner.run_test``: the shared runner of the bug-proof tests (tests/integration/bugs) and the browser
+tests' real failing runs.  Seeds are fixed by the callers and printed.  ``NEEDS_NAMESPACES`` skips a test, naming
+why, where network namespaces cannot be made (not root, or no iproute2)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from harness import generator as g
 from harness.cluster import SplitbrainDB, cluster_options
@@ -15,6 +21,8 @@ from harness.runner import RunOutcome, TestParts, run_test
 from harness.spec import spec_from_dict
 from nemesis import packages
 from workloads import registry
+
+NEEDS_NAMESPACES = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None, reason="needs root and iproute2")
 
 
 def run_workload(tmp: Path, *, workload: str, options: dict[str, Any], seed: int, cluster: dict[str, Any],
