@@ -118,14 +118,14 @@ class HaMaster:
 
     # -- life cycle ----------------------------------------------------------------------------
     def activate(self, self_id: int, master_epoch: int, members: frozenset[int], set_epoch: int) -> None:
-        """Start serving slaves as master of ``master_epoch`` with the controller's set."""
+        """Start serving slaves as master of ``master_epoch`` with the controller's set; the role change
+        recomputes the confirm offset next (:meth:`recompute_confirm`)."""
         self.deactivate("re-activation")
         self.active = True
         self.self_id = self_id
         self.master_epoch = master_epoch
         self._uncertain_since_ms = None
         self.view = SyncStateSetView(frozenset(members) | {self_id}, set_epoch)
-        self._recompute_confirm()
         self._housekeeper = asyncio.get_running_loop().create_task(self._housekeeping())
         log.info("HA master active: broker %d epoch %d %s", self_id, master_epoch, self.view.describe())
 
@@ -171,7 +171,7 @@ class HaMaster:
             log.info("adopting controller SyncStateSet %s (was %s)", sorted(members), self.view.describe())
             _record_set(self.view.members, new.members, "controller")
             self.view = new
-            self._recompute_confirm()
+            self.recompute_confirm()
             self._release_waiters()
 
     def _propose(self, members: frozenset[int]) -> None:
@@ -214,7 +214,7 @@ class HaMaster:
         _record_set(before, self.view.members, "alter")
         self._uncertain_since_ms = None
         log.info("SyncStateSet now %s", self.view.describe())
-        self._recompute_confirm()
+        self.recompute_confirm()
         self._release_waiters()
 
     async def _housekeeping(self) -> None:
@@ -231,7 +231,8 @@ class HaMaster:
     def _acks(self) -> dict[int, int]:
         return {sid: t.ack_offset for sid, t in self.trackings.items() if t.connected}
 
-    def _recompute_confirm(self) -> None:
+    def recompute_confirm(self) -> None:
+        """Raise the confirm offset to what the sync-state set holds (never lowers it; inactive: nothing)."""
         if not self.active:
             return
         members = effective_set(self.view)
@@ -261,7 +262,7 @@ class HaMaster:
 
     def on_appended(self) -> None:
         """Call after every put: new data for the slaves, and a new confirm offset for a lone master."""
-        self._recompute_confirm()
+        self.recompute_confirm()
         for s in self.slaves.values():
             s.wake.set()
 
@@ -330,7 +331,7 @@ class HaMaster:
                                  last.start_offset if last is not None else 0, t.is_async_learner)
             if grown is not None:
                 self._propose(grown)
-        self._recompute_confirm()
+        self.recompute_confirm()
         self._release_waiters()
         s.wake.set()
 

@@ -43,8 +43,9 @@ from system_under_test.broker.registration import (
     RegistrationRetriesExhausted,
     register_broker,
 )
-from system_under_test.broker.role_change import become_master, become_slave
+from system_under_test.broker.role_change import SyncStateSet, become_master, become_slave
 from system_under_test.broker.roles import Role
+from system_under_test.broker.server import DataPlane
 from system_under_test.broker.store import FlushPolicy, MessageStore, StoreConfig
 from system_under_test.client.controller_client import ControllerClient, NoControllerAvailable
 from system_under_test.clock import CLOCK, make_rng
@@ -71,8 +72,6 @@ class Broker:
     """One broker process.  ``await start()``, later ``await shutdown()``; ``wait_stopped()`` in between."""
 
     def __init__(self, cfg: BrokerConfig, *, seed: int | None = None) -> None:
-        from system_under_test.broker.server import DataPlane
-
         self.cfg = cfg
         self.rng = make_rng(seed)
         # Never from the seeded RNG: a replayed seed (SPLITBRAIN_SEED) must still give every process start its
@@ -351,45 +350,53 @@ class Broker:
                 info, source = nxt, "elect"
 
     async def _apply_replica_info(self, info: dict[str, Any], source: str) -> dict[str, Any] | None:
+        """Act on one replica info (register reply, poll, push or election reply); returns an election
+        reply to act on next, if we asked for one."""
         if self.broker_id == 0 or self._stopped.is_set():
             return None
         master_id, master_epoch = info.get("master_id"), info.get("master_epoch")
         if type(master_epoch) is not int:
             return None
-        members = frozenset(int(i) for i in info.get("sync_state_set") or [])
-        set_epoch = int(info.get("sync_state_set_epoch") or 0)
         if master_epoch > self.master_epoch and self.role is Role.MASTER and self.ha_master is not None:
             self.ha_master.deactivate(f"controller ({source}) has master epoch {master_epoch} > {self.master_epoch}")
-        if master_id is None:
-            if self.fenced or self.shutting_down or self.cfg.async_learner:
-                return None
-            log.info("broker set %s has no master (epoch %d, via %s): asking to be elected", self.cfg.broker_name,
-                     master_epoch, source)
-            try:
-                resp = await self.controller.call(RequestCode.CONTROLLER_ELECT_MASTER, {
-                    "cluster_name": self.cfg.cluster_name, "broker_name": self.cfg.broker_name,
-                    "broker_id": self.broker_id, "designate": False, "broker_epoch": self.broker_epoch})
-                return dict(resp.header)
-            except RpcError as exc:
-                log.info("election not won: %s", exc)
-                return dict(exc.header) if exc.code == ResponseCode.CONTROLLER_MASTER_STILL_EXIST else None
-            except Exception as exc:
-                log.info("election request failed: %s", exc)
-                return None
-        decision = decide_role_change(self.master_epoch, master_epoch, int(master_id), self.broker_id)
+        sync_set = SyncStateSet(frozenset(int(i) for i in info.get("sync_state_set") or []),
+                                int(info.get("sync_state_set_epoch") or 0))
+        decision = decide_role_change(self.master_epoch, master_epoch, None if master_id is None else int(master_id),
+                                      self.broker_id)
+        if decision.kind is RoleDecisionKind.NO_MASTER:
+            return await self._ask_to_be_elected(master_epoch, source)
         if decision.kind is RoleDecisionKind.BECOME_MASTER:
             if "sync_state_set" not in info:
                 self._poll_now.set()  # need the set: fetch full replica info
                 return None
-            await become_master(self, master_epoch, members, set_epoch, source)
+            await become_master(self, master_epoch, sync_set, source)
         elif decision.kind is RoleDecisionKind.BECOME_SLAVE:
             addr = info.get("master_addr")
-            if isinstance(addr, str) and addr:
-                await become_slave(self, int(master_id), addr, master_epoch, source)
+            if isinstance(addr, str) and addr and decision.master_id is not None:
+                await become_slave(self, decision.master_id, addr, master_epoch, source)
         elif self.role is Role.MASTER and master_epoch == self.master_epoch and "sync_state_set" in info:
             assert self.ha_master is not None
-            self.ha_master.adopt_controller_set(members, set_epoch)
+            self.ha_master.adopt_controller_set(sync_set.members, sync_set.set_epoch)
         return None
+
+    async def _ask_to_be_elected(self, master_epoch: int, source: str) -> dict[str, Any] | None:
+        """ElectMaster by broker trigger for a set without a master (not while fenced, shutting down or a
+        learner); returns the reply's replica info to act on, if any."""
+        if self.fenced or self.shutting_down or self.cfg.async_learner:
+            return None
+        log.info("broker set %s has no master (epoch %d, via %s): asking to be elected", self.cfg.broker_name,
+                 master_epoch, source)
+        try:
+            resp = await self.controller.call(RequestCode.CONTROLLER_ELECT_MASTER, {
+                "cluster_name": self.cfg.cluster_name, "broker_name": self.cfg.broker_name,
+                "broker_id": self.broker_id, "designate": False, "broker_epoch": self.broker_epoch})
+            return dict(resp.header)
+        except RpcError as exc:
+            log.info("election not won: %s", exc)
+            return dict(exc.header) if exc.code == ResponseCode.CONTROLLER_MASTER_STILL_EXIST else None
+        except Exception as exc:
+            log.info("election request failed: %s", exc)
+            return None
 
     async def _alter_sync_state_set(self, members: frozenset[int], set_epoch: int) -> tuple[frozenset[int], int]:
         resp = await self.controller.call(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, {

@@ -14,14 +14,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
-import sys
 
-from system_under_test import eventloop, failpoints
 from system_under_test.broker.config import BUGS, BrokerConfig, BrokerConfigError, FlushMode
-from system_under_test.controller.main import read_token
-from system_under_test.protocol import link_timeouts
+from system_under_test.node_main import read_token, run_node
 
 log = logging.getLogger("splitbrain.broker")
 
@@ -118,33 +114,10 @@ def run(args: argparse.Namespace) -> int:
     from system_under_test.broker.registration import RegistrationError
     from system_under_test.broker.store import InconsistentClusterId, StoreCorruption
 
-    try:
-        failpoints.load_env()
-        eventloop.chosen()  # a bad SPLITBRAIN_EVENT_LOOP is a config error (exit 2)
-        link_timeouts()  # a bad SPLITBRAIN_LINK is a config error too (LinkSettingError is a ValueError)
-        cfg = build_config(args)
-    except (BrokerConfigError, ValueError, failpoints.FailpointSpecError) as exc:
-        print(f"splitbrain broker: {exc}", file=sys.stderr)
-        return 2
-    profile_path = os.environ.get("SPLITBRAIN_PROFILE")
-    profiler = None
-    if profile_path:  # engineers: SPLITBRAIN_PROFILE=/tmp/b.prof writes cProfile stats on orderly exit
-        import cProfile
-
-        profiler = cProfile.Profile()
-        profiler.enable()
-    try:
-        return eventloop.run(_serve(cfg, args.seed))
-    except RegistrationError as exc:
-        print(f"splitbrain broker {cfg.broker_name}: registration failed: {exc}", file=sys.stderr)
-        return 3
-    except (InconsistentClusterId, StoreCorruption) as exc:
-        print(f"splitbrain broker {cfg.broker_name}: store refused: {exc}", file=sys.stderr)
-        return 4
-    except OSError as exc:
-        print(f"splitbrain broker {cfg.broker_name}: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        if profiler is not None and profile_path:
-            profiler.disable()
-            profiler.dump_stats(f"{profile_path}.{cfg.listen.replace(':', '_')}")
+    return run_node(
+        "broker", lambda: build_config(args), lambda cfg: _serve(cfg, args.seed),
+        label=lambda cfg: cfg.broker_name, profile_name=lambda cfg: cfg.listen.replace(":", "_"),
+        bad_input=(BrokerConfigError,),
+        refusals=[((RegistrationError,), 3, "registration failed: "),
+                  ((InconsistentClusterId, StoreCorruption), 4, "store refused: ")],
+    )

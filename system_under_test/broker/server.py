@@ -22,11 +22,12 @@ large enough (IN_SYNC_REPLICAS_NOT_ENOUGH); append; failpoint
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from system_under_test import failpoints, node_events
+from system_under_test import failpoints
+from system_under_test.admin_handlers import ADMIN_CODES, handle_admin, unauthorized
+from system_under_test.broker.broker_state import BrokerState
 from system_under_test.broker.config import FlushMode
 from system_under_test.broker.group_commit import GroupCommit
 from system_under_test.broker.ha import check_min_in_sync
@@ -44,9 +45,6 @@ from system_under_test.broker.store import (
 from system_under_test.clock import CLOCK
 from system_under_test.protocol import Connection, Frame, Kind, Reply, RequestCode, ResponseCode
 
-if TYPE_CHECKING:
-    from system_under_test.broker.lifecycle import Broker
-
 log = logging.getLogger("splitbrain.broker.server")
 
 FP_AFTER_APPEND = failpoints.declare(
@@ -56,11 +54,6 @@ FP_AFTER_APPEND = failpoints.declare(
 
 MAX_PULL = 1024
 _SAFE_KEY_CHARS = 0xFFFF // 4  # a key this short is within Record's 65535 utf-8 bytes whatever its characters
-
-_TOKEN_CODES = frozenset({
-    RequestCode.HA_HANDSHAKE, RequestCode.ADMIN_FAILPOINT_ARM, RequestCode.ADMIN_FAILPOINT_DISARM,
-    RequestCode.ADMIN_CLOCK_SET, RequestCode.ADMIN_SHUTDOWN,
-})
 
 
 def decode_send_body(topic: str, queue_id: int, body: Any, born_ms: int) -> list[Record]:
@@ -91,9 +84,9 @@ def decode_send_body(topic: str, queue_id: int, body: Any, born_ms: int) -> list
 
 
 class DataPlane:
-    """Handles every request a broker serves; state lives in the :class:`Broker`."""
+    """Handles every request a broker serves; state lives in the :class:`~.lifecycle.Broker`."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerState) -> None:
         self.b = broker
         self._commits: tuple[MessageStore, GroupCommit] | None = None
 
@@ -105,13 +98,11 @@ class DataPlane:
 
     async def handle(self, frame: Frame, conn: Connection) -> Reply | None:
         code = frame.code
-        if code in _TOKEN_CODES:
-            given = frame.header.get("token")
-            if not isinstance(given, str) or not hmac.compare_digest(given, self.b.cfg.token):
-                return Reply.error(ResponseCode.UNAUTHORIZED, f"{RequestCode(code).name} needs the cluster token")
-        admin = self.admin(frame)
-        if admin is not None:
-            return admin
+        refused = unauthorized(frame, self.b.cfg.token)
+        if refused is not None:
+            return refused
+        if code in ADMIN_CODES:  # served before the store is open too
+            return handle_admin(frame, self.b.runtime_info, lambda _header: self.b.request_shutdown())
         if self.b.store is None:
             if frame.kind != Kind.REQUEST:
                 return None
@@ -149,37 +140,6 @@ class DataPlane:
             return Reply()
         if frame.kind == Kind.REQUEST:
             return Reply.error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"a broker does not serve code {code}")
-        return None
-
-    def admin(self, frame: Frame) -> Reply | None:
-        """Failpoints, the process clock, status and shutdown (served before the store is open too)."""
-        code, h = frame.code, frame.header
-        if code == RequestCode.ADMIN_FAILPOINT_LIST:
-            return Reply(header={"failpoints": failpoints.list_points()})
-        if code in (RequestCode.ADMIN_FAILPOINT_ARM, RequestCode.ADMIN_FAILPOINT_DISARM):
-            try:
-                if code == RequestCode.ADMIN_FAILPOINT_ARM:
-                    failpoints.arm(str(h["name"]), str(h["action"]))
-                else:
-                    failpoints.disarm(str(h["name"]))
-            except failpoints.FailpointSpecError as exc:
-                return Reply.error(ResponseCode.MALFORMED_REQUEST, str(exc))
-            return Reply()
-        if code == RequestCode.ADMIN_CLOCK_SET:
-            try:
-                CLOCK.set(offset_ms=h.get("offset_ms"), rate=h.get("rate"))
-            except ValueError as exc:
-                return Reply.error(ResponseCode.MALFORMED_REQUEST, str(exc))
-            return Reply(header=dict(CLOCK.describe()))
-        if code == RequestCode.ADMIN_CLOCK_GET:
-            return Reply(header=dict(CLOCK.describe()))
-        if code == RequestCode.ADMIN_STATUS:
-            return Reply(header=self.b.runtime_info())
-        if code == RequestCode.ADMIN_EVENTS:
-            return Reply(header=node_events.read(int(h.get("since") or 0), int(h.get("limit") or 1000)))
-        if code == RequestCode.ADMIN_SHUTDOWN:
-            self.b.request_shutdown()
-            return Reply(header={"shutting_down": True})
         return None
 
     def _not_master(self) -> Reply:

@@ -16,15 +16,13 @@ import argparse
 import asyncio
 import gc
 import logging
-import os
 import signal
 import sys
 from pathlib import Path
 
-from system_under_test import eventloop, failpoints
 from system_under_test.controller.config import ControllerConfig
 from system_under_test.controller.errors import ConfigError
-from system_under_test.protocol import link_timeouts
+from system_under_test.node_main import read_token, run_node
 
 log = logging.getLogger("splitbrain.controller")
 
@@ -60,21 +58,6 @@ def parse_peers(raw: str) -> dict[str, str]:
     if not peers:
         raise ValueError("--peers is empty; give NODE_ID=HOST:PORT for every controller")
     return peers
-
-
-def read_token(token_file: str | None) -> str:
-    if token_file:
-        try:
-            token = Path(token_file).read_text().strip()
-        except OSError as exc:
-            raise ValueError(f"--token-file {token_file}: {exc.strerror}") from None
-        if not token:
-            raise ValueError(f"--token-file {token_file} is empty")
-        return token
-    token = os.environ.get("SPLITBRAIN_TOKEN", "").strip()
-    if not token:
-        raise ValueError("a cluster token is required: pass --token-file FILE or set SPLITBRAIN_TOKEN")
-    return token
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -160,34 +143,8 @@ def run(args: argparse.Namespace) -> int:
     from system_under_test.controller.server import FormationFailed
     from system_under_test.raft.types import StorageCorruption
 
-    try:
-        failpoints.load_env()
-        eventloop.chosen()  # a bad SPLITBRAIN_EVENT_LOOP is a config error (exit 2)
-        link_timeouts()  # a bad SPLITBRAIN_LINK is a config error too (LinkSettingError is a ValueError)
-        options = build_options(args)
-    except (ValueError, ConfigError, failpoints.FailpointSpecError) as exc:
-        print(f"splitbrain controller: {exc}", file=sys.stderr)
-        return 2
-    tune_gc()
-    profile_path = os.environ.get("SPLITBRAIN_PROFILE")
-    profiler = None
-    if profile_path:  # engineers: SPLITBRAIN_PROFILE=/tmp/c1.prof writes cProfile stats on orderly exit
-        import cProfile
-
-        profiler = cProfile.Profile()
-        profiler.enable()
-    try:
-        return eventloop.run(_serve(options))
-    except FormationFailed as exc:
-        print(f"splitbrain controller {options.node_id}: formation refused: {exc}", file=sys.stderr)
-        return 3
-    except StorageCorruption as exc:
-        print(f"splitbrain controller {options.node_id}: storage corruption: {exc}", file=sys.stderr)
-        return 4
-    except OSError as exc:
-        print(f"splitbrain controller {options.node_id}: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        if profiler is not None and profile_path:
-            profiler.disable()
-            profiler.dump_stats(f"{profile_path}.{options.node_id}")
+    return run_node(
+        "controller", lambda: build_options(args), _serve, label=lambda options: str(options.node_id),
+        bad_input=(ConfigError,), before_serve=tune_gc,
+        refusals=[((FormationFailed,), 3, "formation refused: "), ((StorageCorruption,), 4, "storage corruption: ")],
+    )

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hmac
 import logging
 import random
 import uuid
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from system_under_test import eventloop, failpoints, node_events
+from system_under_test.admin_handlers import ADMIN_CODES, code_name, handle_admin, unauthorized
 from system_under_test.clock import CLOCK
 from system_under_test.controller import formation
 from system_under_test.controller.batching import ProposalBatcher
@@ -53,11 +53,9 @@ from system_under_test.controller.requests import DecideContext, Decision, compl
 from system_under_test.controller.scan import scan
 from system_under_test.controller.state_machine import ApplyResult, ControllerState
 from system_under_test.protocol import (
-    SCHEMAS,
     Connection,
     ConnectionLost,
     Frame,
-    Kind,
     Reply,
     RequestCode,
     RequestTimeout,
@@ -98,14 +96,7 @@ READ_CODES = frozenset({
     RequestCode.CONTROLLER_GET_REPLICA_INFO, RequestCode.CONTROLLER_GET_NEXT_BROKER_ID,
     RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, RequestCode.CONTROLLER_GET_BROKER_EPOCHS,
 })
-WRITE_CODES = frozenset({
-    RequestCode.CONTROLLER_APPLY_BROKER_ID, RequestCode.CONTROLLER_REGISTER_BROKER,
-    RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, RequestCode.CONTROLLER_ELECT_MASTER, RequestCode.CLEAN_BROKER_DATA,
-    RequestCode.CONTROLLER_CONTROLLED_SHUTDOWN, RequestCode.BROKER_HEARTBEAT,
-})
 BUGS = frozenset({"stale-read", "no-epoch-fencing", "reuse-broker-id"})
-# Codes whose schema carries the cluster token (state-changing requests).
-_TOKEN_CODES = frozenset(int(code) for code, schema in SCHEMAS.items() if "token" in schema)
 
 
 class FormationFailed(Exception):
@@ -395,19 +386,13 @@ class ControllerServer:
         leader = self.raft.leader_id if self.raft is not None else None
         return {"leader_id": leader, "leader_addr": self.options.peers.get(leader) if leader else None}
 
-    def _authorized(self, frame: Frame) -> bool:
-        if frame.code not in _TOKEN_CODES:
-            return True
-        given = frame.header.get("token")
-        return isinstance(given, str) and hmac.compare_digest(given, self.options.token)
-
     def _handle(self, frame: Frame, conn: Connection) -> Reply | Awaitable[Reply | None] | None:
         """Answer at once when no wait is needed (heartbeats, refusals, local reads); return an
         awaitable for requests that wait for a read barrier or a commit."""
-        if not self._authorized(frame):
-            log.warning("rejected %s from %s: missing or wrong cluster token", _name(frame.code), conn.peer)
-            return Reply.error(ResponseCode.UNAUTHORIZED,
-                               f"{_name(frame.code)} changes cluster state and needs the cluster token")
+        refused = unauthorized(frame, self.options.token)
+        if refused is not None:
+            log.warning("rejected %s from %s: missing or wrong cluster token", code_name(frame.code), conn.peer)
+            return refused
         code = frame.code
         if code == _RAFT_MESSAGE:
             if self.raft is not None:
@@ -424,7 +409,7 @@ class ControllerServer:
         if code == _GET_METADATA_INFO:
             return Reply(header=self._metadata())
         if code in ADMIN_CODES:
-            return self._admin(frame)
+            return handle_admin(frame, self._status, self._shutdown_later)
         if not self.active or self.raft is None:
             return Reply.error(ResponseCode.FORMATION_PENDING, "the controller quorum is still forming")
         if code == _HEARTBEAT:
@@ -588,41 +573,14 @@ class ControllerServer:
             **self._leader_hint(),
         }
 
-    async def _admin(self, frame: Frame) -> Reply:
-        code, h = frame.code, frame.header
-        if code == RequestCode.ADMIN_FAILPOINT_LIST:
-            return Reply(header={"failpoints": failpoints.list_points()})
-        if code == RequestCode.ADMIN_FAILPOINT_ARM:
-            try:
-                failpoints.arm(str(h["name"]), str(h["action"]))
-            except failpoints.FailpointSpecError as exc:
-                return Reply.error(ResponseCode.MALFORMED_REQUEST, str(exc))
-            return Reply()
-        if code == RequestCode.ADMIN_FAILPOINT_DISARM:
-            try:
-                failpoints.disarm(str(h["name"]))
-            except failpoints.FailpointSpecError as exc:
-                return Reply.error(ResponseCode.MALFORMED_REQUEST, str(exc))
-            return Reply()
-        if code == RequestCode.ADMIN_CLOCK_SET:
-            try:
-                CLOCK.set(offset_ms=h.get("offset_ms"), rate=h.get("rate"))
-            except ValueError as exc:
-                return Reply.error(ResponseCode.MALFORMED_REQUEST, str(exc))
-            return Reply(header=dict(CLOCK.describe()))
-        if code == RequestCode.ADMIN_CLOCK_GET:
-            return Reply(header=dict(CLOCK.describe()))
-        if code == RequestCode.ADMIN_STATUS:
-            status = self.raft.status() if self.raft is not None else {}
-            return Reply(header={"metadata": self._metadata(), "raft": _plain(status),
-                                 "state": self.sm.state.describe()})
-        if code == RequestCode.ADMIN_EVENTS:
-            return Reply(header=node_events.read(int(h.get("since") or 0), int(h.get("limit") or 1000)))
-        if code == RequestCode.ADMIN_SHUTDOWN:
-            sid = h.get("shutdown_id")
-            asyncio.get_running_loop().call_later(0.05, self._request_shutdown, sid)
-            return Reply(header={"shutting_down": True})
-        return Reply.error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"unhandled admin code {code}")
+    def _status(self) -> dict[str, Any]:
+        status = self.raft.status() if self.raft is not None else {}
+        return {"metadata": self._metadata(), "raft": _plain(status), "state": self.sm.state.describe()}
+
+    def _shutdown_later(self, header: dict[str, Any]) -> None:
+        """ADMIN_SHUTDOWN: stop in 50 ms (the reply goes out first); a shared ``shutdown_id`` marks a
+        whole-quorum shutdown."""
+        asyncio.get_running_loop().call_later(0.05, self._request_shutdown, header.get("shutdown_id"))
 
     def _request_shutdown(self, shutdown_id: str | None) -> None:
         self._shutdown_id = shutdown_id or ""
@@ -675,20 +633,6 @@ class ControllerServer:
                 conn.send_oneway(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, header)
 
 
-ADMIN_CODES = frozenset({
-    RequestCode.ADMIN_FAILPOINT_LIST, RequestCode.ADMIN_FAILPOINT_ARM, RequestCode.ADMIN_FAILPOINT_DISARM,
-    RequestCode.ADMIN_CLOCK_SET, RequestCode.ADMIN_CLOCK_GET, RequestCode.ADMIN_STATUS, RequestCode.ADMIN_SHUTDOWN,
-    RequestCode.ADMIN_EVENTS,
-})
-
-
-def _name(code: int) -> str:
-    try:
-        return RequestCode(code).name
-    except ValueError:
-        return str(code)
-
-
 def _plain(obj: Any) -> Any:
     """Make a status dict msgpack-able (enums and dataclasses to str)."""
     if isinstance(obj, dict):
@@ -700,4 +644,4 @@ def _plain(obj: Any) -> Any:
     return str(obj)
 
 
-__all__ = ["ControllerServer", "ControllerStateMachine", "FormationFailed", "NodeOptions", "Kind"]
+__all__ = ["ControllerServer", "ControllerStateMachine", "FormationFailed", "NodeOptions"]

@@ -16,12 +16,13 @@ from system_under_test.protocol.errors import (
 from system_under_test.protocol.frame import DEFAULT_MAX_FRAME_BYTES, Frame, FrameDecoder, Kind, encode_frame
 from system_under_test.protocol.liveness import LinkSettingError, LinkTimeouts
 from system_under_test.protocol.rpc import Connection, Handler, Reply, RpcServer, connect, link_timeouts, split_addr
-from system_under_test.protocol.schemas import SCHEMAS, FieldSpec, SchemaError, validate_header
+from system_under_test.protocol.schemas import SCHEMAS, TOKEN_CODES, FieldSpec, SchemaError, validate_header
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "RESPONSE_INFO",
     "SCHEMAS",
+    "TOKEN_CODES",
     "CodeInfo",
     "Connection",
     "ConnectionLost",

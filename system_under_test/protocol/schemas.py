@@ -210,6 +210,10 @@ _COMPILED: dict[int, _Compiled] = {
 }
 
 
+#: Codes whose schema carries the cluster token: the state-changing requests every node refuses without it.
+TOKEN_CODES = frozenset(int(code) for code, schema in SCHEMAS.items() if "token" in schema)
+
+
 def validate_header(code: int, header: dict[str, Any]) -> None:
     """Check ``header`` against the schema of ``code`` (precompiled: this runs on every request).
 

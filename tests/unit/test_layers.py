@@ -210,14 +210,6 @@ def test_the_scanner_sees_lazy_relative_and_type_checking_imports() -> None:
     assert layer_of("harness.generator._core") < layer_of("nemesis.schedule") < layer_of("harness.runner")
 
 
-# Circles still to be cut (issue 18): the broker's lifecycle, role change and server refer to one another (the
-# latter two only for the Broker type, the first lazily for its data plane).  Nothing may be added to this list.
-KNOWN_CIRCLES: tuple[frozenset[str], ...] = (
-    frozenset({"system_under_test.broker.lifecycle", "system_under_test.broker.role_change",
-               "system_under_test.broker.server"}),
-)
-
-
 def _project_graph() -> dict[str, set[str]]:
     """Module -> the project modules it imports (a package's own __init__ excluded: importing a submodule
     runs its package, which is not a dependency of the submodule's code)."""
@@ -260,9 +252,9 @@ def _circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     return out
 
 
-def test_the_import_graph_has_no_new_circles() -> None:
-    new = [sorted(c) for c in _circles(_project_graph()) if c not in KNOWN_CIRCLES]
-    assert not new, f"import circles (lazy and TYPE_CHECKING imports count): {new}"
+def test_the_import_graph_has_no_circles() -> None:
+    circles = [sorted(c) for c in _circles(_project_graph())]
+    assert not circles, f"import circles (lazy and TYPE_CHECKING imports count): {circles}"
 
 
 def test_the_circle_finder() -> None:

@@ -6,12 +6,25 @@ only if its master epoch is higher than the one it holds, so stale and duplicate
 ignored.  In routing (the nameserver view) a master registers with broker id 0 and a slave with its own
 persistent broker id.
 
-changeToMaster steps (reference 2.3, in order): stop the HA client and drop slave connections, truncate
-the invalid tail of the commit log, drop epoch entries of epochs >= the new one that this store does not
-own, append ``(master epoch, max offset)`` to the epoch file, recompute the confirm offset, re-register
-routing with id 0, then accept writes.  If the epoch file already ends with the new epoch (the broker
-was master of that epoch before a restart), the entry is kept as is: re-appending it at the current max
-offset would misattribute that epoch's records to the previous epoch (the reference replaces it).
+changeToMaster steps (reference 2.3, in order): stop the HA client, drop slave connections, append
+``(master epoch, max offset)`` to the epoch file, re-register routing with id 0, accept writes with
+the controller's sync-state set, and recompute the confirm offset from that set (it needs the set,
+so it follows AcceptWrites; the shell runs both without yielding, so no put sees the old offset).
+
+No truncation: a new master "truncates the commitlog to the boundary of the last message" (seed
+RIP-44, *Algorithm Consistency Proof*), and a store's max offset is always such a boundary (its
+recovery cuts a torn tail at open; puts and replication append whole records only).  Truncating
+further -- to the confirm offset, say -- could drop records the old master acknowledged: they are on
+every sync-state set member, and this master-elect is one, but its confirm offset may lag.  Epoch
+entries starting beyond the max offset break the store's invariant and raise :class:`RoleError`.
+
+If the epoch file already ends with the new epoch (the broker was master of that epoch before a
+restart), the entry is kept as is: re-appending it at the current max offset would misattribute that
+epoch's records to the previous epoch (the reference replaces it).
+
+The HA client appends replicated batches off the event loop, so the log is quiet only once it is
+stopped: while it runs, :func:`change_to_master_steps` returns just ``[StopHaClient()]`` and the shell
+asks again with the log the client left.
 """
 
 from __future__ import annotations
@@ -45,7 +58,15 @@ class RoleDecision:
 def decide_role_change(
     local_master_epoch: int, new_master_epoch: int, new_master_id: int | None, self_id: int
 ) -> RoleDecision:
-    """What to do with a (master id, master epoch) learned from the controller."""
+    """What to do with a (master id, master epoch) learned from the controller.
+
+    A set without a master (``new_master_id`` None) always gives NO_MASTER, whatever its epoch: the broker
+    asks to be elected (ElectMaster by broker trigger) until a poll shows a master.  A master is adopted
+    only with a master epoch higher than the local one (stale and duplicate notifications are ignored).
+    """
+    if new_master_id is None:
+        # Not a role to adopt but a request to elect: the controller's own epoch check settles a stale report.
+        return RoleDecision(RoleDecisionKind.NO_MASTER, new_master_epoch)
     if new_master_epoch <= local_master_epoch:
         return RoleDecision(
             RoleDecisionKind.IGNORE,
@@ -53,8 +74,6 @@ def decide_role_change(
             None,
             f"master epoch {new_master_epoch} is not higher than the local master epoch {local_master_epoch}",
         )
-    if new_master_id is None:
-        return RoleDecision(RoleDecisionKind.NO_MASTER, new_master_epoch)
     if new_master_id == self_id:
         return RoleDecision(RoleDecisionKind.BECOME_MASTER, new_master_epoch, self_id)
     return RoleDecision(RoleDecisionKind.BECOME_SLAVE, new_master_epoch, new_master_id)
@@ -85,18 +104,6 @@ class StopAcceptingWrites:
 
 
 @dataclass(frozen=True)
-class TruncateInvalidTail:
-    valid_end_offset: int
-
-
-@dataclass(frozen=True)
-class TruncateEpochsFrom:
-    """Remove epoch entries with epoch >= ``epoch``."""
-
-    epoch: int
-
-
-@dataclass(frozen=True)
 class AppendEpochEntry:
     epoch: int
     start_offset: int
@@ -121,14 +128,13 @@ class AcceptWrites:
 class StartHaClient:
     master_id: int
     master_addr: str
+    master_epoch: int
 
 
 RoleStep = (
     StopHaClient
     | DropSlaveConnections
     | StopAcceptingWrites
-    | TruncateInvalidTail
-    | TruncateEpochsFrom
     | AppendEpochEntry
     | RecomputeConfirmOffset
     | RegisterRouting
@@ -138,56 +144,48 @@ RoleStep = (
 
 
 def change_to_master_steps(
-    master_epoch: int,
-    local_epochs: Sequence[tuple[int, int]],
-    max_offset: int,
-    valid_end_offset: int,
-    *,
-    last_role_was_master: bool = False,
+    master_epoch: int, local_epochs: Sequence[tuple[int, int]], max_offset: int, *, ha_client_running: bool
 ) -> list[RoleStep]:
     """The ordered steps to become master of ``master_epoch``.
 
     Args:
         master_epoch: the epoch the controller elected us in.
         local_epochs: the local epoch entries ``(epoch, start_offset)``, oldest first.
-        max_offset: end of the local commit log.
-        valid_end_offset: end of the last complete record (<= max_offset).
-        last_role_was_master: we were already master (of an older epoch): only a new epoch entry is needed.
+        max_offset: end of the local commit log (the end of its last whole record).
+        ha_client_running: the HA client still appends: the answer is ``[StopHaClient()]`` only; call
+            again once it stopped, with the log it left.
 
     Raises:
-        RoleError: ``master_epoch`` is older than the last local epoch, or the offsets are inconsistent.
+        RoleError: ``master_epoch`` is older than the last local epoch, or an epoch entry starts beyond
+            ``max_offset``.
     """
-    if not 0 <= valid_end_offset <= max_offset:
-        raise RoleError(f"need 0 <= valid_end_offset <= max_offset, got {valid_end_offset} and {max_offset}")
+    if ha_client_running:
+        return [StopHaClient()]
     last_epoch = local_epochs[-1][0] if local_epochs else None
     if last_epoch is not None and master_epoch < last_epoch:
         raise RoleError(
             f"refusing to become master of epoch {master_epoch}: the local epoch file already has epoch {last_epoch}"
             f" (a stale election result?)"
         )
-    # Entries starting beyond the valid end describe bytes that are about to be cut off.
-    beyond_end = [e for e, s in local_epochs if s > valid_end_offset]
-    remaining = [e for e, s in local_epochs if s <= valid_end_offset]
-    keep_entry = bool(remaining) and remaining[-1] == master_epoch
-    append: list[RoleStep] = [] if keep_entry else [AppendEpochEntry(master_epoch, valid_end_offset)]
-    if last_role_was_master:
-        return [*append, RegisterRouting(MASTER_ROUTING_BROKER_ID), AcceptWrites(master_epoch)]
-    steps: list[RoleStep] = [StopHaClient(), DropSlaveConnections()]
-    if valid_end_offset < max_offset:
-        steps.append(TruncateInvalidTail(valid_end_offset))
-    if beyond_end:
-        steps.append(TruncateEpochsFrom(min(beyond_end)))
-    steps += [*append, RecomputeConfirmOffset(), RegisterRouting(MASTER_ROUTING_BROKER_ID), AcceptWrites(master_epoch)]
-    return steps
+    beyond = [(e, s) for e, s in local_epochs if s > max_offset]
+    if beyond:
+        raise RoleError(f"epoch entries {beyond} start beyond the max offset {max_offset}: the store's recovery "
+                        f"should have dropped them (a bug in the epoch file or the store)")
+    keep_entry = last_epoch == master_epoch
+    append: list[RoleStep] = [] if keep_entry else [AppendEpochEntry(master_epoch, max_offset)]
+    return [DropSlaveConnections(), *append, RegisterRouting(MASTER_ROUTING_BROKER_ID), AcceptWrites(master_epoch),
+            RecomputeConfirmOffset()]
 
 
-def change_to_slave_steps(master_id: int, master_addr: str, self_id: int) -> list[RoleStep]:
-    """The ordered steps to follow ``master_id`` at ``master_addr`` (truncation happens in the HA handshake)."""
+def change_to_slave_steps(master_id: int, master_addr: str, master_epoch: int, self_id: int) -> list[RoleStep]:
+    """The ordered steps to follow ``master_id`` at ``master_addr`` in ``master_epoch`` (truncation happens in
+    the HA handshake)."""
     if master_id == self_id:
         raise RoleError(f"broker {self_id} cannot be a slave of itself")
     return [
         StopAcceptingWrites(),
         DropSlaveConnections(),
+        StopHaClient(),
         RegisterRouting(self_id),
-        StartHaClient(master_id, master_addr),
+        StartHaClient(master_id, master_addr, master_epoch),
     ]
