@@ -57,7 +57,7 @@ from harness.cluster import CONTROLLER_PORT, SplitbrainDB, cluster_options
 from harness.control.local import LocalRemote
 from harness.spec import spec_from_dict
 from nemesis import grudge as gr
-from nemesis.faults import PartitionNemesis
+from nemesis.partition import PartitionNemesis
 from system_under_test.client.controller_client import ControllerClient
 from system_under_test.client.producer import Producer
 from system_under_test.protocol import Connection, RequestCode, connect

@@ -38,8 +38,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from nemesis.base import NemesisBase, guard, restart_and_wait
 from nemesis.disk_kinds import CORRUPT_MODES, DISK_FAILPOINTS, FAULTS, REPAIRABLE_MODES, TAIL_BYTES
-from nemesis.faults import _Base, _guard, admin_failpoints, restart_and_wait
+from nemesis.failpoint import admin_failpoints
 from system_under_test.broker.store.commitlog import COMMITLOG_DIR, read_synced_file
 from system_under_test.broker.store.offline import cut_files_offline
 from system_under_test.broker.store.record import frame_length_at
@@ -172,7 +173,7 @@ def lose_unfsynced(store_dir: str) -> dict[str, Any]:
     return {"synced_offset": synced, "max_offset": end, "dropped": dropped}
 
 
-class DiskNemesis(_Base):
+class DiskNemesis(NemesisBase):
     """Disk faults (module docstring): start-disk, stop-disk, lose-unfsynced, corrupt-file."""
 
     FS = frozenset({"start-disk", "stop-disk", "lose-unfsynced", "corrupt-file"})
@@ -181,7 +182,7 @@ class DiskNemesis(_Base):
         value = op.get("value") or {}
         handlers = {"start-disk": self._start, "stop-disk": self._stop, "lose-unfsynced": self._lose,
                     "corrupt-file": self._corrupt}
-        return await _guard(op, lambda: handlers[op["f"]](test, value))
+        return await guard(op, lambda: handlers[op["f"]](test, value))
 
     async def _start(self, test: dict[str, Any], value: Mapping[str, Any]) -> dict[str, Any]:
         fault = str(value.get("fault", "slow-fsync"))

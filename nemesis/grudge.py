@@ -89,19 +89,6 @@ def majorities_ring(nodes: Sequence[str], rng: random.Random) -> Grudge:
     return grudge
 
 
-def merge(*grudges: Mapping[str, Iterable[str]]) -> Grudge:
-    out: dict[str, frozenset[str]] = {}
-    for g in grudges:
-        for k, v in g.items():
-            out[k] = out.get(k, frozenset()) | frozenset(v)
-    return {k: v for k, v in out.items() if v}
-
-
 def describe(grudge: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
     """JSON-friendly form recorded in the history (node -> sorted nodes it drops)."""
     return {k: sorted(v) for k, v in sorted(grudge.items())}
-
-
-def can_talk(grudge: Mapping[str, Iterable[str]], a: str, b: str) -> bool:
-    """True if a TCP connection a -> b can complete (both directions must flow)."""
-    return a not in grudge.get(b, ()) and b not in grudge.get(a, ())

@@ -30,14 +30,20 @@ from typing import Any
 
 from harness.protocols import Nemesis, compose_nemeses
 from nemesis.accounting import Accounted
+from nemesis.clock import ClockNemesis
 from nemesis.disk import CORRUPT_MODES, FAULTS, REPAIRABLE_MODES, DiskNemesis
-from nemesis.faults import ClockNemesis, FailpointNemesis, PacketNemesis, PartitionNemesis, ProcessNemesis
+from nemesis.failpoint import FailpointNemesis
+from nemesis.packet import PacketNemesis
+from nemesis.packet_behavior import PRESETS
+from nemesis.partition import PartitionNemesis
+from nemesis.process import ProcessNemesis
+from nemesis.registration import FAILPOINTS, RegistrationCrashNemesis
 from nemesis.schedule import PARTITION_KINDS, UNDO, Step, timed
 from nemesis.targets import SelectorError, Topology
 from nemesis.targets import validate as validate_target
 
 __all__ = [
-    "ALIASES", "BUILDERS", "PROTOCOL_POINTS", "Composed", "PackageDef", "build", "definitions", "expand", "plan",
+    "ALIASES", "KINDS", "PROTOCOL_POINTS", "Composed", "PackageDef", "build", "definitions", "expand", "plan",
     "validate",
 ]
 
@@ -73,11 +79,6 @@ def _pick(rng: random.Random, options: Sequence[Any]) -> Any:
 PARTITION_DEFAULT = ("random-halves", "isolate", "isolate-controller-leader", "isolate-master", "majorities-ring",
                      "bridge", "one-way")
 CLOCK_KINDS = ("bump-clock", "skew-clock", "strobe-clock")
-PACKET_BEHAVIORS: Mapping[str, dict[str, Any]] = {
-    "delay": {"delay": {"time_ms": 50, "jitter_ms": 10}}, "loss": {"loss": {"percent": 20}},
-    "duplicate": {"duplicate": {"percent": 20}}, "reorder": {"delay": {"time_ms": 20}, "reorder": {"percent": 25}},
-    "rate": {"rate": {"rate": "1mbit"}},
-}
 DISK_KINDS = (*FAULTS, "lose-unfsynced", "corrupt-file")
 PROTOCOL_POINTS = (
     ("controller.before_propose", "controller-leader"),
@@ -119,7 +120,7 @@ def _clock(o: _Options, interval_s: float) -> StartFn:
 
 def _packet(o: _Options, interval_s: float) -> StartFn:
     return lambda rng, k: {"f": "start-packet", "value": {"targets": _pick(rng, o.targets),
-                                                          "behavior": PACKET_BEHAVIORS[_pick(rng, o.kinds)]}}
+                                                          "behavior": PRESETS[_pick(rng, o.kinds)]}}
 
 
 def _disk(modes: Sequence[str]) -> Callable[[_Options, float], StartFn]:
@@ -150,18 +151,6 @@ def _registration_crash(o: _Options, interval_s: float) -> StartFn:
     return lambda rng, k: {"f": "registration-crash", "value": {"failpoint": o.kinds[k % len(o.kinds)]}}
 
 
-def _registration_nemesis(db: Any, rng: random.Random) -> Nemesis:
-    from nemesis.registration import RegistrationCrashNemesis  # spawns extra brokers: imports the broker code
-
-    return RegistrationCrashNemesis(db, rng)
-
-
-def _registration_points() -> tuple[str, ...]:
-    from system_under_test.broker.registration import FAILPOINTS
-
-    return tuple(FAILPOINTS)
-
-
 @dataclass(frozen=True)
 class _Kind:
     """A package's vocabulary: every kind it may pick, the default choice, its fixed targets."""
@@ -180,7 +169,7 @@ def _no_masters(kinds: tuple[str, ...], has_sets: bool) -> tuple[str, ...]:
     return kinds if has_sets else tuple(k for k in kinds if "master" not in k)
 
 
-KINDS: dict[str, _Kind] = {
+KINDS: dict[str, _Kind] = {  # by package name: the names a spec may use
     "partition": _Kind(lambda: tuple(k for k in PARTITION_KINDS if k != "grudge"),
                        lambda s: _no_masters(PARTITION_DEFAULT, s), _partition, True, ({"f": "stop-partition"},),
                        PartitionNemesis),
@@ -188,7 +177,7 @@ KINDS: dict[str, _Kind] = {
                   ProcessNemesis),
     "pause": _Kind(lambda: ("pause",), lambda s: ("pause",), _process, True, ({"f": "resume"},), ProcessNemesis),
     "clock": _Kind(lambda: CLOCK_KINDS, lambda s: CLOCK_KINDS, _clock, True, ({"f": "reset-clock"},), ClockNemesis),
-    "packet": _Kind(lambda: tuple(PACKET_BEHAVIORS), lambda s: tuple(PACKET_BEHAVIORS), _packet, True,
+    "packet": _Kind(lambda: tuple(PRESETS), lambda s: tuple(PRESETS), _packet, True,
                     ({"f": "stop-packet"},), PacketNemesis),
     "disk": _Kind(lambda: DISK_KINDS, lambda s: DISK_KINDS, _disk(REPAIRABLE_MODES), True, ({"f": "stop-disk"},),
                   DiskNemesis, ("brokers:one", "masters")),
@@ -199,10 +188,9 @@ KINDS: dict[str, _Kind] = {
                             lambda o, i: _protocol_crash(o, i, False), False,
                             ({"f": "disarm-failpoint", "value": {"targets": "all", "name": "*"}},), FailpointNemesis,
                             any_kind=True),
-    "registration-crash": _Kind(_registration_points, lambda s: _registration_points(), _registration_crash, False,
-                                (), _registration_nemesis),
+    "registration-crash": _Kind(lambda: tuple(FAILPOINTS), lambda s: tuple(FAILPOINTS), _registration_crash, False,
+                                (), RegistrationCrashNemesis),
 }
-BUILDERS = KINDS  # the package names a spec may use
 ALIASES = {"all": ["partition", "kill", "pause", "clock", "packet", "disk"], "leader-chaos": ["partition", "kill"]}
 
 
@@ -330,7 +318,7 @@ def build(db: Any, names: Sequence[str], *, interval_s: float, targets: Sequence
     else:
         steps = tuple(schedule)
     makers = {d.nemesis for d in defs}
-    makers.update(_maker_for(s.f) for s in steps)
+    makers.update(_MAKER_BY_F[s.f] for s in steps)
     if not makers:
         return Composed(None, None, None, ())
     rng = random.Random(seed)
@@ -359,7 +347,7 @@ def _build_guided(db: Any, defs: Sequence[PackageDef], *, interval_s: float, see
         raise SpecError(str(getattr(db.spec, "source", "<spec>")), "nemesis.guided_memory", memory,
                         f"a guided memory file written by an earlier guided run ({exc})") from None
     gen, feed, moves = guided(defs, seed=seed, interval_s=interval_s, start=start)
-    makers = {d.nemesis for d in defs} | {_maker_for(m.f) for m in moves}
+    makers = {d.nemesis for d in defs} | {_MAKER_BY_F[m.f] for m in moves}
     rng = random.Random(seed)
     members = [make(db, rng) for make in _ordered(makers)]
     heal_ops = [op for d in defs for op in d.heal] + [op for m in moves for op in _heal_for(m.f)]
@@ -371,13 +359,9 @@ _MAKER_BY_F: dict[str, Callable[[Any, random.Random], Nemesis]] = {
     **{f: PartitionNemesis for f in PartitionNemesis.FS}, **{f: ProcessNemesis for f in ProcessNemesis.FS},
     **{f: ClockNemesis for f in ClockNemesis.FS}, **{f: PacketNemesis for f in PacketNemesis.FS},
     **{f: FailpointNemesis for f in FailpointNemesis.FS}, **{f: DiskNemesis for f in DiskNemesis.FS},
-    "registration-crash": _registration_nemesis,
+    **{f: RegistrationCrashNemesis for f in RegistrationCrashNemesis.FS},
 }
 _HEAL_BY_MAKER = {m: k.heal for k in KINDS.values() for m in [k.nemesis]}
-
-
-def _maker_for(f: str) -> Callable[[Any, random.Random], Nemesis]:
-    return _MAKER_BY_F[f]
 
 
 def _heal_for(f: str) -> tuple[dict[str, Any], ...]:

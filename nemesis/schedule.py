@@ -30,6 +30,8 @@ from typing import Any
 
 from harness import generator as g
 from nemesis.disk_kinds import CORRUPT_MODES, FAULTS
+from nemesis.packet_behavior import DEFAULTS as PACKET_DEFAULTS
+from nemesis.packet_behavior import complete as complete_behavior
 from nemesis.targets import SelectorError, Topology
 from nemesis.targets import validate as validate_selector
 
@@ -171,10 +173,15 @@ def _packet_value(i: int, f: str, raw: Any, topo: Topology) -> None:
     v = _mapping(i, raw, f, ("targets", "to", "behavior"))
     _selectors(i, v, ("targets", "to"), topo)
     behavior = v.get("behavior")
-    known = ("delay", "loss", "duplicate", "reorder", "corrupt", "rate")
-    if behavior is not None and (not isinstance(behavior, Mapping) or not behavior
-                                 or set(map(str, behavior)) - set(known)):
-        raise ScheduleError(i, "value.behavior", f"a map of behaviours from {', '.join(known)}; got {behavior!r}")
+    if behavior is None:
+        return
+    if not isinstance(behavior, Mapping) or not behavior or set(map(str, behavior)) - set(PACKET_DEFAULTS):
+        raise ScheduleError(i, "value.behavior", f"a map of behaviours from {', '.join(PACKET_DEFAULTS)}; "
+                                                 f"got {behavior!r}")
+    try:
+        complete_behavior(behavior)
+    except ValueError as exc:
+        raise ScheduleError(i, "value.behavior", f"behaviours with their parameters ({exc})") from None
 
 
 def _failpoint_value(i: int, f: str, raw: Any, topo: Topology) -> None:

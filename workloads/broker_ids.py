@@ -11,7 +11,7 @@ In a nutshell.  Two kinds of ops run side by side.
      the generator applies the next id it saw, ids above it (gaps), stale ids and its own earlier claims again;
    * ``read-ids`` ``{"broker_set": B}`` -> ok ``{"ids": [I...]}`` (GetReplicaInfo's members).
 
-2. **Lanes** of real broker processes (``nemesis.registration.ExtraBrokers``) started on the spec's broker
+2. **Lanes** of real broker processes (``harness.extra_brokers.ExtraBrokers``) started on the spec's broker
    nodes in broker sets ``bids-0..``.  One lane per registration failpoint: a fresh broker is crashed at the
    point (``crash-broker``), restarted on a changed port (``start-broker``), stopped (``stop-broker``) and
    started again on its first port; for ``broker.register.*`` the broker registers once before the crash.
@@ -42,7 +42,8 @@ from checker.linearizable import check as check_linearizable
 from checker.models import UNKNOWN, Inconsistent, Model, ModelError, OpInput
 from harness import generator as g
 from harness.errors import SpecError
-from nemesis.registration import FAILPOINTS, FIRST_REGISTRATION_POINTS, ExtraBrokers, crash_at, start_slot
+from harness.extra_brokers import ExtraBrokers, crash_at, start_slot
+from nemesis.registration import FAILPOINTS, FIRST_REGISTRATION_POINTS
 from workloads.common import (
     BrokerSpawningClient,
     InvariantOps,

@@ -1,6 +1,6 @@
 """The ``membership`` workload: brokers join, leave (controlled shutdown), bounce and get fenced (KIP-631/380).
 
-In a nutshell.  The workload runs ``brokers`` extra broker processes (``nemesis.registration.ExtraBrokers``) of
+In a nutshell.  The workload runs ``brokers`` extra broker processes (``harness.extra_brokers.ExtraBrokers``) of
 one broker set ``mem-0`` on the spec's broker nodes, one fixed port per slot, and drives their membership one
 lifecycle op at a time (other threads read the controller's table meanwhile):
 
@@ -38,7 +38,7 @@ from checker.compose import Anomaly, result_from_anomalies
 from checker.invariants import check_invariants
 from harness import generator as g
 from harness.errors import SpecError
-from nemesis.registration import ExtraBrokers, start_slot
+from harness.extra_brokers import ExtraBrokers, start_slot
 from workloads.common import (
     BrokerSpawningClient,
     InvariantOps,

@@ -18,8 +18,11 @@ import pytest
 from harness.cluster import CONTROLLER_PORT, SplitbrainDB, cluster_options
 from harness.control.docker import DockerRemote
 from harness.spec import spec_from_dict
+from nemesis.clock import ClockNemesis
 from nemesis.disk import DiskNemesis
-from nemesis.faults import ClockNemesis, PacketNemesis, PartitionNemesis, ProcessNemesis
+from nemesis.packet import PacketNemesis
+from nemesis.partition import PartitionNemesis
+from nemesis.process import ProcessNemesis
 from system_under_test.client.producer import Producer, SendError
 from system_under_test.protocol import RequestCode, RequestTimeout, connect
 

@@ -23,7 +23,7 @@ PACKAGES = ("system_under_test", "checker", "harness", "nemesis", "workloads", "
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("system under test", ("system_under_test",)),
     ("checkers", ("checker",)),
-    ("harness core", ("harness.generator", "harness.protocols", "harness.errors")),
+    ("harness core", ("harness.generator", "harness.protocols", "harness.errors", "harness.extra_brokers")),
     ("nemeses", ("nemesis",)),
     ("workloads", ("workloads",)),
     ("harness", ("harness",)),
@@ -64,7 +64,7 @@ CORES: tuple[Core, ...] = (
          why_allowed="random.Random is the type of the rng a context carries; no module-level random call"),
     Core("harness/load.py"),
     *(Core(f"nemesis/{m}.py") for m in ("targets", "schedule", "replay", "shrink", "coverage", "guided",
-                                         "disk_kinds")),
+                                         "disk_kinds", "packet_behavior", "grudge")),
     *(Core(f"spark_analysis/{m}.py", also=frozenset({"pyspark"}))
       for m in ("comparisons", "faults", "recovery", "regression", "wilson")),
     Core("spark_analysis/runfiles.py", also=frozenset({"pyspark"}), allowed=frozenset({"datetime"}),

@@ -19,7 +19,11 @@ import pytest
 from harness.cluster import CONTROLLER_PORT, SplitbrainDB, cluster_options
 from harness.control.local import LocalRemote
 from harness.spec import spec_from_dict
-from nemesis.faults import ClockNemesis, FailpointNemesis, PacketNemesis, PartitionNemesis, ProcessNemesis
+from nemesis.clock import ClockNemesis
+from nemesis.failpoint import FailpointNemesis
+from nemesis.packet import PacketNemesis
+from nemesis.partition import PartitionNemesis
+from nemesis.process import ProcessNemesis
 from system_under_test.protocol import RequestCode, RequestTimeout, connect
 
 pytestmark = [pytest.mark.integration,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from nemesis.accounting import STEP, Accounted, judge, summarize, warnings
-from nemesis.faults import trigger_for
+from nemesis.failpoint import trigger_for
 
 
 def comp(f: str, value: Any, **extra: Any) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The nemesis modules export what they name (the purity of the pure ones -- selectors, schedules, replay,
-ddmin, coverage, the guided policy -- is checked by tests/unit/test_layers.py)."""
+ddmin, coverage, the guided policy, packet behaviours, grudges -- is checked by tests/unit/test_layers.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ import importlib
 
 import pytest
 
-PURE = ("nemesis.targets", "nemesis.schedule", "nemesis.replay", "nemesis.shrink", "nemesis.coverage", "nemesis.guided")
+PURE = ("nemesis.targets", "nemesis.schedule", "nemesis.replay", "nemesis.shrink", "nemesis.coverage", "nemesis.guided",
+        "nemesis.packet_behavior")
+SHELLS = ("nemesis.accounting", "nemesis.packages", "nemesis.base", "nemesis.partition", "nemesis.process",
+          "nemesis.clock", "nemesis.packet", "nemesis.failpoint", "nemesis.registration", "harness.extra_brokers")
 
 
-@pytest.mark.parametrize("name", (*PURE, "nemesis.accounting", "nemesis.packages"))
+@pytest.mark.parametrize("name", (*PURE, *SHELLS))
 def test_exports_exist(name: str) -> None:
     module = importlib.import_module(name)
     assert all(hasattr(module, n) for n in module.__all__) and len(set(module.__all__)) == len(module.__all__)

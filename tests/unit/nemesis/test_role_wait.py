@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from nemesis.accounting import Accounted
-from nemesis.faults import ProcessNemesis
+from nemesis.process import ProcessNemesis
 
 
 class FakeDB:

@@ -45,7 +45,7 @@ def test_smoke_is_the_one_minute_local_queue_run_with_partition_and_kill() -> No
 
 def test_nightly_matrix_is_every_workload_by_every_package_five_minutes_on_docker() -> None:
     from harness.commands.test_all import matrix_cells
-    from nemesis.packages import BUILDERS
+    from nemesis.packages import KINDS
     from workloads.registry import names
 
     spec = load_spec(next(p for p in EXAMPLES if p.stem == "nightly"))
@@ -53,7 +53,7 @@ def test_nightly_matrix_is_every_workload_by_every_package_five_minutes_on_docke
     assert {w.name for w in spec.workloads} == set(names()) >= MINE
     cells = matrix_cells(spec)
     packages = {c["nemesis"] for _, c in cells}
-    assert packages == set(BUILDERS) - {"disk-corrupt"}  # brokers it hits stay down: opt-in only
+    assert packages == set(KINDS) - {"disk-corrupt"}  # brokers it hits stay down: opt-in only
     modes = {c["nemesis_mode"] for _, c in cells}
     assert modes == {"random", "guided"}  # the nightly mixes guided and random cells
     assert len(cells) == len(names()) * len(packages) * len(modes)

@@ -1,0 +1,131 @@
+"""The clock nemesis: per-process clock faults through each node's injectable clock.
+
+Containers and namespaces share the host's kernel clock, so the faults act on the process: every cluster
+process reads time only through ``system_under_test/clock.py``, whose offset and rate the admin RPC
+ADMIN_CLOCK_SET changes.  The host clock never changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nemesis.base import NemesisBase, guard
+from system_under_test.protocol import RequestCode, connect
+
+__all__ = ["ClockNemesis"]
+
+log = logging.getLogger("splitbrain.nemesis")
+
+
+class ClockNemesis(NemesisBase):
+    """Per-process clock faults through each node's injectable clock (the host clock is untouched).
+
+    ``bump-clock`` {"targets", "delta_ms"}: jump by delta (forward or back).
+    ``strobe-clock`` {"targets", "delta_ms", "period_ms", "duration_s"}: oscillate between +delta and 0.
+    ``skew-clock`` {"targets", "rate"}: run the clock at ``rate`` times real speed.
+    ``reset-clock``: offset 0 and rate 1 everywhere.  ``check-clock-offsets``: read every node's offset.
+    """
+
+    FS = frozenset({"bump-clock", "strobe-clock", "skew-clock", "reset-clock", "check-clock-offsets"})
+
+    def __init__(self, db: Any, rng: random.Random) -> None:
+        super().__init__(db, rng)
+        self._strobes: list[asyncio.Task[None]] = []
+
+    async def _rpc(self, test: dict[str, Any], node: str, code: int, header: dict[str, Any]) -> dict[str, Any]:
+        conn = await connect(self.db.admin_addr(test, node), timeout_s=2.0)
+        try:
+            token = {"token": self.db.token} if code == RequestCode.ADMIN_CLOCK_SET else {}
+            return (await conn.request(code, {**header, **token}, timeout_s=5.0)).header
+        finally:
+            conn.close()
+
+    async def set_clock(self, test: dict[str, Any], node: str, **change: float) -> dict[str, Any]:
+        return await self._rpc(test, node, RequestCode.ADMIN_CLOCK_SET, change)
+
+    async def read_clock(self, test: dict[str, Any], node: str) -> dict[str, Any]:
+        return await self._rpc(test, node, RequestCode.ADMIN_CLOCK_GET, {})
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        value = op.get("value") or {}
+        f = op["f"]
+        if f == "reset-clock":
+            return await guard(op, lambda: self._reset(test))
+        if f == "check-clock-offsets":
+            return await guard(op, lambda: self._offsets(test, self.topo.all))
+        return await guard(op, lambda: self._fault(test, f, value))
+
+    async def _fault(self, test: dict[str, Any], f: str, value: Mapping[str, Any]) -> dict[str, Any]:
+        nodes = await self.targets(test, str(value.get("targets", "one")))
+        if f == "bump-clock":
+            delta = float(value.get("delta_ms", 60_000))
+            for n in nodes:
+                current = float((await self.read_clock(test, n)).get("offset_ms", 0.0))
+                await self.set_clock(test, n, offset_ms=current + delta)
+        elif f == "skew-clock":
+            rate = float(value.get("rate", 2.0))
+            for n in nodes:
+                await self.set_clock(test, n, rate=rate)
+        else:  # strobe
+            delta = float(value.get("delta_ms", 200))
+            period = float(value.get("period_ms", 100)) / 1000
+            duration = float(value.get("duration_s", 5))
+            self._strobes.append(asyncio.get_running_loop().create_task(
+                self._strobe(test, nodes, delta, period, duration)))
+        return {**dict(value), "nodes": nodes, "offsets": await self._offsets(test, nodes)}
+
+    async def _strobe(self, test: dict[str, Any], nodes: list[str], delta: float, period: float,
+                      duration: float) -> None:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + duration
+        high = False
+        unreachable: set[str] = set()  # logged once when a node goes away and once when it is back
+        while loop.time() < end:
+            high = not high
+            for n in nodes:
+                try:
+                    await self.set_clock(test, n, offset_ms=delta if high else 0.0)
+                    if n in unreachable:
+                        unreachable.discard(n)
+                        log.info("strobe on %s: reachable again", n)
+                except Exception as exc:
+                    if n not in unreachable:
+                        unreachable.add(n)
+                        log.info("strobe on %s: %s (retrying quietly)", n, exc)
+            await asyncio.sleep(period)
+        for n in nodes:
+            try:
+                await self.set_clock(test, n, offset_ms=0.0)
+            except Exception as exc:
+                log.info("strobe reset on %s: %s", n, exc)
+
+    async def _offsets(self, test: dict[str, Any], nodes: Sequence[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for n in nodes:
+            try:
+                c = await self.read_clock(test, n)
+                out[n] = {"offset_ms": c.get("offset_ms"), "rate": c.get("rate"),
+                          "skew_ms": (int(c["wall_ns"]) - int(c["host_wall_ns"])) / 1e6}
+            except Exception as exc:
+                out[n] = {"error": str(exc)}
+        return out
+
+    async def _reset(self, test: dict[str, Any]) -> dict[str, Any]:
+        for t in self._strobes:
+            t.cancel()
+        self._strobes.clear()
+        failed: dict[str, str] = {}
+        for n in self.topo.all:
+            try:
+                await self.set_clock(test, n, offset_ms=0.0, rate=1.0)
+            except Exception as exc:  # a dead node has no clock to reset; its restart starts at true time
+                failed[n] = str(exc)
+        return {"reset": [n for n in self.topo.all if n not in failed], "unreachable": failed}
+
+    async def teardown(self, test: dict[str, Any]) -> None:
+        for t in self._strobes:
+            t.cancel()

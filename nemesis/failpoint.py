@@ -1,0 +1,133 @@
+"""The failpoint nemesis: arm and disarm the cluster's named failpoints, and crash a process at one step.
+
+A failpoint is a named step in a cluster process (``splitbrain admin failpoint list``) that the admin RPC
+ADMIN_FAILPOINT_ARM makes crash, fail, delay or pause.  :func:`admin_failpoints` is that RPC for many nodes
+(the disk nemesis arms its faults through it too); ``crash-at`` arms ``1*crash``, makes the step happen,
+waits for the process to die there and restarts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nemesis.base import NemesisBase, guard, restart_and_wait
+from system_under_test.protocol import RequestCode, connect
+
+__all__ = ["PROBE_BROKER_SET", "FailpointNemesis", "admin_failpoints", "trigger_for"]
+
+log = logging.getLogger("splitbrain.nemesis")
+
+
+class FailpointNemesis(NemesisBase):
+    """Arm/disarm the cluster's named failpoints at run time:
+    ``arm-failpoint`` {"targets", "name", "action"}; ``disarm-failpoint`` {"targets", "name"} (name '*' = all);
+    ``crash-at`` {"targets", "name", "timeout_s", "trigger"}: arm ``1*crash``, make the step happen (``trigger``:
+    ``auto`` issues harmless controller writes for controller and Raft points, see :func:`trigger_for`), wait
+    until the process dies at that step, restart it and wait until it serves.  Per node: ``crashed`` (the step
+    was reached, with the seconds it took) and ``restarted`` ("ready", or why not); a step not reached in time
+    is disarmed and reported."""
+
+    FS = frozenset({"arm-failpoint", "disarm-failpoint", "crash-at"})
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        if op["f"] == "crash-at":
+            return await guard(op, lambda: self._crash_at(test, op.get("value") or {}))
+        return await guard(op, lambda: self._go(test, op["f"], op.get("value") or {}))
+
+    async def _crash_at(self, test: dict[str, Any], value: Mapping[str, Any]) -> dict[str, Any]:
+        name = str(value.get("name") or "")
+        if not name or name == "*":
+            raise ValueError("crash-at: 'name' must name one failpoint (see `splitbrain admin failpoint list`)")
+        timeout_s = float(value.get("timeout_s", 30.0))
+        nodes = [n for n in await self.targets(test, str(value.get("targets", "one"))) if await self.db.alive(test, n)]
+        armed = await admin_failpoints(self.db, test, nodes, "arm-failpoint", name, "1*crash")
+        report: dict[str, Any] = {n: {"armed": r} for n, r in armed.items()}
+        loop = asyncio.get_running_loop()
+        t0, pending = loop.time(), {n for n, r in armed.items() if r == "ok"}
+        trigger = trigger_for(name, str(value.get("trigger", "auto")))
+        writes: dict[str, int] = {"ok": 0, "failed": 0}
+        next_write = t0
+        while pending and loop.time() - t0 < timeout_s:
+            if trigger == "controller-write" and loop.time() >= next_write:
+                next_write = loop.time() + 0.5
+                writes["ok" if await self._controller_write(test) else "failed"] += 1
+            await asyncio.sleep(0.1)
+            for n in sorted(pending):
+                if not await self.db.alive(test, n):
+                    pending.discard(n)
+                    report[n]["crashed"] = round(loop.time() - t0, 2)
+        for n in sorted(pending):  # never reached: take the trap away again
+            report[n]["crashed"] = False
+            report[n]["disarm"] = (await admin_failpoints(self.db, test, [n], "disarm-failpoint", name))[n]
+        for n, r in report.items():
+            if r.get("crashed"):
+                r.update(await restart_and_wait(self.db, test, n, float(value.get("ready_timeout_s", 30.0))))
+        out: dict[str, Any] = {"name": name, "nodes": report, "trigger": trigger}
+        if trigger == "controller-write":
+            out["writes"] = writes
+        return out
+
+    async def _controller_write(self, test: dict[str, Any]) -> bool:
+        """One harmless replicated controller write: ApplyBrokerId of a fresh id in the broker set
+        :data:`PROBE_BROKER_SET`, which no broker ever joins.  It makes the controller leader decide,
+        propose, persist, commit, apply and reply -- every step a controller or Raft failpoint sits on."""
+        client = self.db.client(test, timeout_s=1.0)
+        try:
+            cluster = self.db.options.cluster_name
+            broker_id = await client.get_next_broker_id(cluster, PROBE_BROKER_SET)
+            code = f"probe{self.rng.randrange(10**9)}"
+            await client.apply_broker_id(cluster, PROBE_BROKER_SET, broker_id, code, "127.0.0.1:1")
+            return True
+        except Exception as exc:  # the leader may be the process we are crashing
+            log.debug("crash-at trigger write: %r", exc)
+            return False
+        finally:
+            await client.close()
+
+    async def _go(self, test: dict[str, Any], f: str, value: Mapping[str, Any]) -> dict[str, Any]:
+        nodes = await self.targets(test, str(value.get("targets", "all")))
+        results = await admin_failpoints(self.db, test, nodes, f, str(value.get("name", "*")),
+                                         str(value.get("action", "1*crash")))
+        return {**dict(value), "results": results}
+
+
+PROBE_BROKER_SET = "nemesis-probe"
+"""The broker set the crash-at trigger applies ids in: no broker of the test belongs to it."""
+
+
+def trigger_for(name: str, trigger: str) -> str:
+    """What makes failpoint ``name`` fire (pure): ``auto`` picks ``controller-write`` for controller and
+    Raft points (a steady controller writes nothing, so without one such a point is never reached) and
+    ``none`` for the rest (the workload drives them)."""
+    if trigger != "auto":
+        return trigger
+    return "controller-write" if name.startswith(("controller.", "raft.")) else "none"
+
+
+async def admin_failpoints(db: Any, test: dict[str, Any], nodes: Sequence[str], f: str, name: str,
+                           action: str = "1*crash") -> dict[str, str]:
+    """``arm-failpoint`` / ``disarm-failpoint`` ``name`` on each node over its admin RPC; per node
+    "ok", "unreachable: ..." or "error: ..." (a dead node is not a failure of the nemesis)."""
+    results: dict[str, str] = {}
+    for n in nodes:
+        try:
+            conn = await connect(db.admin_addr(test, n), timeout_s=2.0)
+        except Exception as exc:
+            results[n] = f"unreachable: {exc}"
+            continue
+        try:
+            if f == "arm-failpoint":
+                header = {"name": name, "action": action, "token": db.token}
+                await conn.request(RequestCode.ADMIN_FAILPOINT_ARM, header, timeout_s=5.0)
+            else:
+                await conn.request(RequestCode.ADMIN_FAILPOINT_DISARM, {"name": name, "token": db.token},
+                                   timeout_s=5.0)
+            results[n] = "ok"
+        except Exception as exc:
+            results[n] = f"error: {exc}"
+        finally:
+            conn.close()
+    return results

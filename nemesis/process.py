@@ -1,0 +1,91 @@
+"""The process nemesis: kill, terminate, pause, resume, start and rolling restart of cluster processes.
+
+It acts only through the cluster's DB (``kill``, ``terminate``, ``pause``, ``resume``, ``start``, ``alive``,
+``wait_ready``) and remembers which nodes it took down or paused, so ``start`` and ``resume`` without a
+selector undo exactly what it did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from nemesis.base import NemesisBase, guard
+
+__all__ = ["ProcessNemesis"]
+
+
+class ProcessNemesis(NemesisBase):
+    """Process faults through the DB: ``kill`` (SIGKILL), ``terminate`` (SIGTERM: controlled
+    shutdown), ``pause``/``resume`` (SIGSTOP/SIGCONT), ``start`` (respawn what is down),
+    ``restart`` (rolling: one node at a time, waiting until each is ready).  Value: a selector."""
+
+    FS = frozenset({"kill", "start", "pause", "resume", "terminate", "restart"})
+
+    def __init__(self, db: Any, rng: random.Random) -> None:
+        super().__init__(db, rng)
+        self.down: set[str] = set()
+        self.paused: set[str] = set()
+
+    async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        f = op["f"]
+        handlers = {"kill": self._kill, "terminate": self._terminate, "pause": self._pause, "resume": self._resume,
+                    "start": self._start, "restart": self._restart}
+        return await guard(op, lambda: handlers[f](test, op.get("value")))
+
+    async def _kill(self, test: dict[str, Any], selector: Any) -> list[str]:
+        nodes = await self.targets(test, str(selector or "one"))
+        for n in nodes:
+            await self.db.kill(test, n)
+            self.down.add(n)
+            self.paused.discard(n)
+        return nodes
+
+    async def _terminate(self, test: dict[str, Any], selector: Any) -> list[str]:
+        nodes = await self.targets(test, str(selector or "one"))
+        for n in nodes:
+            await self.db.terminate(test, n)
+            self.down.add(n)
+        return nodes
+
+    async def _pause(self, test: dict[str, Any], selector: Any) -> list[str]:
+        nodes = [n for n in await self.targets(test, str(selector or "one")) if n not in self.down]
+        for n in nodes:
+            await self.db.pause(test, n)
+            self.paused.add(n)
+        return nodes
+
+    async def _resume(self, test: dict[str, Any], selector: Any) -> list[str]:
+        nodes = sorted(self.paused) if selector in (None, "paused") else await self.targets(test, str(selector))
+        for n in nodes:
+            await self.db.resume(test, n)
+            self.paused.discard(n)
+        return nodes
+
+    async def _start(self, test: dict[str, Any], selector: Any) -> list[str]:
+        candidates = sorted(self.down) if selector in (None, "dead") else await self.targets(test, str(selector))
+        started = []
+        for n in candidates:
+            if await self.db.alive(test, n):
+                if n in self.down:  # SIGTERM'd node still shutting down: wait for it (bounded)
+                    for _ in range(100):
+                        await asyncio.sleep(0.1)
+                        if not await self.db.alive(test, n):
+                            break
+                    else:
+                        await self.db.kill(test, n)
+                else:
+                    continue
+            await self.db.start(test, n)
+            self.down.discard(n)
+            started.append(n)
+        return started
+
+    async def _restart(self, test: dict[str, Any], selector: Any) -> list[str]:
+        nodes = await self.targets(test, str(selector or "controllers:all"))
+        for n in nodes:
+            await self.db.kill(test, n)
+            await self.db.start(test, n)
+            await self.db.wait_ready(test, n)
+        return nodes
