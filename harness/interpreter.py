@@ -12,8 +12,9 @@ Shape (Jepsen's interpreter, in asyncio):
   ``op_timeouts``: workloads declare ops they know are slow, e.g. restarting a broker) completes as ``info`` with
   ``error: "timeout"`` (one watchdog task cancels overdue invokes); a client exception completes
   as ``info`` ("indeterminate: ..."); a malformed completion as ``info`` ("invalid completion");
-  after any client ``info`` the worker closes its client, reopens it, and continues as a new
-  process (old + concurrency);
+  after these three the worker closes its client and opens a new one for its next op (an op whose
+  client cannot be opened completes as ``fail``); after any client ``info`` -- these, or one the
+  client returned -- the worker continues as a new process (old + concurrency);
 * :meth:`Interpreter.stop` stops generation; :meth:`Interpreter.drain` gives in-flight ops a grace
   period and closes the rest as ``info`` ("interrupted");
 * each :meth:`Interpreter.run` may name its phase; :meth:`Interpreter.load_figures` reports the rate the
