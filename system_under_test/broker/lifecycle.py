@@ -15,9 +15,10 @@
    heartbeat was acknowledged for ``lease_timeout_ms`` (counted from when it was sent).
 5. Follow the controller's view of the set: poll GetReplicaInfo every ``replica_info_interval_ms``
    and act on NOTIFY_BROKER_ROLE_CHANGED pushes (a push for another broker epoch is rejected,
-   KIP-380).  :func:`~.ha.decide_role_change` acts only on a higher master epoch; a set without a
-   master makes us ask CONTROLLER_ELECT_MASTER for ourselves.  Becoming master runs
-   :func:`~.ha.change_to_master_steps`; becoming slave starts :class:`~.ha_slave.HaSlave`.
+   KIP-380).  :func:`~.ha.decide_role_change` says what to do: a master is adopted only with a
+   higher master epoch; a set without a master (NO_MASTER) makes us ask CONTROLLER_ELECT_MASTER for
+   ourselves.  :mod:`.role_change` then runs the steps of :func:`~.ha.change_to_master_steps` or
+   :func:`~.ha.change_to_slave_steps`.
 6. On SIGTERM (controlled shutdown, KIP-631): refuse writes, heartbeat with ``want_shutdown`` until
    the reply says ``should_shutdown`` (mastership moved away), then close the store cleanly.
 """
@@ -31,16 +32,16 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from system_under_test import failpoints, node_events
+from system_under_test import node_events
 from system_under_test.broker.config import BrokerConfig, FlushMode
 from system_under_test.broker.consumer_offsets import ConsumerOffsets
 from system_under_test.broker.ha import RoleDecisionKind, decide_role_change
 from system_under_test.broker.ha_master import HaMaster
 from system_under_test.broker.ha_slave import HaSlave
 from system_under_test.broker.registration import (
+    RESTART_ERRORS,
     RegistrationConfig,
     RegistrationError,
-    RegistrationRetriesExhausted,
     register_broker,
 )
 from system_under_test.broker.role_change import SyncStateSet, become_master, become_slave
@@ -51,12 +52,9 @@ from system_under_test.client.controller_client import ControllerClient, NoContr
 from system_under_test.clock import CLOCK, make_rng
 from system_under_test.protocol import (
     Connection,
-    ConnectionLost,
     Frame,
-    Kind,
     Reply,
     RequestCode,
-    RequestTimeout,
     ResponseCode,
     RpcError,
     RpcServer,
@@ -165,8 +163,7 @@ class Broker:
                 outcome = await register_broker(self.controller, Path(self.cfg.store_dir), rcfg, rng=self.rng,
                                                 now_ms=CLOCK.wall_ms)
                 break
-            except (RegistrationRetriesExhausted, NoControllerAvailable, ConnectionLost, RequestTimeout,
-                    failpoints.FailpointError) as exc:
+            except (*RESTART_ERRORS, NoControllerAvailable) as exc:
                 # no controller reachable, or a failpoint's simulated crash: "restart" the driver
                 log.warning("registration attempt %d failed: %s; retrying", attempt + 1, exc)
                 await asyncio.sleep(0.5)
@@ -325,7 +322,8 @@ class Broker:
                 continue
             await self._on_replica_info(info, "poll")
 
-    def _on_controller_frame_sync(self, frame: Frame) -> Reply | None:
+    async def _on_controller_frame(self, frame: Frame, conn: Connection) -> Reply | None:
+        """A frame a controller sent us (the connection drops the reply to a one-way push)."""
         if frame.code != RequestCode.NOTIFY_BROKER_ROLE_CHANGED:
             return Reply.error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "brokers accept only role-change pushes")
         epoch = frame.header.get("broker_epoch")
@@ -336,10 +334,6 @@ class Broker:
                                f"broker epoch {epoch} is not ours ({self.broker_epoch})")
         self._spawn(self._on_replica_info(dict(frame.header), "notify"))
         return Reply()
-
-    async def _on_controller_frame(self, frame: Frame, conn: Connection) -> Reply | None:
-        reply = self._on_controller_frame_sync(frame)
-        return reply if frame.kind == Kind.REQUEST else None
 
     async def _on_replica_info(self, info: dict[str, Any], source: str) -> None:
         async with self._role_lock:

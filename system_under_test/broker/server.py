@@ -1,4 +1,6 @@
-"""The broker's request handlers: the data path (send, pull, offsets), replication and admin RPCs.
+"""The broker's request handlers: the data path (send, pull, offsets) and replication.
+
+The token check and the admin RPCs are the ones every node serves (:mod:`system_under_test.admin_handlers`).
 
 Wire formats (headers are in ``protocol/schemas.py``; bodies are defined here):
 

@@ -7,6 +7,7 @@ dir) and :mod:`.driver` (the async loop against the controller, with failpoints)
 
 from system_under_test.broker.registration.driver import (
     FAILPOINTS,
+    RESTART_ERRORS,
     ControllerApi,
     RegistrationConfig,
     RegistrationOutcome,
@@ -36,6 +37,7 @@ from system_under_test.broker.registration.state_machine import (
 
 __all__ = [
     "FAILPOINTS",
+    "RESTART_ERRORS",
     "ControllerApi",
     "RegistrationConfig",
     "RegistrationOutcome",

@@ -207,6 +207,12 @@ class RegistrationOutcome:
         )
 
 
+#: What ends one :func:`register_broker` run without a verdict: transient errors that outlasted the retries,
+#: a lost connection or timeout outside them, or a failpoint's simulated crash.  The caller runs it again
+#: (as a restarted process would); any other RegistrationError is a verdict.
+RESTART_ERRORS = (RegistrationRetriesExhausted, ConnectionLost, RequestTimeout, failpoints.FailpointError)
+
+
 def is_transient(exc: BaseException) -> bool:
     """True if the same request should simply be retried after ``exc``."""
     if isinstance(exc, ConnectionLost | RequestTimeout):
