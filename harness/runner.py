@@ -29,8 +29,8 @@ import logging
 import signal
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from checker.history import read_jsonl
@@ -105,6 +105,34 @@ def _check_safe(checker: Checker, test: dict[str, Any], history: Sequence[Any]) 
         return {"valid": "unknown", "error": f"checker crashed: {exc!r}", "traceback": traceback.format_exc()}
 
 
+@dataclass
+class _Run:
+    """One run's state while it runs: what :func:`run_test`'s steps share.  ``crash`` is empty unless the run
+    itself failed; ``set_up`` lists the nodes whose DB setup began (each is torn down, even half set up)."""
+
+    spec: TestSpec
+    parts: TestParts
+    run: RunDir
+    test: dict[str, Any]
+    writer: HistoryWriter
+    interp: Interpreter
+    progress: Progress
+    remote: Any
+    nemesis: Nemesis | None
+    started: float = field(default_factory=time.monotonic)
+    set_up: list[str] = field(default_factory=list)
+    observer: Any = None
+    crash: str = ""
+    crash_at: str = ""  # file:line in function of the innermost project frame of a crash
+    interrupted: bool = False
+    main_start_ns: int | None = None
+    signals: int = 0
+
+    @property
+    def main_end_ns(self) -> int | None:
+        return self.interp.phase_spans.get("main", (0, None))[1]
+
+
 async def run_test(
     spec: TestSpec,
     parts: TestParts,
@@ -120,144 +148,191 @@ async def run_test(
     on_run_dir: Callable[[RunDir], None] | None = None,
 ) -> RunOutcome:
     """Run one test end to end and write its results directory.  See the module docstring."""
+    r = _start(spec, parts, results_root=results_root, remote=remote, quiet=quiet, op_timeout_s=op_timeout_s,
+               nemesis_timeout_s=nemesis_timeout_s, on_run_dir=on_run_dir)
+    main_task = asyncio.current_task()
+    undo_signals = _on_interrupt(r, main_task, grace_s) if install_signal_handlers else (lambda: None)
+    r.progress.start()
+    try:
+        await _bring_up(r)
+        await _run_phases(r, _phases(spec, parts, heal_limit_s))
+    except asyncio.CancelledError:
+        if r.signals < 2:
+            raise
+        r.interrupted, r.crash = True, "cancelled by a second interrupt"
+        if main_task is not None:
+            main_task.uncancel()
+    except Exception as exc:
+        r.crash = f"{exc.__class__.__name__}: {exc}"
+        r.crash_at = crash_where([(f.filename, f.lineno or 0, f.name)
+                                  for f in traceback.extract_tb(exc.__traceback__)])
+        log.error("test crashed: %s\n%s", r.crash, traceback.format_exc())
+    finally:
+        await _wind_down(r, grace_s if r.interrupted or r.crash
+                         else max([op_timeout_s, *(parts.op_timeouts or {}).values()]) + 1.0)
+        r.progress.phase("teardown")
+        await _teardown(r)
+        r.progress.stop()
+        undo_signals()
+    history = read_jsonl(r.run.history)
+    merged = _check(r, history)
+    doc, faults = _record(r, merged, history)
+    code = exit_code(doc["valid"], crashed=bool(r.crash) and not r.interrupted)
+    _report(r, doc, faults, code)
+    return RunOutcome(r.run, doc["valid"], code, r.interrupted, doc)
+
+
+def _start(spec: TestSpec, parts: TestParts, *, results_root: str, remote: Any, quiet: bool, op_timeout_s: float,
+           nemesis_timeout_s: float, on_run_dir: Callable[[RunDir], None] | None) -> _Run:
+    """The run directory (with ``test.yaml``), the history writer and the interpreter; nothing is set up yet."""
     run = create_run_dir(results_root, spec.name)
     if on_run_dir is not None:
         on_run_dir(run)
     run.test_yaml.write_text(resolved_yaml(spec), encoding="utf-8")
-    nodes = list(spec.nodes.all)
     test: dict[str, Any] = {
-        "name": spec.name, "spec": spec, "nodes": nodes, "run_dir": str(run.path), "remote": remote,
+        "name": spec.name, "spec": spec, "nodes": list(spec.nodes.all), "run_dir": str(run.path), "remote": remote,
         "seed": spec.seed, "concurrency": spec.concurrency,
     }
     progress = Progress(quiet=quiet)
     writer = HistoryWriter(run.history, client_threads=spec.concurrency, keep=False)
     interp = Interpreter(test, writer, client_threads=spec.concurrency, seed=spec.seed, op_timeout_s=op_timeout_s,
                          nemesis_timeout_s=nemesis_timeout_s, progress=progress, op_timeouts=parts.op_timeouts)
+    print(f"[splitbrain] test {spec.name} seed={spec.seed} -> {run.path}", flush=True)
+    return _Run(spec, parts, run, test, writer, interp, progress, remote, parts.nemesis)
+
+
+def _on_interrupt(r: _Run, main_task: asyncio.Task[Any] | None, grace_s: float) -> Callable[[], None]:
+    """SIGINT/SIGTERM: the first stops generation (in-flight ops get ``grace_s``), a second cancels the run.
+    Returns the undo."""
     loop = asyncio.get_running_loop()
-    main_task = asyncio.current_task()
-    signals = {"count": 0}
 
     def on_signal() -> None:
-        signals["count"] += 1
-        if signals["count"] == 1:
+        r.signals += 1
+        if r.signals == 1:
             log.warning("interrupted: stopping generation; in-flight ops get %.1fs", grace_s)
-            interp.stop()
+            r.interp.stop()
         elif main_task is not None:
             main_task.cancel()
 
     installed = []
-    if install_signal_handlers:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, on_signal)
-                installed.append(sig)
-    crash: str = ""
-    observer: Any = None
-    crash_at = ""  # file:line in function of the innermost project frame of a crash
-    interrupted = False
-    main_start_ns: int | None = None
-    started = time.monotonic()
-    db, nemesis = parts.db, parts.nemesis
-    set_up: list[str] = []
-    print(f"[splitbrain] test {spec.name} seed={spec.seed} -> {run.path}", flush=True)
-    progress.start()
-    try:
-        progress.phase("setup")
-        if db is not None:
-            async def setup_node(n: str) -> None:
-                set_up.append(n)  # before awaiting: a half-set-up node still gets torn down
-                await db.setup(test, n)
-            await asyncio.gather(*(setup_node(n) for n in nodes))
-        observer = await _start_observer(test, db, nodes, writer, run)
-        if nemesis is not None:
-            nemesis = await nemesis.setup(test)
-        await interp.start_workers(parts.client, nemesis, list(parts.client_nodes or nodes))
-        await parts.client.setup(test)
-        phase_list: list[tuple[str, Any, float | None]] = [
-            ("main", g.time_limit(spec.time_limit_s, parts.generator), spec.time_limit_s),
-        ]
-        if parts.heal_generator is not None:
-            phase_list.append(("heal", g.time_limit(heal_limit_s, g.nemesis(parts.heal_generator)), heal_limit_s))
-        phase_list.append(("recovery", g.sleep(spec.phases.recovery_s) if spec.phases.recovery_s else None,
-                           spec.phases.recovery_s))
-        if parts.final_generator is not None:
-            phase_list.append(("final", g.time_limit(spec.phases.final_drain_s, g.clients(parts.final_generator)),
-                               spec.phases.final_drain_s))
-        if parts.schedule:
-            write_schedule(run.path / "schedule.yaml", parts.schedule, seed=spec.seed)
-        for name, gen, limit in phase_list:
-            progress.phase(name, limit)
-            if name == "main":
-                main_start_ns = writer.now_ns()
-            completed = await interp.run(gen, phase=name)
-            writer.sync()
-            if not completed:
-                interrupted = True
-                break
-    except asyncio.CancelledError:
-        if signals["count"] < 2:
-            raise
-        interrupted = True
-        crash = "cancelled by a second interrupt"
-        if main_task is not None:
-            main_task.uncancel()
-    except Exception as exc:
-        crash = f"{exc.__class__.__name__}: {exc}"
-        crash_at = crash_where([(f.filename, f.lineno or 0, f.name) for f in traceback.extract_tb(exc.__traceback__)])
-        log.error("test crashed: %s\n%s", crash, traceback.format_exc())
-    finally:
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            await interp.drain(grace_s if interrupted or crash
-                               else max([op_timeout_s, *(parts.op_timeouts or {}).values()]) + 1.0)
-        if observer is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await observer.stop()
-        writer.close()
-        progress.phase("teardown")
-        await _teardown(test, parts, interp, nemesis, run, spec, remote, set_up)
-        progress.stop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, on_signal)
+            installed.append(sig)
+
+    def undo() -> None:
         for sig in installed:
             loop.remove_signal_handler(sig)
-    history = read_jsonl(run.history)
-    results = {name: _check_safe(c, test, history) for name, c in parts.checkers.items()}
+
+    return undo
+
+
+async def _bring_up(r: _Run) -> None:
+    """Set up the DB on every node (at once), the observer, the nemesis, the workers and the client."""
+    r.progress.phase("setup")
+    db, nodes = r.parts.db, list(r.spec.nodes.all)
+    if db is not None:
+        async def setup_node(n: str) -> None:
+            r.set_up.append(n)  # before awaiting: a half-set-up node still gets torn down
+            await db.setup(r.test, n)
+        await asyncio.gather(*(setup_node(n) for n in nodes))
+    r.observer = await _start_observer(r.test, db, nodes, r.writer, r.run)
+    if r.nemesis is not None:
+        r.nemesis = await r.nemesis.setup(r.test)
+    await r.interp.start_workers(r.parts.client, r.nemesis, list(r.parts.client_nodes or nodes))
+    await r.parts.client.setup(r.test)
+    if r.parts.schedule:
+        write_schedule(r.run.path / "schedule.yaml", r.parts.schedule, seed=r.spec.seed)
+
+
+def _phases(spec: TestSpec, parts: TestParts, heal_limit_s: float) -> list[tuple[str, Any, float | None]]:
+    """(name, generator, limit) of each phase in order: main (workers and nemesis) -> heal (the nemesis's
+    final generator) -> recovery (a wait) -> final (final reads on the client threads)."""
+    phases: list[tuple[str, Any, float | None]] = [
+        ("main", g.time_limit(spec.time_limit_s, parts.generator), spec.time_limit_s)]
+    if parts.heal_generator is not None:
+        phases.append(("heal", g.time_limit(heal_limit_s, g.nemesis(parts.heal_generator)), heal_limit_s))
+    recovery_s = spec.phases.recovery_s
+    phases.append(("recovery", g.sleep(recovery_s) if recovery_s else None, recovery_s))
+    if parts.final_generator is not None:
+        final_s = spec.phases.final_drain_s
+        phases.append(("final", g.time_limit(final_s, g.clients(parts.final_generator)), final_s))
+    return phases
+
+
+async def _run_phases(r: _Run, phases: Sequence[tuple[str, Any, float | None]]) -> None:
+    """Run the phases in order, fsyncing the history at each end; an interrupt ends the run after its phase."""
+    for name, gen, limit in phases:
+        r.progress.phase(name, limit)
+        if name == "main":
+            r.main_start_ns = r.writer.now_ns()
+        completed = await r.interp.run(gen, phase=name)
+        r.writer.sync()
+        if not completed:
+            r.interrupted = True
+            return
+
+
+async def _wind_down(r: _Run, drain_s: float) -> None:
+    """Let in-flight ops finish (up to ``drain_s``), stop the observer, close the history."""
+    with contextlib.suppress(Exception, asyncio.CancelledError):
+        await r.interp.drain(drain_s)
+    if r.observer is not None:
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await r.observer.stop()
+    r.writer.close()
+
+
+def _check(r: _Run, history: Sequence[Any]) -> dict[str, Any]:
+    """The checkers' merged verdict on the history read back from disk; an interrupted or crashed run is never
+    valid (True becomes "unknown")."""
+    results = {name: _check_safe(c, r.test, history) for name, c in r.parts.checkers.items()}
     merged = merge_results(results)
     valid = merged.get("valid", "unknown")
-    if interp.errors:
-        merged["client_errors"] = interp.errors[:20]
-    if (interrupted or crash) and valid is True:
-        valid = "unknown"
-    merged["valid"] = valid
-    load = interp.load_figures(history, rate_hz=spec.rate)  # achieved rate, per worker and node (harness.load)
+    if r.interp.errors:
+        merged["client_errors"] = r.interp.errors[:20]
+    merged["valid"] = "unknown" if (r.interrupted or r.crash) and valid is True else valid
+    load = r.interp.load_figures(history, rate_hz=r.spec.rate)  # achieved rate, per worker and node (harness.load)
     if load is not None:
         merged["load"] = load
+    return merged
+
+
+def _record(r: _Run, merged: dict[str, Any], history: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Write ``results.json`` (verdict, run facts, fault accounting, observation, provenance) and ``junit.xml``;
+    returns the results document and the fault accounting."""
+    spec = r.spec
     faults = accounting.summarize(op.to_dict() for op in history if not op.is_client)
-    observed = _observed(run, history, observer, main_start_ns, interp.phase_spans.get("main", (0, None))[1], spec,
-                         parts)
+    observed = _observed(r.run, history, r.observer, r.main_start_ns, r.main_end_ns, spec, r.parts)
     fault_warnings = accounting.warnings(faults)
     for line in fault_warnings:
         log.warning("%s", line)
         print(f"[splitbrain] WARNING: {line}", flush=True)
-    doc = write_results(run, merged, name=spec.name, seed=spec.seed, interrupted=interrupted,
-                        crashed=crash or None, crashed_at=crash_at or None, counts=dict(writer.counts),
-                        duration_s=time.monotonic() - started, main_phase_start_ns=main_start_ns,
-                        main_phase_end_ns=interp.phase_spans.get("main", (0, None))[1], faults=faults,
-                        fault_warnings=fault_warnings, **observed,
+    doc = write_results(r.run, merged, name=spec.name, seed=spec.seed, interrupted=r.interrupted,
+                        crashed=r.crash or None, crashed_at=r.crash_at or None, counts=dict(r.writer.counts),
+                        duration_s=time.monotonic() - r.started, main_phase_start_ns=r.main_start_ns,
+                        main_phase_end_ns=r.main_end_ns, faults=faults, fault_warnings=fault_warnings, **observed,
                         **_provenance(spec))
-    write_junit(run, spec.name, merged, time_s=time.monotonic() - started,
-                error=f"{crash} (at {crash_at})" if crash and crash_at else crash,
-                properties={"seed": str(spec.seed), "spec": str(run.test_yaml),
+    write_junit(r.run, spec.name, merged, time_s=time.monotonic() - r.started,
+                error=f"{r.crash} (at {r.crash_at})" if r.crash and r.crash_at else r.crash,
+                properties={"seed": str(spec.seed), "spec": str(r.run.test_yaml),
                             "faults": fault_line(faults) or "none"})
-    code = exit_code(valid, crashed=bool(crash) and not interrupted)
-    for line in summary_lines(doc, width=_summary_width(), faults=fault_line(faults), crash=crash, where=crash_at):
+    return doc, faults
+
+
+def _report(r: _Run, doc: Mapping[str, Any], faults: Mapping[str, Any], code: int) -> None:
+    """The run's summary lines on stdout: verdicts, load, observation coverage, the final one-liner."""
+    for line in summary_lines(doc, width=_summary_width(), faults=fault_line(faults), crash=r.crash,
+                              where=r.crash_at):
         print(f"[splitbrain] {line}", flush=True)
-    if load is not None:
-        print(f"[splitbrain] {describe_load(load)}", flush=True)
-    if "coverage" in observed:
-        cov = observed["coverage"]
-        print(f"[splitbrain] nemesis {observed['nemesis_mode']}: {cov['events']} cluster events observed "
+    if doc.get("load") is not None:
+        print(f"[splitbrain] {describe_load(doc['load'])}", flush=True)
+    if "coverage" in doc:
+        cov = doc["coverage"]
+        print(f"[splitbrain] nemesis {doc['nemesis_mode']}: {cov['events']} cluster events observed "
               f"(events.jsonl), coverage {cov['points']} points", flush=True)
-    print(f"[splitbrain] {spec.name}: valid={valid!s} exit={code} seed={spec.seed} results={run.path}", flush=True)
-    return RunOutcome(run, valid, code, interrupted, doc)
+    print(f"[splitbrain] {r.spec.name}: valid={doc['valid']!s} exit={code} seed={r.spec.seed} "
+          f"results={r.run.path}", flush=True)
 
 
 async def _start_observer(test: dict[str, Any], db: DB | None, nodes: Sequence[str], writer: HistoryWriter,
@@ -358,48 +433,57 @@ def worst_exit_code(codes: Sequence[int]) -> int:
 
 
 async def run_repeated(
-    spec: TestSpec, make_parts: Callable[[TestSpec], TestParts], **kwargs: Any
+    spec: TestSpec, run_one: Callable[[TestSpec], Awaitable[RunOutcome]]
 ) -> tuple[int, list[RunOutcome]]:
-    """Run ``spec.test_count`` tests (seeds ``seed``, ``seed+1``, ...), each with fresh parts and its
-    own results directory.  Stops after an interrupted run.  Returns the worst exit code and the outcomes."""
+    """Run ``spec.test_count`` tests (seeds ``seed``, ``seed+1``, ...) with ``run_one`` (which builds fresh
+    parts, so each run has its own results directory).  Stops after an interrupted run.  Returns the worst
+    exit code and the outcomes."""
     outcomes: list[RunOutcome] = []
     for i in range(spec.test_count):
-        one = dataclasses.replace(spec, seed=spec.seed + i)
-        outcome = await run_test(one, make_parts(one), **kwargs)
+        outcome = await run_one(dataclasses.replace(spec, seed=spec.seed + i))
         outcomes.append(outcome)
         if outcome.interrupted:
             break
     return worst_exit_code([o.exit_code for o in outcomes]), outcomes
 
 
-async def _teardown(
-    test: dict[str, Any], parts: TestParts, interp: Interpreter, nemesis: Nemesis | None, run: RunDir,
-    spec: TestSpec, remote: Any, set_up: list[str],
-) -> None:
-    """Best effort, every step guarded: clients, nemesis, logs, DB."""
-    for step in (lambda: parts.client.teardown(test), interp.stop_workers,
-                 (lambda: nemesis.teardown(test)) if nemesis is not None else None):
+async def _teardown(r: _Run) -> None:
+    """Best effort, every step guarded: client, workers and nemesis; then the node logs; then the DB (unless
+    ``leave_running``)."""
+    await _stop_clients_and_nemesis(r)
+    if r.parts.db is None:
+        return
+    await _collect_logs(r, r.parts.db)
+    if r.spec.leave_running:
+        log.warning("leave_running: the cluster is left up")
+        return
+    for node in r.set_up:
+        try:
+            await asyncio.wait_for(r.parts.db.teardown(r.test, node), 30.0)
+        except (Exception, asyncio.CancelledError) as exc:
+            log.warning("db teardown of %s failed: %r", node, exc)
+
+
+async def _stop_clients_and_nemesis(r: _Run) -> None:
+    nemesis = r.nemesis
+    for step in (lambda: r.parts.client.teardown(r.test), r.interp.stop_workers,
+                 (lambda: nemesis.teardown(r.test)) if nemesis is not None else None):
         if step is None:
             continue
         try:
             await asyncio.wait_for(step(), 30.0)
         except (Exception, asyncio.CancelledError) as exc:
             log.warning("teardown step failed: %r", exc)
-    db = parts.db
-    if db is None:
+
+
+async def _collect_logs(r: _Run, db: DB) -> None:
+    """Each set-up node's log files (:class:`~harness.protocols.LogFiles`) into ``nodes/<node>/``, through the
+    remote (a run without one has nothing to collect)."""
+    if not isinstance(db, LogFiles) or r.remote is None:
         return
-    for node in set_up:
-        if isinstance(db, LogFiles) and remote is not None:
-            for remote_path, name in db.log_files(test, node).items():
-                try:
-                    await remote.download(node, remote_path, str(run.node_dir(node) / name))
-                except Exception as exc:
-                    log.warning("cannot collect %s from %s: %r", remote_path, node, exc)
-    if spec.leave_running:
-        log.warning("leave_running: the cluster is left up")
-        return
-    for node in set_up:
-        try:
-            await asyncio.wait_for(db.teardown(test, node), 30.0)
-        except (Exception, asyncio.CancelledError) as exc:
-            log.warning("db teardown of %s failed: %r", node, exc)
+    for node in r.set_up:
+        for remote_path, name in db.log_files(r.test, node).items():
+            try:
+                await r.remote.download(node, remote_path, str(r.run.node_dir(node) / name))
+            except Exception as exc:
+                log.warning("cannot collect %s from %s: %r", remote_path, node, exc)

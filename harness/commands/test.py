@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import logging
 import shlex
@@ -39,8 +38,8 @@ from harness.commands._parts import (
     prepare,
 )
 from harness.commands._runs import junit_for_runs, read_summary, summary_table
-from harness.runner import RunOutcome, run_test, worst_exit_code
-from harness.spec import SpecError
+from harness.runner import RunOutcome, run_repeated, run_test
+from harness.spec import SpecError, TestSpec
 from harness.store import EXIT_CRASHED, EXIT_UNKNOWN
 
 __all__ = ["configure", "execute", "run", "write_junit_file"]
@@ -86,41 +85,55 @@ async def execute(
     Raises:
         BackendUnavailable: the backend cannot be created (no run directory is made for that run).
     """
-    spec, outcomes = prepared.spec, []
-    for i in range(spec.test_count):
-        one = dataclasses.replace(spec, seed=spec.seed + i)
-        parts, db = build_parts(one, prepared.options)
+    last_seed = prepared.spec.seed + prepared.spec.test_count - 1
+
+    async def run_one(one: TestSpec) -> RunOutcome:
+        outcome = await _run_on_backend(prepared, one, results_root=results_root, quiet=quiet, nodes_file=nodes_file,
+                                        state_dir=state_dir, keep_cluster=one.leave_running and one.seed == last_seed)
+        _after_run(one, outcome)
+        return outcome
+
+    return await run_repeated(prepared.spec, run_one)
+
+
+async def _run_on_backend(prepared: Prepared, one: TestSpec, *, results_root: str, quiet: bool,
+                          nodes_file: str | None, state_dir: Path | None, keep_cluster: bool) -> RunOutcome:
+    """One run on a backend of its own: fresh parts, the backend opened, :func:`run_test`, the backend closed
+    (always) -- unless ``keep_cluster`` and the run was not interrupted: then the cluster is recorded for
+    ``splitbrain cluster down`` and left up."""
+    parts, db = build_parts(one, prepared.options)
+    undo = _cancel_on_sigterm(asyncio.current_task())
+    remote = None
+    keep = False
+    try:
+        remote = await open_remote(one, nodes_file=nodes_file, state_dir=state_dir, results_dir=results_root)
+        undo()  # run_test installs its own SIGINT/SIGTERM handling (graceful stop)
+        outcome = await run_test(one, parts, results_root=results_root, remote=remote, quiet=quiet)
         undo = _cancel_on_sigterm(asyncio.current_task())
-        remote = None
-        keep = False
-        try:
-            remote = await open_remote(one, nodes_file=nodes_file, state_dir=state_dir, results_dir=results_root)
-            undo()  # run_test installs its own SIGINT/SIGTERM handling (graceful stop)
-            outcome = await run_test(one, parts, results_root=results_root, remote=remote, quiet=quiet)
-            undo = _cancel_on_sigterm(asyncio.current_task())
-            if one.leave_running and not outcome.interrupted and i == spec.test_count - 1:  # only the last run
-                keep = True
-                path = write_record(results_root, cluster_record(one, remote, db, results_root=results_root))
-                if hasattr(remote, "keep_as_cluster"):  # from now on the record, not this process, owns it
-                    remote.keep_as_cluster(path, results_root)
-                print(f"[splitbrain] cluster left running ({path}); stop it with: splitbrain cluster down "
-                      f"{one.name} --results {results_root}", flush=True)
-        finally:
-            undo()
-            if remote is not None and not keep:
-                await remote.close()
-        written = write_artifacts(outcome.run_dir.path, title=f"{one.name} seed={one.seed}")
-        if written:
-            log.info("wrote %s", ", ".join(written))
-        if outcome.exit_code != 0:
-            print(f"[splitbrain] look at: {look_at(outcome.run_dir.path, written)}", flush=True)
-            print(f"[splitbrain] reproduce with: splitbrain repro {shlex.quote(str(outcome.run_dir.path))} "
-                  f"(same seed, client ops and executed faults); shrink the faults with: splitbrain shrink "
-                  f"{shlex.quote(str(outcome.run_dir.path))}", flush=True)
-        outcomes.append(outcome)
-        if outcome.interrupted:
-            break
-    return worst_exit_code([o.exit_code for o in outcomes]), outcomes
+        if keep_cluster and not outcome.interrupted:
+            keep = True
+            path = write_record(results_root, cluster_record(one, remote, db, results_root=results_root))
+            if hasattr(remote, "keep_as_cluster"):  # from now on the record, not this process, owns it
+                remote.keep_as_cluster(path, results_root)
+            print(f"[splitbrain] cluster left running ({path}); stop it with: splitbrain cluster down "
+                  f"{one.name} --results {results_root}", flush=True)
+    finally:
+        undo()
+        if remote is not None and not keep:
+            await remote.close()
+    return outcome
+
+
+def _after_run(one: TestSpec, outcome: RunOutcome) -> None:
+    """Plots and the timeline; for a run that did not pass, where to look and how to reproduce and shrink it."""
+    written = write_artifacts(outcome.run_dir.path, title=f"{one.name} seed={one.seed}")
+    if written:
+        log.info("wrote %s", ", ".join(written))
+    if outcome.exit_code != 0:
+        run = shlex.quote(str(outcome.run_dir.path))
+        print(f"[splitbrain] look at: {look_at(outcome.run_dir.path, written)}", flush=True)
+        print(f"[splitbrain] reproduce with: splitbrain repro {run} (same seed, client ops and executed faults); "
+              f"shrink the faults with: splitbrain shrink {run}", flush=True)
 
 
 def look_at(run: Path, written: list[str]) -> Path:

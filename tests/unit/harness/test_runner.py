@@ -16,7 +16,7 @@ import yaml
 from checker.history import pair_ops, read_jsonl
 from harness import generator as g
 from harness.protocols import NoopNemesis
-from harness.runner import TestParts, run_repeated, run_test, worst_exit_code
+from harness.runner import RunOutcome, TestParts, run_repeated, run_test, worst_exit_code
 from harness.spec import TestSpec, spec_from_dict
 
 
@@ -267,7 +267,10 @@ def test_run_repeated_uses_successive_seeds(tmp_path: Path) -> None:
         checker = Verdict(False) if spec.seed == 12 else Verdict(True)
         return TestParts(client=ScriptedClient(), checkers={"a": checker}, generator=g.clients({"f": "w"}))
 
-    code, outs = asyncio.run(run_repeated(make_spec(test_count=3), make, results_root=str(tmp_path)))
+    async def one(spec: TestSpec) -> RunOutcome:
+        return await run_test(spec, make(spec), results_root=str(tmp_path))
+
+    code, outs = asyncio.run(run_repeated(make_spec(test_count=3), one))
     assert seen == [11, 12, 13] and code == 1 and [o.exit_code for o in outs] == [0, 1, 0]
     assert len({o.run_dir.path for o in outs}) == 3
 
