@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nemesis.base import NemesisBase, guard
 
 __all__ = ["ProcessNemesis"]
+
+Action = Callable[[dict[str, Any], str], Awaitable[Any]]
+"""A DB method that acts on one node (``db.kill``, ``db.pause`` ...)."""
 
 
 class ProcessNemesis(NemesisBase):
@@ -36,31 +40,28 @@ class ProcessNemesis(NemesisBase):
 
     async def _kill(self, test: dict[str, Any], selector: Any) -> list[str]:
         nodes = await self.targets(test, str(selector or "one"))
-        for n in nodes:
-            await self.db.kill(test, n)
-            self.down.add(n)
-            self.paused.discard(n)
-        return nodes
+        return await self._each(test, nodes, self.db.kill, down=True, paused=False)
 
     async def _terminate(self, test: dict[str, Any], selector: Any) -> list[str]:
-        nodes = await self.targets(test, str(selector or "one"))
-        for n in nodes:
-            await self.db.terminate(test, n)
-            self.down.add(n)
-        return nodes
+        return await self._each(test, await self.targets(test, str(selector or "one")), self.db.terminate, down=True)
 
     async def _pause(self, test: dict[str, Any], selector: Any) -> list[str]:
         nodes = [n for n in await self.targets(test, str(selector or "one")) if n not in self.down]
-        for n in nodes:
-            await self.db.pause(test, n)
-            self.paused.add(n)
-        return nodes
+        return await self._each(test, nodes, self.db.pause, paused=True)
 
     async def _resume(self, test: dict[str, Any], selector: Any) -> list[str]:
         nodes = sorted(self.paused) if selector in (None, "paused") else await self.targets(test, str(selector))
+        return await self._each(test, nodes, self.db.resume, paused=False)
+
+    async def _each(self, test: dict[str, Any], nodes: list[str], action: Action, *, down: bool | None = None,
+                    paused: bool | None = None) -> list[str]:
+        """``action`` on each node in turn, then note what it left the node: in (True) or out of (False) the
+        ``down`` and ``paused`` sets that ``start`` and ``resume`` without a selector undo; None leaves a set."""
         for n in nodes:
-            await self.db.resume(test, n)
-            self.paused.discard(n)
+            await action(test, n)
+            for flag, nodes_set in ((down, self.down), (paused, self.paused)):
+                if flag is not None:
+                    (nodes_set.add if flag else nodes_set.discard)(n)
         return nodes
 
     async def _start(self, test: dict[str, Any], selector: Any) -> list[str]:
