@@ -38,6 +38,7 @@ from harness import generator as g
 from harness.explain import crash_where, summary_lines
 from harness.history_writer import HistoryWriter
 from harness.interpreter import Interpreter
+from harness.junit import write_junit
 from harness.load import describe_load
 from harness.progress import Progress
 from harness.protocols import (
@@ -57,7 +58,6 @@ from harness.store import (
     create_run_dir,
     exit_code,
     merge_results,
-    write_junit,
     write_results,
 )
 from nemesis import accounting

@@ -6,7 +6,7 @@ Layout (see DESIGN.md "Results directory")::
         test.yaml        the exact spec (resolved seed and defaults)
         history.jsonl    every op, streamed by the history writer
         results.json     checker verdicts merged (false > unknown > true) + run facts
-        junit.xml        one testcase per checker, for CI
+        junit.xml        one testcase per checker, for CI (:mod:`harness.junit`)
         nodes/<node>/    logs collected from each node
     <root>/latest -> <test-name>/<ts>        <root>/<test-name>/latest -> <ts>
 
@@ -20,19 +20,26 @@ import datetime as _dt
 import importlib
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape, quoteattr
 
-from harness.explain import anomaly_lines, checker_verdicts, failure_message
 from harness.protocols import verdict_of
 
-__all__ = ["RunDir", "create_run_dir", "exit_code", "merge_results", "write_junit", "write_results"]
+__all__ = ["RunDir", "add_to_results", "create_run_dir", "exit_code", "merge_results", "read_results", "write_results"]
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_CRASHED = 0, 1, 2, 255
+
+
+class _File:
+    """A file of a run directory by name: ``RunDir.history`` is ``<run>/history.jsonl``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, run: RunDir, owner: type | None = None) -> Path:
+        return run.path / self.name
 
 
 @dataclass(frozen=True)
@@ -41,21 +48,10 @@ class RunDir:
     name: str
     path: Path
 
-    @property
-    def history(self) -> Path:
-        return self.path / "history.jsonl"
-
-    @property
-    def test_yaml(self) -> Path:
-        return self.path / "test.yaml"
-
-    @property
-    def results_json(self) -> Path:
-        return self.path / "results.json"
-
-    @property
-    def junit_xml(self) -> Path:
-        return self.path / "junit.xml"
+    history = _File("history.jsonl")
+    test_yaml = _File("test.yaml")
+    results_json = _File("results.json")
+    junit_xml = _File("junit.xml")
 
     def node_dir(self, node: str) -> Path:
         d = self.path / "nodes" / node
@@ -139,59 +135,36 @@ def merge_results(results: Mapping[str, Any]) -> dict[str, Any]:
 def write_results(run: RunDir, merged: Mapping[str, Any], **facts: Any) -> dict[str, Any]:
     """Write ``results.json`` (the merged verdict plus run facts such as seed, counts, interrupted)."""
     doc = {**merged, **facts}
-    tmp = run.results_json.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, run.results_json)
+    _write_json(run.results_json, doc)
     return doc
 
 
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+def read_results(run_dir: Path) -> dict[str, Any] | None:
+    """``results.json`` of ``run_dir``; None when there is none yet (a run still going, or killed before checking)
+    or it cannot be used (unreadable, not JSON, not an object).  The one reader of the file in the harness:
+    every caller decides what a run without usable results means for it."""
+    try:
+        doc = json.loads((Path(run_dir) / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
-def xml_text(text: str) -> str:
-    """``text`` with every character XML 1.0 cannot hold (control characters such as a terminal's ESC,
-    lone surrogates) replaced by U+FFFD, so a checker's message can never make the JUnit file unreadable."""
-    return _NOT_XML.sub("\ufffd", text)
+def add_to_results(run_dir: Path, key: str, value: Any) -> bool:
+    """Set ``key`` in an existing ``results.json`` (e.g. ``perf`` after the plots); False if it has none."""
+    doc = read_results(run_dir)
+    if doc is None:
+        return False
+    doc[key] = value
+    _write_json(Path(run_dir) / "results.json", doc)
+    return True
 
 
-def junit_cases(doc: Mapping[str, Any]) -> dict[str, str]:
-    """One JUnit testcase body per checker of a ``results.json`` document: empty when valid; a ``<failure>``
-    (invalid) or ``<error>`` (unknown) whose message is the anomaly kinds with counts and the first
-    explanation, and whose body lists the anomalies one per line (:mod:`harness.explain`)."""
-    out: dict[str, str] = {}
-    for v in checker_verdicts(doc):
-        if v.valid is True:
-            out[v.name] = ""
-            continue
-        tag = "failure" if v.valid is False else "error"
-        body = "\n".join(anomaly_lines(doc, v.name)) or (v.explanation or "")
-        out[v.name] = f"<{tag} message={quoteattr(xml_text(failure_message(v)))}>{escape(xml_text(body))}</{tag}>"
-    return out
-
-
-def write_junit(run: RunDir, test_name: str, merged: Mapping[str, Any], *, time_s: float, error: str = "",
-                properties: Mapping[str, str] | None = None) -> None:
-    """A JUnit XML file with one testcase per checker (failure if invalid, error if unknown); ``properties``
-    (seed, spec, fault summary) become the suite's ``<properties>``."""
-    cases, failures, errors = [], 0, 0
-    for name, body in junit_cases(merged).items():
-        failures += body.startswith("<failure")
-        errors += body.startswith("<error")
-        cases.append(f'  <testcase classname={quoteattr(test_name)} name={quoteattr(xml_text(name))}>{body}</testcase>')
-    if error:
-        errors += 1
-        cases.append(f'  <testcase classname={quoteattr(test_name)} name="run">'
-                     f"<error message={quoteattr(xml_text(error[:300]))}/></testcase>")
-    props = ""
-    if properties:
-        props = ("  <properties>\n" + "".join(f"    <property name={quoteattr(k)} value={quoteattr(xml_text(v))}/>\n"
-                                           for k, v in properties.items()) + "  </properties>\n")
-    xml = (
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<testsuite name={quoteattr(test_name)} tests=\"{len(cases)}\" failures=\"{failures}\" "
-        f"errors=\"{errors}\" time=\"{time_s:.3f}\">\n" + props + "\n".join(cases) + "\n</testsuite>\n"
-    )
-    run.junit_xml.write_text(xml, encoding="utf-8")
+def _write_json(path: Path, doc: Mapping[str, Any]) -> None:
+    """Whole or not at all: a reader never sees half a file."""
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def exit_code(valid: Any, *, crashed: bool = False) -> int:

@@ -11,33 +11,12 @@
 * ``admin``     -- the cluster's admin verbs aimed at a recorded cluster (``--cluster NAME``).
 
 Shared machinery lives in the ``_``-prefixed modules: :mod:`._parts` (workloads -> TestParts, the composite
-client), :mod:`._runs` (run-directory resolution, summaries, JUnit for many runs), :mod:`._backend` (creating the
-control backend lazily).  Exit codes everywhere: 0 valid, 1 invalid, 2 unknown or bad input, 255 crashed.
+client), :mod:`._runs` (the terminal table of many runs), :mod:`._backend` (creating the control backend lazily).
+Stored runs (finding, summarising) are :mod:`harness.runs`, JUnit is :mod:`harness.junit`; the web UI
+(:mod:`harness.web`) reads runs through those and never imports a command.  Exit codes everywhere: 0 valid,
+1 invalid, 2 unknown or bad input, 255 crashed.
 """
 
 from harness.commands._parts import CompositeClient, build_workloads, namespaced_checkers, validate_spec
-from harness.commands._runs import (
-    VERDICTS,
-    RunNotFound,
-    RunSummary,
-    junit_for_runs,
-    read_summary,
-    resolve_run_dir,
-    summarize_results,
-    summary_table,
-)
 
-__all__ = [
-    "VERDICTS",
-    "CompositeClient",
-    "RunNotFound",
-    "RunSummary",
-    "build_workloads",
-    "junit_for_runs",
-    "namespaced_checkers",
-    "read_summary",
-    "resolve_run_dir",
-    "summarize_results",
-    "summary_table",
-    "validate_spec",
-]
+__all__ = ["CompositeClient", "build_workloads", "namespaced_checkers", "validate_spec"]

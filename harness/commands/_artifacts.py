@@ -9,13 +9,12 @@ never changes the run's verdict or exit code.
 from __future__ import annotations
 
 import importlib
-import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
 from checker.history import read_jsonl
+from harness.store import add_to_results
 
 __all__ = ["write_artifacts"]
 
@@ -43,7 +42,7 @@ def write_artifacts(run_dir: str | Path, *, title: str = "timeline", plots: bool
         try:
             stats = perf.analyze_perf(history, run, plots=plots)
             written += [f for f in ("latency.png", "rate.png") if (run / f).exists()]
-            _add_to_results(run / "results.json", "perf", stats)
+            add_to_results(run, "perf", stats)
         except Exception as exc:  # plots are a convenience: never fail the run over them
             log.warning("perf plots for %s failed: %r", run, exc)
     timeline = _optional("checker.timeline")
@@ -59,15 +58,3 @@ def write_artifacts(run_dir: str | Path, *, title: str = "timeline", plots: bool
             log.warning("failing-window pictures for %s failed: %r", run, exc)
     return written
 
-
-def _add_to_results(path: Path, key: str, value: Any) -> None:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    if not isinstance(doc, dict):
-        return
-    doc[key] = value
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)

@@ -9,7 +9,6 @@ and returns its ``results.json``.  Bad input raises :class:`ReplayError` with on
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +18,9 @@ import yaml
 
 from checker.history import HistoryError, read_jsonl
 from harness.commands._parts import prepare
-from harness.commands._runs import RunNotFound, resolve_run_dir
+from harness.runs import RunNotFound, resolve_run_dir
 from harness.spec import SpecError, TestSpec, load_spec, spec_to_dict
+from harness.store import read_results
 from nemesis.replay import anomaly_kinds, executed_steps
 from nemesis.schedule import Step, to_data
 
@@ -56,13 +56,10 @@ def load_run(run: str, results_root: str, *, same_nodes: bool = False) -> Stored
         raise ReplayError(f"the stored spec is not usable: {exc}") from None
     except OSError as exc:
         raise ReplayError(f"{path / 'test.yaml'}: cannot read the run's spec ({exc.strerror})") from None
-    try:
-        doc = json.loads((path / "results.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ReplayError(f"{path / 'results.json'}: cannot read the run's results ({exc}); run "
-                          f"`splitbrain analyze {path}` first") from None
-    if not isinstance(doc, dict):
-        raise ReplayError(f"{path / 'results.json'}: expected a JSON object")
+    doc = read_results(path)
+    if doc is None:
+        raise ReplayError(f"{path / 'results.json'}: missing, unreadable or not a JSON object; run "
+                          f"`splitbrain analyze {path}` first")
     try:
         history = [op.to_dict() for op in read_jsonl(path / "history.jsonl")]
     except (OSError, HistoryError, ValueError) as exc:

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import sys
 import traceback
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +26,10 @@ from checker.history import HistoryError, read_jsonl
 from harness.cluster import SplitbrainDB, cluster_options
 from harness.commands._artifacts import write_artifacts
 from harness.commands._parts import build_workloads, namespaced_checkers
-from harness.commands._runs import RunNotFound, resolve_run_dir
+from harness.junit import write_junit
+from harness.runs import RunNotFound, resolve_run_dir
 from harness.spec import SpecError, load_spec
-from harness.store import EXIT_UNKNOWN, RunDir, exit_code, merge_results, write_junit, write_results
+from harness.store import EXIT_UNKNOWN, RunDir, exit_code, merge_results, read_results, write_results
 
 __all__ = ["UnreadableHistory", "analyze_run", "configure", "run"]
 
@@ -79,16 +78,13 @@ def analyze_run(run_dir: str | Path, *, plots: bool = True) -> tuple[int, dict[s
     if not unreadable and not history:
         unreadable = (f"{path / 'history.jsonl'}: empty history (no operation was recorded), nothing to check "
                       "(rerun the test: `splitbrain repro RUN`)")
-    try:
-        old = json.loads((path / "results.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        old = {}
-    old = old if isinstance(old, Mapping) else {}
-    facts = {k: old[k] for k in _FACTS if k in old}
+    old = read_results(path)
+    known = old or {}
+    facts = {k: known[k] for k in _FACTS if k in known}
     facts.setdefault("name", spec.name)
     facts.setdefault("seed", spec.seed)
-    if not (path / "results.json").exists():
-        facts["crashed"] = facts.get("crashed") or "no results.json: the run ended before checking"
+    if old is None:
+        facts["crashed"] = "no usable results.json: the run ended before checking"
     test = {"name": spec.name, "spec": spec, "nodes": list(spec.nodes.all), "run_dir": str(path), "remote": None,
             "seed": spec.seed, "concurrency": spec.concurrency}
     if unreadable:  # no evidence either way: the checkers would call an empty history invalid

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import shlex
 import signal
@@ -37,12 +36,14 @@ from harness.commands._parts import (
     overrides_from_args,
     prepare,
 )
-from harness.commands._runs import junit_for_runs, read_summary, summary_table
+from harness.commands._runs import print_table
+from harness.junit import write_junit_file
 from harness.runner import RunOutcome, run_repeated, run_test
+from harness.runs import read_run
 from harness.spec import SpecError, TestSpec
 from harness.store import EXIT_CRASHED, EXIT_UNKNOWN
 
-__all__ = ["configure", "execute", "run", "write_junit_file"]
+__all__ = ["configure", "execute", "run"]
 
 log = logging.getLogger("splitbrain.commands.test")
 
@@ -146,28 +147,6 @@ def look_at(run: Path, written: list[str]) -> Path:
     return run / "timeline.html" if "timeline.html" in written else run / "results.json"
 
 
-def _print_table(spec_path: str, run_dirs: list[Path]) -> None:
-    from rich.console import Console
-
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=220)
-    console.print(summary_table([(spec_path, read_summary(d)) for d in run_dirs]))
-
-
-def write_junit_file(path: str, run_dirs: list[Path]) -> None:
-    """One JUnit XML file for the given run directories (see :func:`harness.commands._runs.junit_for_runs`)."""
-    runs = []
-    for d in run_dirs:
-        try:
-            doc = json.loads((d / "results.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            doc = None
-        runs.append((read_summary(d), doc))
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(junit_for_runs(runs), encoding="utf-8")
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         prepared = prepare(args.spec, overrides_from_args(args),
@@ -205,11 +184,12 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "run_dirs_file", None):
         with open(args.run_dirs_file, "a", encoding="utf-8") as fh:
             fh.writelines(f"{o.run_dir.path}\n" for o in outcomes)
+    runs = [read_run(o.run_dir.path) for o in outcomes]
     if len(outcomes) > 1:
-        _print_table(args.spec, [o.run_dir.path for o in outcomes])
+        print_table([(args.spec, summary) for summary, _ in runs])
     if args.junit:
         try:
-            write_junit_file(args.junit, [o.run_dir.path for o in outcomes])
+            write_junit_file(args.junit, runs)
         except OSError as exc:
             print(f"splitbrain test: cannot write JUnit file {args.junit}: {exc}", file=sys.stderr)
     return code

@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from harness.commands._backend import BackendUnavailable
 from harness.commands._parts import Prepared, add_spec_arguments, check_results_root, overrides_from_args, prepare
-from harness.commands._runs import RunSummary, junit_for_runs, read_summary, summary_table
+from harness.commands._runs import print_table
 from harness.commands.test import add_output_arguments, execute
+from harness.junit import write_junit_file
 from harness.runner import worst_exit_code
+from harness.runs import RunSummary, read_run
 from harness.spec import SpecError
 from harness.store import EXIT_UNKNOWN
 
@@ -106,8 +107,6 @@ def _load_all(paths: list[str], overrides: dict[str, Any], *, matrix: bool = Fal
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     prepared, errors, skipped = _load_all(args.specs, overrides_from_args(args), matrix=args.matrix,
                                           allow_weak_quorum=args.allow_weak_quorum)
     if errors:
@@ -127,32 +126,36 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {label}  (seed {p.spec.seed}, {p.spec.test_count} run(s) of {p.spec.time_limit_s:g} s, "
                   f"backend {p.spec.backend})")
         return 0
-    rows: list[tuple[str, RunSummary]] = []
-    junit_runs: list[tuple[RunSummary, Any]] = []
+    rows, codes = _run_parallel_rows(prepared, args) if args.jobs > 1 else _run_in_order(prepared, args)
+    print_table([(label, s) for label, (s, _) in rows], title="splitbrain test-all")
+    by = {v: sum(1 for _, (s, _) in rows if s.verdict == v) for v in ("valid", "invalid", "unknown", "crashed")}
+    print(f"{len(rows)} runs: {by['valid']} valid, {by['invalid']} invalid, {by['unknown']} unknown, "
+          f"{by['crashed']} crashed")
+    if args.junit:
+        write_junit_file(args.junit, [run for _, run in rows])
+    return 130 if 130 in codes else worst_exit_code(codes)
+
+
+# A row of the table: the spec's label, and the run's summary with its results.json (None: it has none).
+_Row = tuple[str, tuple[RunSummary, dict[str, Any] | None]]
+
+
+def _no_run(p: Prepared, verdict: str, why: str) -> tuple[RunSummary, None]:
+    """The row of a spec that made no run directory (its results column says why)."""
+    return RunSummary(p.spec.name, "-", verdict, seed=p.spec.seed, rel_path=why[:80]), None
+
+
+def _run_in_order(prepared: list[tuple[str, Prepared]], args: argparse.Namespace) -> tuple[list[_Row], list[int]]:
+    """Run the specs one after another in this process; stops at an interrupted run or Ctrl-C (code 130)."""
+    rows: list[_Row] = []
     codes: list[int] = []
-    if args.jobs > 1:
-        results = _run_parallel(prepared, args)
-        for (label, p), (code, run_dirs, last_line) in zip(prepared, results, strict=True):
-            codes.append(code)
-            if not run_dirs:
-                s = RunSummary(p.spec.name, "-", "crashed" if code == 255 else "unknown", seed=p.spec.seed,
-                               rel_path=f"exit {code}: {last_line}"[:80])
-                rows.append((label, s))
-                junit_runs.append((s, None))
-            for d in run_dirs:
-                s = read_summary(d)
-                rows.append((label, s))
-                junit_runs.append((s, _doc(d)))
-        prepared = []  # done: fall through to the table
     for label, p in prepared:
         try:
             code, outcomes = asyncio.run(execute(p, results_root=args.results, quiet=args.quiet,
                                                  nodes_file=getattr(args, "nodes_file", None)))
         except BackendUnavailable as exc:
             print(f"splitbrain test-all: {label}: {exc}", file=sys.stderr)
-            s = RunSummary(p.spec.name, "-", "unknown", seed=p.spec.seed, rel_path=f"backend unavailable: {exc}"[:80])
-            rows.append((label, s))
-            junit_runs.append((s, None))
+            rows.append((label, _no_run(p, "unknown", f"backend unavailable: {exc}")))
             codes.append(EXIT_UNKNOWN)
             continue
         except KeyboardInterrupt:
@@ -160,23 +163,23 @@ def run(args: argparse.Namespace) -> int:
             codes.append(130)
             break
         codes.append(code)
-        for o in outcomes:
-            s = read_summary(Path(o.run_dir.path))
-            rows.append((label, s))
-            junit_runs.append((s, _doc(Path(o.run_dir.path))))
+        rows += [(label, read_run(Path(o.run_dir.path))) for o in outcomes]
         if any(o.interrupted for o in outcomes):
             break
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=220)  # CI logs: never wrap the paths
-    console.print(summary_table(rows, title="splitbrain test-all"))
-    by = {v: sum(1 for _, s in rows if s.verdict == v) for v in ("valid", "invalid", "unknown", "crashed")}
-    print(f"{len(rows)} runs: {by['valid']} valid, {by['invalid']} invalid, {by['unknown']} unknown, "
-          f"{by['crashed']} crashed")
-    if args.junit:
-        Path(args.junit).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.junit).write_text(junit_for_runs(junit_runs), encoding="utf-8")
-    return 130 if 130 in codes else worst_exit_code(codes)
+    return rows, codes
+
+
+def _run_parallel_rows(prepared: list[tuple[str, Prepared]], args: argparse.Namespace
+                       ) -> tuple[list[_Row], list[int]]:
+    """:func:`_run_parallel`, as rows in spec order (a child without a run directory: its exit code and last line)."""
+    rows: list[_Row] = []
+    codes: list[int] = []
+    for (label, p), (code, run_dirs, last_line) in zip(prepared, _run_parallel(prepared, args), strict=True):
+        codes.append(code)
+        if not run_dirs:
+            rows.append((label, _no_run(p, "crashed" if code == 255 else "unknown", f"exit {code}: {last_line}")))
+        rows += [(label, read_run(d)) for d in run_dirs]
+    return rows, codes
 
 
 def _run_parallel(prepared: list[tuple[str, Prepared]], args: argparse.Namespace) -> list[tuple[int, list[Path], str]]:
@@ -225,9 +228,3 @@ def _run_parallel(prepared: list[tuple[str, Prepared]], args: argparse.Namespace
 
         shutil.rmtree(work, ignore_errors=True)
 
-
-def _doc(run_dir: Path) -> Any:
-    try:
-        return json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.commands import VERDICTS, RunSummary, read_summary
+from harness.runs import VERDICTS, RunSummary, read_summary
 
 __all__ = ["Filters", "RunIndex", "confine", "filter_runs"]
 

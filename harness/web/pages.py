@@ -10,8 +10,8 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from checker.timeline import AnomalyRecord, anomaly_records
-from harness.commands import VERDICTS, RunSummary
 from harness.explain import anomaly_lines, checker_verdicts, verdict_label
+from harness.runs import VERDICTS, RunSummary
 
 __all__ = ["COLOURS", "PAGE_SIZE", "page", "render_index", "render_listing", "render_run"]
 

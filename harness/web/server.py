@@ -39,7 +39,8 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 import orjson
 
 from checker.history import read_jsonl
-from checker.timeline import anomaly_records, failure_windows, read_results, render_run_timeline, window_svg
+from checker.timeline import anomaly_records, failure_windows, render_run_timeline, window_svg
+from harness.store import read_results
 from harness.web.index import Filters, RunIndex, confine, filter_runs
 from harness.web.live import LiveTail, live_status
 from harness.web.pages import PAGE_SIZE, page, pretty_json, render_index, render_listing, render_run
@@ -246,7 +247,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         summary = self.server.index.get(rel)
         assert summary is not None
-        doc = read_results(p)
+        doc = read_results(p) or {}  # a run without results yet: the page shows what there is
         sections = self._debug_sections(rel, p, doc)
         tail, size = _tail(p / "history.jsonl")
         files: list[str] = []
@@ -316,7 +317,7 @@ class _Handler(BaseHTTPRequestHandler):
         p = self._run_dir(rel)
         if p is None:
             return
-        for name, window in failure_windows(read_results(p), lambda: self._history(p) or []):
+        for name, window in failure_windows(read_results(p) or {}, lambda: self._history(p) or []):
             if name == checker:
                 body = '<?xml version="1.0" encoding="utf-8"?>\n' + window_svg(window) + "\n"
                 self._send(200, body.encode("utf-8"), "image/svg+xml; charset=utf-8")
@@ -335,7 +336,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             summary = self.server.index.get(rel)
             assert summary is not None
-            sides.append((summary, read_results(p)))
+            sides.append((summary, read_results(p) or {}))
         self._html(page("compare", render_compare(sides[0], sides[1])))
 
     def _dashboard(self, rel: str, is_dir_url: bool) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from checker.timeline import AnomalyRecord, anomaly_records, window_svg
-from harness.commands import RunSummary
 from harness.explain import checker_verdicts, verdict_label
+from harness.runs import RunSummary
 
 __all__ = ["render_anomalies", "render_compare", "render_live", "render_windows"]
 

@@ -1,4 +1,4 @@
-"""Why a run failed, in words (harness.explain) and in JUnit (harness.store.junit_cases / write_junit)."""
+"""Why a run failed, in words (harness.explain) and in JUnit (harness.junit.junit_cases / write_junit)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from checker.compose import Anomaly, Result, results_to_json
 from harness.explain import anomaly_lines, checker_verdicts, clip, crash_where, failure_message, summary_lines
-from harness.store import RunDir, junit_cases, write_junit
+from harness.junit import junit_cases, write_junit
+from harness.store import RunDir
 
 
 def _lost(i: int) -> Anomaly:

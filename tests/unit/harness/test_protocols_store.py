@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from harness.junit import write_junit
 from harness.protocols import (
     HarnessError,
     InvalidCompletion,
@@ -21,7 +22,7 @@ from harness.protocols import (
     validate_completion,
     verdict_of,
 )
-from harness.store import create_run_dir, exit_code, merge_results, write_junit, write_results
+from harness.store import create_run_dir, exit_code, merge_results, write_results
 
 INV = {"type": "invoke", "process": 3, "f": "send", "value": 1}
 

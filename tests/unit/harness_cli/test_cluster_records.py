@@ -60,6 +60,7 @@ def test_serve_refuses_missing_results_dir(tmp_path: Path, capsys: pytest.Captur
 
 @pytest.mark.parametrize("name", ["harness.commands", "harness.web", "harness.commands._parts",
                                   "harness.commands._runs", "harness.commands._backend", "harness.web.index",
+                                  "harness.runs", "harness.junit",
                                   "harness.web.pages", "harness.web.server", "harness.testing.probe"])
 def test_all_names_exist(name: str) -> None:
     module = importlib.import_module(name)

@@ -11,17 +11,18 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from harness.commands._runs import (
+from harness.commands._runs import summary_table
+from harness.junit import junit_for_runs
+from harness.runs import (
     RunNotFound,
     RunSummary,
-    junit_for_runs,
+    read_run,
     read_summary,
     resolve_run_dir,
     summarize_results,
-    summary_table,
     verdict_word,
 )
-from harness.store import create_run_dir
+from harness.store import create_run_dir, read_results
 
 
 def _run(root: Path, name: str, doc: dict[str, Any] | None = None) -> Path:
@@ -103,3 +104,23 @@ def test_junit_for_runs_counts_failures_and_errors() -> None:
     assert [s.get("name") for s in suites] == ["q seed=1", "q seed=2", "q seed=3"]
     assert suites[2].find("testcase/error").get("message") == "boom <&>"  # type: ignore[union-attr]
 
+
+
+@pytest.mark.parametrize("content", [None, "", '{"valid": tru', "[1, 2]", "\udcff"])
+def test_a_run_without_usable_results_reads_as_incomplete_with_no_document(tmp_path: Path,
+                                                                          content: str | None) -> None:
+    run = create_run_dir(tmp_path, "q").path
+    if content is not None:
+        (run / "results.json").write_text(content, encoding="utf-8", errors="surrogateescape")
+    assert read_results(run) is None
+    summary, doc = read_run(run)
+    assert (summary.verdict, doc, summary.rel_path) == ("incomplete", None, f"q/{run.name}")
+
+
+def test_read_run_gives_the_summary_and_the_document(tmp_path: Path) -> None:
+    run = create_run_dir(tmp_path, "q").path
+    doc = {"valid": False, "seed": 4, "checkers": {"q/queue": {"valid": False}}}
+    (run / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+    summary, read = read_run(run)
+    assert (summary.verdict, summary.seed, summary.failing) == ("invalid", 4, ("q/queue",))
+    assert read == doc

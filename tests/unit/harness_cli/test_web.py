@@ -184,7 +184,7 @@ def test_serve_command_prints_its_url_and_stops_on_ctrl_c(tree: Path) -> None:
 
 
 def test_summary_lists_failing_checkers_effective_faults_and_workloads_and_filters_use_them() -> None:
-    from harness.commands._runs import summarize_results
+    from harness.runs import summarize_results
 
     doc = {"valid": False, "anomaly_counts": {"lost-write": 2},
            "checkers": {"queue/queue": {"valid": False, "anomaly_counts": {"lost-write": 2}},
