@@ -12,7 +12,9 @@ probability ``duplicate`` (the copy is re-sent through a raw socket carrying mar
 not queued again).  ``--queue-bypass`` means traffic flows untouched if the daemon dies.
 
 Run: ``python -m nemesis.netqueue --queue 7 --delay-ms 100 --jitter-ms 10 --loss 0 --duplicate 0
---seed 1``.  It prints ``READY`` once bound and exits on SIGTERM.
+--seed 1``.  It prints ``READY`` once bound and exits on SIGTERM.  The packet nemesis passes every flag,
+computed by :func:`nemesis.packet_behavior.shaper_args` from the same table of defaults netem's arguments
+use; a flag left out here turns that fault off.
 """
 
 from __future__ import annotations
