@@ -13,6 +13,7 @@ from typing import Any
 
 from nemesis import grudge as gr
 from nemesis.base import NemesisBase, guard
+from nemesis.schedule import PARTITION_KINDS
 
 __all__ = ["CHAIN", "PartitionNemesis"]
 
@@ -31,8 +32,6 @@ class PartitionNemesis(NemesisBase):
     """
 
     FS = frozenset({"start-partition", "stop-partition"})
-    KINDS = ("random-halves", "isolate", "isolate-controller-leader", "isolate-master", "isolate-master-from-slaves",
-             "isolate-master-from-controllers", "majorities-ring", "bridge", "one-way", "grudge")
 
     async def setup(self, test: dict[str, Any]) -> PartitionNemesis:
         for node in self.topo.all:
@@ -70,7 +69,7 @@ class PartitionNemesis(NemesisBase):
         if kind == "grudge":
             raw = value.get("grudge") or {}
             return {str(k): frozenset(map(str, v)) for k, v in raw.items()}
-        raise ValueError(f"start-partition: unknown kind {kind!r}; kinds: {self.KINDS}")
+        raise ValueError(f"start-partition: unknown kind {kind!r}; kinds: {PARTITION_KINDS}")
 
     async def apply(self, test: dict[str, Any], grudge: Mapping[str, frozenset[str]]) -> None:
         remote = test["remote"]
