@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import sys
 import traceback
 from pathlib import Path
 from typing import Any
@@ -25,11 +24,12 @@ from typing import Any
 from checker.history import HistoryError, read_jsonl
 from harness.cluster import SplitbrainDB, cluster_options
 from harness.commands._artifacts import write_artifacts
+from harness.commands._exit import refuse
 from harness.commands._parts import build_workloads, namespaced_checkers
 from harness.junit import write_junit
 from harness.runs import RunNotFound, resolve_run_dir
 from harness.spec import SpecError, load_spec
-from harness.store import EXIT_UNKNOWN, RunDir, exit_code, merge_results, read_results, write_results
+from harness.store import RunDir, exit_code, merge_results, read_results, write_results
 
 __all__ = ["UnreadableHistory", "analyze_run", "configure", "run"]
 
@@ -117,18 +117,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         run_dir = resolve_run_dir(args.run, args.results)
         code, doc = analyze_run(run_dir, plots=not args.no_plots)
-    except RunNotFound as exc:
-        print(f"splitbrain analyze: {exc}", file=sys.stderr)
-        return EXIT_UNKNOWN
+    except (RunNotFound, FileNotFoundError) as exc:
+        return refuse("analyze", exc)
     except SpecError as exc:
-        print(f"splitbrain analyze: cannot rebuild the run's checkers: {exc}", file=sys.stderr)
-        return EXIT_UNKNOWN
-    except FileNotFoundError as exc:
-        print(f"splitbrain analyze: {exc}", file=sys.stderr)
-        return EXIT_UNKNOWN
+        return refuse("analyze", f"cannot rebuild the run's checkers: {exc}")
     except UnreadableHistory as exc:
-        print(f"splitbrain analyze: verdict unknown (also in results.json): {exc}", file=sys.stderr)
-        return EXIT_UNKNOWN
+        return refuse("analyze", f"verdict unknown (also in results.json): {exc}")
     counts = doc.get("anomaly_counts") or {}
     an = ", ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no anomalies"
     print(f"{run_dir}: valid={doc.get('valid')} ({an}); {doc.get('history_ops')} ops re-checked; exit {code}")

@@ -40,6 +40,7 @@ from harness.commands._clusters import (
     remove_record,
     write_record,
 )
+from harness.commands._exit import refuse
 from harness.commands._parts import Prepared, add_spec_arguments, overrides_from_args, prepare
 from harness.spec import SpecError
 from harness.store import EXIT_CRASHED, EXIT_UNKNOWN
@@ -104,8 +105,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
             raise SpecError(prepared.spec.source, "backend", "ssh",
                             "local or docker (`cluster up` cannot yet find ssh daemons again after it exits)")
     except SpecError as exc:
-        print(f"splitbrain cluster up: invalid spec: {exc}", file=sys.stderr)
-        return EXIT_UNKNOWN
+        return refuse("cluster up", f"invalid spec: {exc}")
     name = prepared.spec.name
     if record_path(args.results, name).exists():
         print(f"splitbrain cluster up: a cluster named {name!r} is already recorded "
@@ -114,11 +114,9 @@ def _cmd_up(args: argparse.Namespace) -> int:
     try:
         record = asyncio.run(_up(prepared, args.results, args.nodes_file))
     except BackendUnavailable as exc:
-        print(f"splitbrain cluster up: {exc}", file=sys.stderr)
-        return EXIT_UNKNOWN
+        return refuse("cluster up", exc)
     except Exception as exc:
-        print(f"splitbrain cluster up: the cluster did not come up (everything was removed): {exc}", file=sys.stderr)
-        return EXIT_CRASHED
+        return refuse("cluster up", f"the cluster did not come up (everything was removed): {exc}", code=EXIT_CRASHED)
     print(f"cluster {name} is up ({record['backend']}); controllers: {', '.join(record['controllers'])}")
     for n, info in record["nodes"].items():
         print(f"  {n:<10} {info['role']:<10} {info['address']:<16} pid={info['pid']} log={info['log']}")

@@ -19,6 +19,7 @@ import sys
 from collections import Counter
 
 from harness.commands._backend import BackendUnavailable
+from harness.commands._exit import refuse
 from harness.commands._replay import ReplayError, load_run, rerun, write_schedule_spec
 from harness.runner import worst_exit_code
 from harness.spec import SpecError
@@ -50,11 +51,9 @@ def run(args: argparse.Namespace) -> int:
             stored.spec, stored.steps, stored.path / "repro.yaml",
             comment=f"Replay of {stored.path} (seed {stored.spec.seed}): its executed fault schedule, {how}.")
     except ReplayError as exc:
-        print(f"splitbrain repro: {exc}", file=sys.stderr)
-        return EXIT_UNKNOWN
+        return refuse("repro", exc)
     except OSError as exc:
-        print(f"splitbrain repro: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
-        return EXIT_UNKNOWN
+        return refuse("repro", f"cannot write {exc.filename}: {exc.strerror}")
     cmd = shlex.join(["splitbrain", "test", str(path), "--seed", str(stored.spec.seed)])
     kinds = sorted(stored.kinds)
     print(f"# {stored.spec.name} seed={stored.spec.seed} from {stored.path}: {len(stored.steps)} nemesis steps "
@@ -69,8 +68,7 @@ def run(args: argparse.Namespace) -> int:
             doc = rerun(path, seed=stored.spec.seed, results_root=args.results, quiet=args.quiet,
                         nodes_file=args.nodes_file)
         except (SpecError, BackendUnavailable) as exc:
-            print(f"splitbrain repro: {exc}", file=sys.stderr)
-            return EXIT_UNKNOWN
+            return refuse("repro", exc)
         codes.append(int(doc["exit_code"]))
         got = anomaly_kinds(doc)
         seen.update(k for k in got if k in kinds)

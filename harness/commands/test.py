@@ -20,7 +20,6 @@ import asyncio
 import logging
 import shlex
 import signal
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 from harness.commands._artifacts import write_artifacts
 from harness.commands._backend import BackendUnavailable, open_remote, ssh_targets
 from harness.commands._clusters import cluster_record, write_record
+from harness.commands._exit import refuse
 from harness.commands._parts import (
     Prepared,
     add_spec_arguments,
@@ -41,7 +41,7 @@ from harness.junit import write_junit_file
 from harness.runner import RunOutcome, run_repeated, run_test
 from harness.runs import read_run
 from harness.spec import SpecError, TestSpec
-from harness.store import EXIT_CRASHED, EXIT_UNKNOWN
+from harness.store import EXIT_CRASHED
 
 __all__ = ["configure", "execute", "run"]
 
@@ -153,34 +153,23 @@ def run(args: argparse.Namespace) -> int:
                            allow_weak_quorum=getattr(args, "allow_weak_quorum", False))
         if prepared.spec.backend == "ssh":
             ssh_targets(prepared.spec, getattr(args, "nodes_file", None))
-    except SpecError as exc:
-        print(f"splitbrain test: invalid spec: {exc}", file=sys.stderr)
-        return EXIT_UNKNOWN
-    except BackendUnavailable as exc:
-        print(f"splitbrain test: {exc}", file=sys.stderr)
-        return EXIT_UNKNOWN
+    except (SpecError, BackendUnavailable) as exc:
+        return _refused(exc)
     problem = check_results_root("--results", args.results)
     if problem:
-        print(f"splitbrain test: {problem}", file=sys.stderr)
-        return EXIT_UNKNOWN
+        return refuse("test", problem)
     print(f"[splitbrain] {prepared.spec.name}: seed={prepared.spec.seed} backend={prepared.spec.backend} "
           f"runs={prepared.spec.test_count}", flush=True)
     try:
         code, outcomes = asyncio.run(execute(prepared, results_root=args.results, quiet=args.quiet,
                                              nodes_file=getattr(args, "nodes_file", None)))
-    except BackendUnavailable as exc:
-        print(f"splitbrain test: {exc}", file=sys.stderr)
-        return EXIT_UNKNOWN
-    except SpecError as exc:
-        print(f"splitbrain test: invalid spec: {exc}", file=sys.stderr)
-        return EXIT_UNKNOWN
+    except (SpecError, BackendUnavailable) as exc:
+        return _refused(exc)
     except (KeyboardInterrupt, asyncio.CancelledError):
-        print("splitbrain test: interrupted outside a run; the backend was closed", file=sys.stderr)
-        return 130
+        return refuse("test", "interrupted outside a run; the backend was closed", code=130)
     except Exception as exc:  # the harness itself failed (not the system under test): report, exit 255
         log.error("splitbrain test crashed", exc_info=True)
-        print(f"splitbrain test: crashed: {exc.__class__.__name__}: {exc}", file=sys.stderr)
-        return EXIT_CRASHED
+        return refuse("test", f"crashed: {exc.__class__.__name__}: {exc}", code=EXIT_CRASHED)
     if getattr(args, "run_dirs_file", None):
         with open(args.run_dirs_file, "a", encoding="utf-8") as fh:
             fh.writelines(f"{o.run_dir.path}\n" for o in outcomes)
@@ -191,5 +180,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             write_junit_file(args.junit, runs)
         except OSError as exc:
-            print(f"splitbrain test: cannot write JUnit file {args.junit}: {exc}", file=sys.stderr)
+            refuse("test", f"cannot write JUnit file {args.junit}: {exc}")
     return code
+
+
+def _refused(exc: SpecError | BackendUnavailable) -> int:
+    return refuse("test", f"invalid spec: {exc}" if isinstance(exc, SpecError) else exc)

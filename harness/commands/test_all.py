@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands._backend import BackendUnavailable
+from harness.commands._exit import refuse
 from harness.commands._parts import Prepared, add_spec_arguments, check_results_root, overrides_from_args, prepare
 from harness.commands._runs import print_table
 from harness.commands.test import add_output_arguments, execute
@@ -55,12 +56,10 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _jobs(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of parallel runs (1..64)") from None
+    """argparse type of ``--jobs``: a whole number of parallel runs, 1..64."""
+    n = int(text) if text.strip().isdecimal() else 0
     if not 1 <= n <= 64:
-        raise argparse.ArgumentTypeError(f"{n} is outside 1..64")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of parallel runs in 1..64")
     return n
 
 
@@ -111,12 +110,11 @@ def run(args: argparse.Namespace) -> int:
                                           allow_weak_quorum=args.allow_weak_quorum)
     if errors:
         for e in errors:
-            print(f"splitbrain test-all: invalid spec: {e}", file=sys.stderr)
+            refuse("test-all", f"invalid spec: {e}")
         return EXIT_UNKNOWN
     problem = None if args.dry_run else check_results_root("--results", args.results)
     if problem:
-        print(f"splitbrain test-all: {problem}", file=sys.stderr)
-        return EXIT_UNKNOWN
+        return refuse("test-all", problem)
     for cell in skipped:
         print(f"splitbrain test-all: skipped cell {cell}", file=sys.stderr)
     if args.matrix:

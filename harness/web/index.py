@@ -81,20 +81,8 @@ class RunIndex:
         self.reads = 0  # results.json files parsed so far (tests watch this to prove the cache works)
 
     def _run_dirs(self) -> Iterable[tuple[str, Path]]:
-        try:
-            tests = list(os.scandir(self.root))
-        except OSError:
-            return
-        for t in tests:
-            if t.name.startswith(".") or t.name == "latest" or t.is_symlink() or not t.is_dir():
-                continue
-            try:
-                runs = list(os.scandir(t.path))
-            except OSError:
-                continue
-            for r in runs:
-                if r.name.startswith(".") or r.name == "latest" or r.is_symlink() or not r.is_dir():
-                    continue
+        for t in _subdirs(self.root):
+            for r in _subdirs(t.path):
                 yield f"{t.name}/{r.name}", Path(r.path)
 
     def _key(self, run_dir: Path) -> tuple[int, int, bool]:
@@ -137,3 +125,13 @@ class RunIndex:
         for s in runs:
             out[s.verdict] += 1
         return out
+
+
+def _subdirs(path: str | Path) -> list[os.DirEntry[str]]:
+    """The real directories in ``path``: no hidden ones, no ``latest`` or other symlink; [] if it cannot be read."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return []
+    return [e for e in entries
+            if not e.name.startswith(".") and e.name != "latest" and not e.is_symlink() and e.is_dir()]
