@@ -159,8 +159,6 @@ def change_to_master_steps(
         RoleError: ``master_epoch`` is older than the last local epoch, or an epoch entry starts beyond
             ``max_offset``.
     """
-    if ha_client_running:
-        return [StopHaClient()]
     last_epoch = local_epochs[-1][0] if local_epochs else None
     if last_epoch is not None and master_epoch < last_epoch:
         raise RoleError(
@@ -171,6 +169,8 @@ def change_to_master_steps(
     if beyond:
         raise RoleError(f"epoch entries {beyond} start beyond the max offset {max_offset}: the store's recovery "
                         f"should have dropped them (a bug in the epoch file or the store)")
+    if ha_client_running:  # checked first all the same: a refused change leaves the slave replicating
+        return [StopHaClient()]
     keep_entry = last_epoch == master_epoch
     append: list[RoleStep] = [] if keep_entry else [AppendEpochEntry(master_epoch, max_offset)]
     return [DropSlaveConnections(), *append, RegisterRouting(MASTER_ROUTING_BROKER_ID), AcceptWrites(master_epoch),

@@ -83,9 +83,12 @@ def test_change_to_master_with_empty_epoch_file() -> None:
     [(2, [(3, 0)], 10, "already has epoch 3"), (3, [(1, 0), (2, 11)], 10, "beyond the max offset 10")],
     ids=["stale-election", "entry-beyond-the-log"],
 )
-def test_change_to_master_refusals(epoch: int, entries: list[tuple[int, int]], mx: int, match: str) -> None:
+@pytest.mark.parametrize("running", [False, True], ids=["client-stopped", "client-running"])
+def test_change_to_master_refusals(epoch: int, entries: list[tuple[int, int]], mx: int, match: str,
+                                   running: bool) -> None:
+    # refused before the HA client is stopped: a refused change leaves the slave replicating
     with pytest.raises(RoleError, match=match):
-        change_to_master_steps(epoch, entries, mx, ha_client_running=False)
+        change_to_master_steps(epoch, entries, mx, ha_client_running=running)
 
 
 @st.composite
