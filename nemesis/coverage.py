@@ -3,7 +3,8 @@
 Theory of operation.  The observed event stream (:mod:`harness.observe`) is cut into *windows*: a window
 opens at each fault step (a nemesis op that injects something, :data:`nemesis.schedule.FAULT_FS`) and runs
 until the next one.  Each event is reduced to a *label* -- its kind plus the one field that tells outcomes
-apart (``apply:ElectMaster:elect``, ``sync-state-set:shrink``, ``become-master``, ``client-outcome:send:info``,
+apart (``apply:ElectMaster:elect``, ``sync-state-set:shrink``, ``sync-state-set:shrink:master-only`` -- the set
+left with the master alone --, ``become-master``, ``client-outcome:send:info``,
 ``failpoint-fired:raft.before_apply``) -- and each window, per role (``controller``, ``broker``, ``client``),
 to the *ordered set* of labels: distinct labels in the order they first appeared, at most
 :data:`DEPTH` of them.  A coverage point is ``(fault label, role, ordered labels)``: "after this kind of
@@ -23,7 +24,7 @@ from typing import Any
 
 from nemesis.schedule import FAULT_FS, fault_label
 
-__all__ = ["DEPTH", "Coverage", "Point", "coverage_of", "label", "next_coverage", "points", "summary"]
+__all__ = ["DEPTH", "MASTER_ONLY", "Coverage", "Point", "coverage_of", "label", "next_coverage", "points", "summary"]
 
 DEPTH = 6
 """At most this many labels per window and role: keeps the space of points finite and the abstraction about
@@ -44,9 +45,22 @@ def label(event: Mapping[str, Any]) -> str:
     if kind == "apply":
         change = event.get("change")
         base = f"apply:{event.get('event')}"
-        return f"{base}:{change}" if change else base
+        return (f"{base}:{change}" if change else base) + _master_only(kind, event)
     detail = _DETAIL.get(kind)
-    return f"{kind}:{event.get(detail)}" if detail and event.get(detail) is not None else kind
+    base = f"{kind}:{event.get(detail)}" if detail and event.get(detail) is not None else kind
+    return base + _master_only(kind, event)
+
+
+MASTER_ONLY = ":master-only"
+"""Suffix of a SyncStateSet change that leaves the master alone in the set: the one state in which the master
+holds the only copy of what it acknowledged (losing it then is what an unclean election can do), so it is a
+behaviour of its own, not just another shrink."""
+
+
+def _master_only(kind: str, event: Mapping[str, Any]) -> str:
+    members = event.get("members") if kind == "sync-state-set" else (
+        event.get("sync_state_set") if kind == "apply" and event.get("event") == "AlterSyncStateSet" else None)
+    return MASTER_ONLY if isinstance(members, list) and len(members) == 1 else ""
 
 
 def _is_fault(op: Mapping[str, Any]) -> bool:

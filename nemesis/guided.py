@@ -12,14 +12,25 @@ sees the observed event stream (:mod:`harness.observe`) and the coverage it prod
    clients time out) is a moment too: undo one of them now (heal the partition once the
    SyncStateSet has shrunk, so an out-of-sync slave can be elected), *stack* a fault of another family (isolate
    the slaves, see the SyncStateSet shrink to the master, then kill the master; up to ``max_depth``), or hold
-   on.  A fault nobody undoes is undone after its longest hold (drawn from ``holds_s``).
-2. *Choice.*  A move that names the node that raised the trigger (the master after a SyncStateSet shrink or a
-   master election, the controller leader after a leader election: :data:`AIM`) gets a small prior bonus.
+   on.  A fault nobody undoes is undone after its hold (drawn from ``holds_s``).
+2. *Preconditions are kept.*  A fault is undone -- by a decision or at the end of its hold -- only after the
+   cluster has *reacted* to it (a trigger the cluster raised after the fault began), or after the longest hold:
+   a partition undone before the SyncStateSet had time to shrink, or a killed master restarted before the
+   controller chose its successor, taught nothing.  And a *narrowing* trigger (:data:`NARROWING`: the
+   SyncStateSet shrank, a broker was fenced) is a moment to stack or hold, never to undo: the fault that cut
+   the redundancy is what makes the next fault dangerous; holding is favoured until the narrowing is complete
+   (the slaves' leases expire before the master drops them from the SyncStateSet).  A stack unwinds from the
+   bottom: only the oldest fault is a candidate to undo, and a stacked fault's hold outlasts the one below, so
+   the cluster recovers from the precondition while the aimed fault is still in force (the partition that cut
+   the slaves off heals while the master is still dead: the out-of-sync slaves are what the controller finds).
+3. *Choice.*  A move that names the node that raised the trigger (the master after a SyncStateSet shrink or a
+   master election, the controller leader after a leader election: :data:`AIM`) gets a prior bonus, larger when
+   the master holds the only copy (a shrink to the master alone, :data:`nemesis.coverage.MASTER_ONLY`).
    The context of a decision is what is active plus the trigger (``partition:isolate-master|
    sync-state-set:shrink``).  Every (context, choice) pair keeps (tries, reward: log(1 + new coverage
    points) after it); the choice with the best upper confidence bound is taken -- a pair never tried in
    this context starts from what the choice earned in every context -- ties broken by the seeded RNG.
-3. *Credit.*  The coverage points reached between a choice and the next decision are credited to it.
+4. *Credit.*  The coverage points reached between a choice and the next decision are credited to it.
 
 Rules of this file: pure.  Time (``now_s``, seconds since the main phase started), the events and the RNG
 are arguments; :func:`decide` returns the decision, when to ask again, and the new :class:`State`.
@@ -33,11 +44,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from nemesis.coverage import Coverage, label, next_coverage, points
+from nemesis.coverage import MASTER_ONLY, Coverage, label, next_coverage, points
 from nemesis.schedule import UNDO, Step, fault_label
 
 __all__ = [
-    "TRIGGERS", "Config", "Decision", "Move", "Rng", "State", "decide", "memory_of", "moves_from_ops",
+    "NARROWING", "TRIGGERS", "Config", "Decision", "Move", "Rng", "State", "decide", "memory_of", "moves_from_ops",
     "state_from_memory",
 ]
 
@@ -56,6 +67,11 @@ AIM: tuple[tuple[str, tuple[str, ...]], ...] = (
 after a SyncStateSet shrink or a master election, hit the master; right after a leader election, the leader."""
 AIM_BONUS = 0.5
 """Added to an aimed move's score: a prior tilt (rewards are log(1 + new points)), which learning can overrule."""
+LAST_COPY_BONUS = 1.5
+"""The aim bonus when the trigger left the master alone in the SyncStateSet (:data:`MASTER_ONLY`): the master
+then holds the only copy of what it acknowledged, the moment a fault on it reaches furthest."""
+NARROWING = ("sync-state-set:shrink", "apply:AlterSyncStateSet:shrink", "fenced")
+"""Label prefixes of triggers that say the active faults cut the cluster's redundancy: stack or hold, not undo."""
 
 
 class Rng(Protocol):
@@ -108,9 +124,13 @@ class Config:
 
 @dataclass(frozen=True)
 class Active:
+    """A fault in force since ``at_s``; its hold ends at ``undo_at_s``; ``reacted``: the cluster raised a trigger
+    after it began (until then it is kept, up to the longest hold)."""
+
     move: Move
     at_s: float
     undo_at_s: float
+    reacted: bool = False
 
 
 @dataclass(frozen=True)
@@ -183,6 +203,20 @@ def _trigger(events: Sequence[Mapping[str, Any]], *, cluster_only: bool = False)
     return found
 
 
+def _reacted(active: Sequence[Active], events: Sequence[Mapping[str, Any]], start_ns: int) -> tuple[Active, ...]:
+    """``active`` with ``reacted`` set on each fault some cluster trigger among ``events`` came after."""
+    times = [int(e.get("time", 0)) for e in events
+             if e.get("role") != "client" and label(e).startswith(TRIGGERS) and not label(e).endswith(":ok")]
+    last = max(times, default=None)
+    return tuple(a if a.reacted or last is None or last < start_ns + int(a.at_s * 1e9) else replace(a, reacted=True)
+                 for a in active)
+
+
+def _releasable(a: Active, cfg: Config, now_s: float) -> bool:
+    """Whether ``a`` may be undone now: the cluster reacted to it, or it has been held for the longest hold."""
+    return a.reacted or now_s >= a.at_s + max(cfg.holds_s)
+
+
 def _context(active: Sequence[Active], trigger: str | None) -> str:
     now = "+".join(a.move.key.split("@")[0] for a in active) or "none"
     return f"{now}|{trigger or 'quiet'}"
@@ -209,21 +243,25 @@ def _score(stats: Mapping[tuple[str, str], tuple[int, float]], context: str, key
     return mean + explore * math.sqrt(math.log(total + 2) / (tries + PSEUDO))
 
 
-def _aimed(trigger: str | None, key: str) -> bool:
-    """Whether move ``key`` names the node that raised ``trigger`` (:data:`AIM`); undo and hold never do."""
+def _aim(trigger: str | None, key: str) -> float:
+    """The prior bonus of move ``key`` at ``trigger``: it names the node that raised it (:data:`AIM`), more when
+    the master was left alone in the SyncStateSet; undo and hold are never aimed."""
     if trigger is None or key == HOLD or key.startswith(UNDO_PREFIX):
-        return False
+        return 0.0
     words = next((w for prefix, w in AIM if trigger.startswith(prefix)), ())
-    return any(w in key for w in words)
+    if not any(w in key for w in words):
+        return 0.0
+    return LAST_COPY_BONUS if trigger.endswith(MASTER_ONLY) else AIM_BONUS
 
 
 def _choose(cfg: Config, st: State, context: str, candidates: Sequence[str], rng: Rng,
-            trigger: str | None = None) -> str:
+            trigger: str | None = None, wait: bool = False) -> str:
+    """The candidate with the best score; ``wait``: the redundancy is narrowing but not gone, HOLD is favoured."""
     total = sum(st.stats.get((context, c), (0, 0.0))[0] for c in candidates)
     priors = _priors(st.stats)
     optimistic = max(priors.values(), default=0.0)
     scored = [(_score(st.stats, context, c, total, cfg.explore, priors.get(c, optimistic))
-               + (AIM_BONUS if _aimed(trigger, c) else 0.0), c) for c in candidates]
+               + ((AIM_BONUS if c == HOLD else 0.0) if wait else _aim(trigger, c)), c) for c in candidates]
     best = max(sc for sc, _ in scored)
     tied = [c for sc, c in scored if sc >= best - 1e-12]
     return tied[rng.randrange(len(tied))]
@@ -269,17 +307,21 @@ def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s
                    "value": s.value} for s in st.steps]
         cov = next_coverage(cov, points(events, faults))
     trig = _trigger(new, cluster_only=bool(st.active)) or st.trigger
-    st = replace(st, consumed=len(events), coverage=cov, trigger=trig, covered_steps=len(st.steps))
-    due = [a for a in st.active if a.undo_at_s <= now_s]
-    if due:  # a fault held for its longest: undo it (the most recent first)
-        decision, st = _undo(st, due[-1], now_s, None, None)
+    active = _reacted(st.active, new, start_ns)
+    st = replace(st, consumed=len(events), coverage=cov, trigger=trig, covered_steps=len(st.steps), active=active)
+    due = [a for a in st.active if a.undo_at_s <= now_s and _releasable(a, cfg, now_s)]
+    if due:  # a fault held for its time: undo it (the oldest first: the stack unwinds from the bottom)
+        decision, st = _undo(st, due[0], now_s, None, None)
         return decision, now_s, st
     if st.active:
-        wake = min(a.undo_at_s for a in st.active)
+        wake = min(max(a.undo_at_s, a.at_s + max(cfg.holds_s)) if not a.reacted else a.undo_at_s for a in st.active)
         if trig is None:
             return None, wake, st
         families = {a.move.family for a in st.active}
-        candidates = [f"{UNDO_PREFIX}{a.move.key}" for a in st.active] + [HOLD]
+        narrowing = trig.startswith(NARROWING)
+        bottom = st.active[0]
+        candidates = ([f"{UNDO_PREFIX}{bottom.move.key}"] if not narrowing and _releasable(bottom, cfg, now_s)
+                      else []) + [HOLD]
         if len(st.active) < cfg.max_depth:
             candidates += [m.key for m in cfg.moves if m.family not in families]
     else:
@@ -291,10 +333,11 @@ def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s
         candidates = [m.key for m in cfg.moves]
     st = _credited(st)
     context = _context(st.active, trig)
-    choice = _choose(cfg, st, context, candidates, rng, trig)
+    choice = _choose(cfg, st, context, candidates, rng, trig, bool(st.active) and trig is not None
+                     and trig.startswith(NARROWING) and not trig.endswith(MASTER_ONLY))
     if choice == HOLD:
         st = replace(st, trigger=None, credit=(context, HOLD, st.coverage.count))
-        return None, min(a.undo_at_s for a in st.active), st
+        return None, wake, st
     if choice.startswith(UNDO_PREFIX):
         target = next(a for a in st.active if f"{UNDO_PREFIX}{a.move.key}" == choice)
         decision, st = _undo(st, target, now_s, context, choice)
@@ -302,7 +345,8 @@ def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s
     move = next(m for m in cfg.moves if m.key == choice)
     hold = cfg.holds_s[rng.randrange(len(cfg.holds_s))]
     step = Step(round(now_s, 3), move.f, move.value)
-    active = (*st.active, Active(move, now_s, now_s + hold)) if move.undo else st.active
+    undo_at = max([now_s + hold] + [a.undo_at_s + cfg.settle_s for a in st.active])  # outlasts the faults below
+    active = (*st.active, Active(move, now_s, undo_at)) if move.undo else st.active
     st = replace(st, active=active, trigger=None, credit=(context, choice, st.coverage.count),
                  steps=(*st.steps, step), k=st.k + 1, quiet_since_s=now_s if not move.undo else st.quiet_since_s)
     return Decision(step, context, choice), now_s, st

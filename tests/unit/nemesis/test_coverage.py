@@ -25,11 +25,14 @@ def fault(t: int, f: str, value: object = None) -> dict[str, object]:
 @pytest.mark.parametrize(("event", "expected"), [
     (ev(0, "apply", event="ElectMaster", change="elect"), "apply:ElectMaster:elect"),
     (ev(0, "apply", event="RegisterBroker"), "apply:RegisterBroker"),
-    (ev(0, "sync-state-set", change="shrink", members=[1]), "sync-state-set:shrink"),
+    (ev(0, "sync-state-set", change="shrink", members=[1, 2]), "sync-state-set:shrink"),
+    (ev(0, "sync-state-set", change="shrink", members=[1]), "sync-state-set:shrink:master-only"),
+    (ev(0, "apply", event="AlterSyncStateSet", change="shrink", sync_state_set=[2]),
+     "apply:AlterSyncStateSet:shrink:master-only"),
     (ev(0, "client-outcome", role="client", f="send", outcome="info"), "client-outcome:send:info"),
     (ev(0, "failpoint-fired", name="raft.before_apply"), "failpoint-fired:raft.before_apply"),
     (ev(0, "become-master", master_epoch=3), "become-master"),
-], ids=["elect", "register", "shrink", "client", "failpoint", "role"])
+], ids=["elect", "register", "shrink", "shrink-to-master", "apply-shrink-to-master", "client", "failpoint", "role"])
 def test_label(event: dict[str, object], expected: str) -> None:
     assert label(event) == expected
 

@@ -59,11 +59,11 @@ def test_stacks_another_family_at_a_trigger() -> None:
     for seed in range(20):  # whatever is chosen first, a trigger while it is active may stack another family
         d, _, s1 = step(State(), [], 5.0, seed=seed)
         assert d is not None
-        d2, _, s2 = step(s1, [ev(5.5, "sync-state-set", change="shrink")], 5.6, seed=seed)
+        d2, _, s2 = step(s1, [ev(5.5, "sync-state-set", change="shrink", members=[1])], 5.6, seed=seed)
         families = [a.move.family for a in s2.active]
         assert len(families) == len(set(families)) <= CFG.max_depth
         if d2 is not None:
-            assert d2.context is not None and d2.context.endswith("|sync-state-set:shrink")
+            assert d2.context is not None and d2.context.endswith("|sync-state-set:shrink:master-only")
             seen.add(tuple(a.move.key for a in s2.active))
     assert any(len(k) == 2 for k in seen)
     del s
@@ -164,7 +164,7 @@ def test_a_trigger_during_a_fault_can_undo_it_early() -> None:
     for seed in range(30):
         d, _, s1 = step(State(), [], 5.0, seed=seed)
         assert d is not None
-        d2, _, s2 = step(s1, [ev(5.5, "fenced")], 5.6, seed=seed)
+        d2, _, s2 = step(s1, [ev(5.5, "raft-leader")], 5.6, seed=seed)
         if d2 is not None and d2.step.f == UNDO[d.step.f]:
             undone += 1
             assert not s2.active and d2.move_key is not None and d2.move_key.startswith("undo:")
@@ -191,7 +191,42 @@ def test_a_shrink_aims_at_the_master() -> None:
         d, _, s = step(s, [], 5.0, cfg=Config((ISOLATE, KILL, Move("kill", "one")), holds_s=(6.0,)), seed=seed)
         if d is None or d.step.f != "start-partition":
             continue
-        d2, _, _s = step(s, [ev(6.0, "sync-state-set", change="shrink")], 6.1,
+        d2, _, _s = step(s, [ev(6.0, "sync-state-set", change="shrink", members=[1])], 6.1,
                          cfg=Config((ISOLATE, KILL, Move("kill", "one")), holds_s=(6.0,)), seed=seed)
         picks.append(None if d2 is None else d2.move_key)
     assert picks and all(p == "kill@masters" for p in picks)
+
+
+def test_a_narrowing_not_yet_complete_is_held_and_never_undone() -> None:
+    """The slaves' leases expire (fenced) before the master drops them: wait for the shrink, do not heal."""
+    cfg = Config((ISOLATE, KILL, Move("kill", "one")), holds_s=(6.0,))
+    for seed in range(20):
+        d, _, s = step(State(), [], 5.0, cfg=cfg, seed=seed)
+        assert d is not None
+        for trigger in (ev(6.0, "fenced"), ev(6.0, "sync-state-set", change="shrink", members=[1, 2])):
+            d2, _, s2 = step(s, [trigger], 6.1, cfg=cfg, seed=seed)
+            assert d2 is None and [a.move for a in s2.active] == [a.move for a in s.active]  # held: no undo or stack
+
+
+def test_undo_waits_for_a_reaction_and_the_stack_unwinds_from_the_bottom() -> None:
+    cfg = Config((ISOLATE, KILL), settle_s=1.0, holds_s=(3.0, 9.0), max_depth=2)
+    stacked = 0
+    for seed in range(10):
+        d, _, s = step(State(), [], 5.0, cfg=cfg, seed=seed)
+        assert d is not None
+        (first,) = s.active
+        # no reaction yet: held past its hold, up to the longest
+        d2, _, _ = step(s, [], first.undo_at_s + 0.1, cfg=cfg, seed=seed)
+        assert (d2 is None) == (first.undo_at_s + 0.1 < first.at_s + 9.0)
+        d2, _, _ = step(s, [], first.at_s + 9.0, cfg=cfg, seed=seed)
+        assert d2 is not None and d2.step.f == UNDO[first.move.f]
+        # a reaction that leaves the master alone: a stacked fault outlasts the one below, which goes first
+        shrink = ev(5.5, "sync-state-set", change="shrink", members=[1])
+        d3, _, s3 = step(s, [shrink], 5.6, cfg=cfg, seed=seed)
+        if d3 is not None and len(s3.active) == 2:
+            stacked += 1
+            below, top = s3.active
+            assert below.reacted and top.undo_at_s >= below.undo_at_s + cfg.settle_s
+            d4, _, s4 = step(s3, [shrink], below.undo_at_s, cfg=cfg, seed=seed)
+            assert d4 is not None and d4.step.f == UNDO[below.move.f] and [a.move for a in s4.active] == [top.move]
+    assert stacked
