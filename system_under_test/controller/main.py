@@ -19,10 +19,14 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from system_under_test.controller.config import ControllerConfig
 from system_under_test.controller.errors import ConfigError
 from system_under_test.node_main import read_token, run_node
+
+if TYPE_CHECKING:  # the CLI imports this module for its flags; the server is imported when a node starts
+    from system_under_test.controller.server import NodeOptions
 
 log = logging.getLogger("splitbrain.controller")
 
@@ -85,7 +89,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bug", action="append", default=[], help="deliberately broken behaviour (tests only)")
 
 
-def build_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def build_options(args: argparse.Namespace) -> NodeOptions:
     from system_under_test.controller.server import NodeOptions
 
     peers = parse_peers(args.peers)
@@ -111,7 +115,7 @@ def build_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     )
 
 
-async def _serve(options) -> int:  # type: ignore[no-untyped-def]
+async def _serve(options: NodeOptions) -> int:
     from system_under_test.controller.server import ControllerServer
 
     server = ControllerServer(options)
@@ -144,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     from system_under_test.raft.types import StorageCorruption
 
     return run_node(
-        "controller", lambda: build_options(args), _serve, label=lambda options: str(options.node_id),
+        "controller", lambda: build_options(args), _serve, label=lambda options: options.node_id,
         bad_input=(ConfigError,), before_serve=tune_gc,
         refusals=[((FormationFailed,), 3, "formation refused: "), ((StorageCorruption,), 4, "storage corruption: ")],
     )
