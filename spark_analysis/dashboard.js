@@ -117,6 +117,7 @@ const COUNTS = records(D.counts).map((r) => ({ ...r, cluster_version: r.version 
 const STATUSES = records(D.statuses);
 const TYPES = records(D.anomaly_types);
 const RUNS = records(D.runs);
+const MODES = records(D.modes || { columns: [], rows: [] });
 
 function current() {
   const f = {};
@@ -267,6 +268,14 @@ function drawRto(f) {
   rtoTable.update(D.rto.filter((r) => Object.entries(want).every(([k, v]) => r[k] === v)));
 }
 
+function drawModes(f) {
+  const sums = sumBy(MODES.filter((r) => passes(r, f)), (r) => r.nemesis_mode,
+    ["runs", "anomalous", "chaos_s", "coverage_sum", "covered_runs"]);
+  modeTable.update(sums.map((a) => ({ mode: a.key, runs: a.runs, anomalous: a.anomalous, chaos_s: a.chaos_s,
+    detect_s: a.anomalous ? a.chaos_s / a.anomalous : null,
+    coverage: a.covered_runs ? a.coverage_sum / a.covered_runs : null })));
+}
+
 function drawRuns(f) {
   const kind = document.getElementById("runs-kind").value;
   const rows = RUNS.filter((r) => passes(r, f) && (kind === "all" || (kind === "invalid" ? r.valid === "false" :
@@ -288,6 +297,7 @@ function redraw() {
   drawCells(f);
   drawComparison(f);
   drawTypes(f);
+  drawModes(f);
   drawRto(f);
   drawRuns(f);
   drawFlaky(f);
@@ -352,6 +362,13 @@ const rtoTable = makeTable(document.getElementById("rto-table"), [
   { key: "recovery_max_s", label: "RTO max s", num: true, render: (r) => fmt.num(r.recovery_max_s) },
   { key: "unavailable_mean_s", label: "mean unavailable s", num: true, render: (r) => fmt.num(r.unavailable_mean_s) }],
 { sortKey: "kind", empty: "no fault windows" });
+const modeTable = makeTable(document.getElementById("mode-table"), [
+  { key: "mode", label: "nemesis mode" }, { key: "runs", label: "runs", num: true },
+  { key: "anomalous", label: "anomalous", num: true },
+  { key: "chaos_s", label: "main-phase s", num: true, render: (r) => fmt.num(r.chaos_s) },
+  { key: "detect_s", label: "time to detection s", num: true, render: (r) => (r.detect_s === null ? "none found" : fmt.num(r.detect_s)) },
+  { key: "coverage", label: "mean coverage", num: true, render: (r) => (r.coverage === null ? "-" : fmt.num(r.coverage)) }],
+{ sortKey: "mode", empty: "no checked runs" });
 const runTable = makeTable(document.getElementById("runs-table"), [
   { key: "run_id", label: "run", render: (r) => link(r.href, r.run_id) },
   { key: "start_time", label: "start (UTC)", render: (r) => fmt.time(r.start_time) },

@@ -64,6 +64,28 @@ def anomaly_rates(runs: DataFrame, by: Sequence[str] = RATE_KEYS, *, z: float = 
             .withColumn("ci_low", low).withColumn("ci_high", high).orderBy(*by))
 
 
+MODE_KEYS = ("date", "workload", "nemesis", "cluster_version", "backend", "nemesis_mode")
+
+
+def by_mode(runs: DataFrame, by: Sequence[str] = MODE_KEYS) -> DataFrame:
+    """Per group and nemesis mode: checked runs, anomalous runs, ``chaos_s`` (their main phases' seconds, from
+    ``time_limit_s``), and the coverage points summed over the ``covered_runs`` that recorded any.
+
+    These are sums, so any filter's subtotal is a sum too; the page derives **time to detection**
+    (``chaos_s / anomalous``: main-phase seconds spent per run that found an anomaly, the mean time to the
+    first detection if runs are independent) and the mean coverage per run.
+    """
+    checked = runs.where(F.col("status").isin(*CHECKED_STATUSES)).fillna(
+        {"cluster_version": "unknown", "backend": "unknown", "nemesis_mode": "random"})
+    return (checked.groupBy(*by).agg(
+        F.count(F.lit(1)).alias("runs"),
+        F.sum(F.when(F.col("anomaly_count") > 0, 1).otherwise(0)).alias("anomalous"),
+        F.sum(F.coalesce(F.col("time_limit_s"), F.lit(0.0))).alias("chaos_s"),
+        F.sum(F.coalesce(F.col("coverage_points"), F.lit(0))).alias("coverage_sum"),
+        F.count("coverage_points").alias("covered_runs"),
+    ).orderBy(*by))
+
+
 def anomaly_counts_by_type(anomalies: DataFrame) -> DataFrame:
     """Per anomaly type: the number of runs showing it and the total count (most frequent first)."""
     return (anomalies.groupBy("type")

@@ -90,6 +90,12 @@ backend filters apply, the time and version filters do not (pick the versions he
 before the next fault starts; recovery (RTO) is the heal to the first ok op after it.  Workload, nemesis,
 version and backend filters apply; the time filter does not.</p>
 <div id="rto-table"></div>
+<h2>By nemesis mode</h2>
+<p class="note">Random faults against guided ones (<code>nemesis.mode</code>; fixed schedules are listed as
+<code>schedule</code>).  Time to detection is main-phase seconds per run that found an anomaly (seconds of chaos
+per detection); coverage is the mean coverage points a run reached (runs that observed cluster events).
+Every filter applies.</p>
+<div id="mode-table"></div>
 <h2>Runs</h2>
 <label>show <select id="runs-kind"><option value="invalid">invalid runs</option>
 <option value="damaged">damaged or crashed runs</option><option value="all">all runs</option></select></label>

@@ -13,6 +13,9 @@ the grain of those five keys, so the browser only sums counts and never needs Sp
   difference of rates and its 95% interval;
 * ``rto`` -- recovery per fault kind for every combination of workload, nemesis, version and backend (a
   Spark ``cube``; ``null`` means "all"), from the per-run checker's figures (:mod:`spark_analysis.recovery`);
+* ``modes`` -- per (day, workload, nemesis, version, backend, nemesis mode): runs, anomalous runs, main-phase
+  seconds and coverage sums (:func:`spark_analysis.metrics.by_mode`), so the page shows coverage and time to
+  detection of guided against random cells under any filter;
 * ``latency``, ``flaky``, ``slowest_checks`` -- as before, over the whole warehouse.
 
 :func:`write_report` writes the dashboard directory (:mod:`spark_analysis.page`): ``index.html`` (its entry),
@@ -106,6 +109,8 @@ def collect_dashboard(spark: Any, warehouse: str | Path, *, now: _dt.datetime | 
         "run_limit": run_limit,
         "comparisons": comparisons,
         "rto": _rows(rto.orderBy("kind")),
+        "modes": _table(metrics.by_mode(runs), (*metrics.MODE_KEYS, "runs", "anomalous", "chaos_s", "coverage_sum",
+                                                "covered_runs")),
         "latency": _rows(metrics.latency_by_phase(read_table(spark, warehouse, "ops"))),
         "flaky": _rows(metrics.flaky_configs(runs), 200),
         "slowest_checks": _rows(metrics.slowest_checks(read_table(spark, warehouse, "checks"), 50)

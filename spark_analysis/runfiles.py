@@ -35,8 +35,8 @@ from spark_analysis.faults import FaultWindow, fault_windows
 from spark_analysis.recovery import WindowRecovery, window_recovery
 
 __all__ = [
-    "STATUSES", "OpColumns", "ParsedRun", "RunTexts", "op_columns", "op_rows", "parse_history_text", "parse_run",
-    "provenance_fields", "run_href", "spec_fields", "verdict_text",
+    "STATUSES", "OpColumns", "ParsedRun", "RunTexts", "mode_fields", "op_columns", "op_rows", "parse_history_text",
+    "parse_run", "provenance_fields", "run_href", "spec_fields", "verdict_text",
 ]
 
 STATUSES = ("ok", "crashed", "partial", "malformed")
@@ -142,6 +142,13 @@ def spec_fields(spec: Mapping[str, Any]) -> dict[str, Any]:
         "git_revision": _first(spec, _GIT_KEYS) or _first(git, ("commit", "revision")),
         "spec_key": hashlib.sha1(json.dumps(canonical, sort_keys=True, default=str).encode()).hexdigest()[:16],
     }
+
+
+def mode_fields(spec: Mapping[str, Any], res: Mapping[str, Any]) -> dict[str, Any]:
+    """``nemesis_mode`` (results.json's, else the spec's ``nemesis.mode``, else ``random``: runs from before
+    guided mode were random) and ``coverage_points`` (None when the run observed no events)."""
+    mode = res.get("nemesis_mode") or _mapping(spec.get("nemesis")).get("mode") or "random"
+    return {"nemesis_mode": str(mode), "coverage_points": _num(_mapping(res.get("coverage")).get("points"), int)}
 
 
 def provenance_fields(res: Mapping[str, Any]) -> dict[str, Any]:
@@ -327,7 +334,7 @@ def parse_run(run_id: str, root: str, path: str, texts: RunTexts, *, batch_id: s
         "faults_requested": len(accounted) if accounted else None,  # None: a run from before fault accounting
         "faults_not_effective": sum(1 for o in accounted if o.get("effective") is False) if accounted else None,
         "anomaly_count": sum(a["count"] for a in anomalies), "batch_id": batch_id,
-        **prov,
+        **prov, **mode_fields(spec, res),
     }
     if not run["name"]:
         run["name"] = test

@@ -3,7 +3,8 @@
 A *warehouse* is a directory of Parquet tables, one sub-directory each:
 
 * ``runs``      -- one row per run (spec fields, version and provenance, start, duration, verdict, status,
-  problems);
+  problems, the nemesis mode -- ``random``, ``guided`` or ``schedule`` -- and the coverage points the run
+  reached, :mod:`nemesis.coverage`);
 * ``ops``       -- one row per history op, partitioned by ``date`` (the run's start day) and ``workload``;
 * ``faults``    -- one row per nemesis fault window (kind, targets, start/end ns, and its unavailability and
   recovery in seconds as the per-run checker computes them: :mod:`spark_analysis.recovery`);
@@ -48,7 +49,7 @@ RUNS = _schema(
     ("date", _S), ("duration_s", _D), ("valid", _S), ("status", _S), ("problems", ArrayType(_S)),
     ("op_count", _L), ("client_op_count", _L), ("fault_count", _I), ("anomaly_count", _L), ("batch_id", _S),
     ("sut_version", _S), ("revision_dirty", _B), ("harness_version", _S), ("harness_revision", _S), ("host", _S),
-    ("faults_requested", _I), ("faults_not_effective", _I),
+    ("faults_requested", _I), ("faults_not_effective", _I), ("nemesis_mode", _S), ("coverage_points", _L),
 )
 OPS = _schema(
     ("run_id", _S), ("idx", _L), ("time_ns", _L), ("type", _S), ("process", _S), ("f", _S), ("node", _S),

@@ -113,3 +113,19 @@ def test_status_counts(spark: Any) -> None:
     got = [tuple(r) for r in metrics.status_counts(spark.createDataFrame(RUNS_ROWS, RUNS)).collect()]
     assert got == [("crashed", "false", 1), ("malformed", "unknown", 1), ("ok", "false", 2), ("ok", "true", 5),
                    ("partial", "unknown", 1)]
+
+
+def test_by_mode_sums_runs_detections_chaos_seconds_and_coverage(spark: Any) -> None:
+    def moded(run_id: str, mode: str | None, anomalies: int, limit: float | None, points: int | None,
+              status: str = "ok") -> tuple[Any, ...]:
+        row = dict(zip(RUNS.fieldNames(), run(run_id, anomalies=anomalies, status=status), strict=True))
+        row.update(nemesis_mode=mode, time_limit_s=limit, coverage_points=points, backend="local")
+        return tuple(row[c] for c in RUNS.fieldNames())
+
+    rows = [moded("g/1", "guided", 1, 60.0, 40), moded("g/2", "guided", 0, 60.0, 30),
+            moded("g/3", "guided", 2, 30.0, None), moded("r/1", "random", 0, 60.0, 10),
+            moded("r/2", None, 1, 60.0, None),  # a run from before modes: random
+            moded("r/3", "random", 3, 60.0, 99, status="partial")]  # not checked: never counted
+    got = {r.nemesis_mode: (r.runs, r.anomalous, r.chaos_s, r.coverage_sum, r.covered_runs)
+           for r in metrics.by_mode(spark.createDataFrame(rows, RUNS), ("nemesis_mode",)).collect()}
+    assert got == {"guided": (3, 2, 150.0, 70, 2), "random": (2, 1, 120.0, 10, 1)}

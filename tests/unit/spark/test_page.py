@@ -25,6 +25,8 @@ def data() -> dict[str, Any]:
         "runs": {"columns": ["run_id", "href", "problems"],
                  "rows": [["q/ts1", "/run/q/ts1/", "history.jsonl: </script><script>alert(1)</script>"]]},
         "run_limit": 50_000, "comparisons": [], "rto": [], "latency": [], "slowest_checks": [],
+        "modes": {"columns": [*keys, "nemesis_mode", "runs", "anomalous", "chaos_s", "coverage_sum", "covered_runs"],
+                  "rows": [["2026-11-01", "queue", "kill", "0.2.0", "local", "guided", 2, 1, 120.0, 80, 2]]},
         "flaky": [{"name": "q", "workload": "queue", "nemesis": "kill", "runs": 4, "valid_runs": 3,
                    "invalid_runs": 1, "invalid_run_ids": ["q/ts1"]}],
     }
@@ -59,3 +61,9 @@ def test_write_page_writes_the_directory(tmp_path: Path) -> None:
     assert sorted(p.name for p in index.parent.iterdir()) == sorted(FILES)
     assert "Plotly" in (index.parent / "plotly.min.js").read_text()[:100_000]
     assert json.loads((index.parent / "dashboard.json").read_text())["total_runs"] == 3
+
+
+def test_coverage_and_time_to_detection_by_mode_are_on_the_page() -> None:
+    page = render_html(data())
+    assert 'id="mode-table"' in page and "time to detection" in page
+    assert embedded(page)["modes"] == data()["modes"]

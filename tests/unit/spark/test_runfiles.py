@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from spark_analysis.runfiles import RunTexts, op_rows, parse_run, spec_fields, verdict_text
+from spark_analysis.runfiles import RunTexts, mode_fields, op_rows, parse_run, spec_fields, verdict_text
 from spark_analysis.tables import OPS
 
 SPEC = """name: q1
@@ -174,3 +174,14 @@ def test_a_spec_label_wins_over_the_recorded_version_and_old_runs_have_no_proven
     run = parse_run("q1/20261101T020000.000Z", "/r", "/r/q1/x", RunTexts(SPEC, RESULTS, HISTORY)).run
     assert run["cluster_version"] == "0.3.1"
     assert (run["sut_version"], run["host"], run["revision_dirty"], run["backend"]) == (None, None, None, "local")
+
+
+@pytest.mark.parametrize(("spec", "res", "expected"), [
+    ({}, {"nemesis_mode": "guided", "coverage": {"points": 12}}, ("guided", 12)),
+    ({"nemesis": {"mode": "guided"}}, {}, ("guided", None)),
+    ({"nemesis": ["kill"]}, {}, ("random", None)),  # a run from before nemesis modes
+    ({}, {"nemesis_mode": "schedule", "coverage": {"points": "x"}}, ("schedule", None)),
+], ids=["results", "spec", "old-run", "bad-points"])
+def test_mode_fields(spec: dict, res: dict, expected: tuple[str, int | None]) -> None:
+    got = mode_fields(spec, res)
+    assert (got["nemesis_mode"], got["coverage_points"]) == expected
