@@ -244,13 +244,15 @@ def _shot_dir(run_dir: Path) -> Path:
 
 def test_two_ticked_runs_are_compared_side_by_side(runs: dict[str, Any], base_url: str) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     with browser.chromium() as driver:
         driver.get(f"{base_url}/")
         for key in ("lin", "queue"):
             driver.find_element(By.CSS_SELECTOR, f"input[name='run'][value='{_rel(runs, key)}']").click()
         driver.find_element(By.CSS_SELECTOR, "form#cmp button").click()
-        table = driver.find_element(By.CSS_SELECTOR, "table.compare")
+        # the form submits a navigation: wait for the compare page (a loaded machine may be slow to answer)
+        table = WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "table.compare"))[0]
         assert driver.save_screenshot(str(_shot_dir(runs["queue"]) / "compare.png"))
         text = table.text
         assert _rel(runs, "lin") in text and _rel(runs, "queue") in text
