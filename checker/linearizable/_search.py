@@ -357,58 +357,65 @@ class PartitionSearch:
                     found.append((rank[i], i, nxt))
                 else:
                     found.extend((rank[i], i, t) for t in nxt)
-        if use_reach:
-            # Look-ahead: reads in the window, then reads invoked soon after it, must stay reachable.  Only the
-            # first few illegal ones are asked (each ask costs a model call; the nearest ones prune best).
-            # (Asking the first reads that are not "free" instead, which skips stepping them, prunes more and made
-            # about a quarter of the invalid tiny-alphabet kv histories report an earlier failing op.)
-            planned = self.planner is not None
-            free_memo = self.free_memo
-            n_sigs = self.n_sigs
-            sig_of = self.sig_of
-            for i in self._ahead(w):
-                if len(pending_reads) >= _MAX_ASKS:
-                    break
-                if (B >> (i - lo)) & 1:
-                    continue
-                nxt = trans[i].get(s)
-                if nxt is None:
-                    nxt = self._next(i, s)
-                if nxt == -1:
-                    pending_reads.append(i)
-            if pending_reads:
-                Babs = (B << lo) | ((1 << lo) - 1)  # the plans' masks are absolute; asks are rarer than nodes
-                plans = self.plans
-                for i in pending_reads[:_MAX_ASKS]:
-                    if planned:
-                        # the state alone makes it reachable: no plan needed (most asks of an easy history end here)
-                        fkey = s * n_sigs + sig_of[i]
-                        free = free_memo.get(fkey)
-                        if free is None:
-                            free = self._free(fkey, s, i)
-                        if free:
-                            continue
-                    plan = plans.get(i, _UNPLANNED)
-                    if plan is None or plan is _UNPLANNED:
-                        if not self._reachable(Babs, s, i):
-                            return []
-                        continue
-                    # _reachable with a plan, inlined: some plan's writers all unlinearized
-                    for must, anyof in plan:
-                        if must & Babs:
-                            continue
-                        for gm in anyof:
-                            if gm & Babs == gm:
-                                break
-                        else:
-                            break  # this alternative holds
-                    else:
-                        return []
-                if self.budget is not None and not self._affordable(Babs, s, pending_reads[:_MAX_ASKS]):
-                    return []
+        if use_reach and not self._lookahead_holds(B, lo, s, w, pending_reads):
+            return []
         if len(found) > 1:
             found.sort()
         return [(i, t) for _, i, t in found]
+
+    def _lookahead_holds(self, B: int, lo: int, s: int, w: int, pending_reads: list[int]) -> bool:
+        """Can every read in the window that is illegal in state s (``pending_reads``), and the reads invoked
+        soon after the window, still become legal?  (B: the linearized set shifted right by lo.)"""
+        trans = self.trans
+        # Look-ahead: reads in the window, then reads invoked soon after it, must stay reachable.  Only the
+        # first few illegal ones are asked (each ask costs a model call; the nearest ones prune best).
+        # (Asking the first reads that are not "free" instead, which skips stepping them, prunes more and made
+        # about a quarter of the invalid tiny-alphabet kv histories report an earlier failing op.)
+        planned = self.planner is not None
+        free_memo = self.free_memo
+        n_sigs = self.n_sigs
+        sig_of = self.sig_of
+        for i in self._ahead(w):
+            if len(pending_reads) >= _MAX_ASKS:
+                break
+            if (B >> (i - lo)) & 1:
+                continue
+            nxt = trans[i].get(s)
+            if nxt is None:
+                nxt = self._next(i, s)
+            if nxt == -1:
+                pending_reads.append(i)
+        if pending_reads:
+            Babs = (B << lo) | ((1 << lo) - 1)  # the plans' masks are absolute; asks are rarer than nodes
+            plans = self.plans
+            for i in pending_reads[:_MAX_ASKS]:
+                if planned:
+                    # the state alone makes it reachable: no plan needed (most asks of an easy history end here)
+                    fkey = s * n_sigs + sig_of[i]
+                    free = free_memo.get(fkey)
+                    if free is None:
+                        free = self._free(fkey, s, i)
+                    if free:
+                        continue
+                plan = plans.get(i, _UNPLANNED)
+                if plan is None or plan is _UNPLANNED:
+                    if not self._reachable(Babs, s, i):
+                        return False
+                    continue
+                # _reachable with a plan, inlined: some plan's writers all unlinearized
+                for must, anyof in plan:
+                    if must & Babs:
+                        continue
+                    for gm in anyof:
+                        if gm & Babs == gm:
+                            break
+                    else:
+                        break  # this alternative holds
+                else:
+                    return False
+            if self.budget is not None and not self._affordable(Babs, s, pending_reads[:_MAX_ASKS]):
+                return False
+        return True
 
     def _reachable(self, B: int, s: int, g: int) -> bool:
         """Model look-ahead: can read-only call g still become legal from state s (memoised)?"""
@@ -532,12 +539,11 @@ class PartitionSearch:
             return self.status
         stack = self.stack
         nr = len(self.R)
-        info_mask = self.info_mask
-        use_dom = info_mask != 0
+        use_dom = self.info_mask != 0
         cache_plain = self.cache_plain
-        cache_dom = self.cache_dom
         children_of = self._children
         advance = self._advance
+        dominated = self._dominated
         steps = 0
         while stack:
             frame = stack[-1]
@@ -563,26 +569,11 @@ class PartitionSearch:
                 B2 >>= t
                 lo2 = lo + t
             # Cache keys drop the run of low bits that are all set (calls linearized or indeterminate), so an
-            # entry costs about a window of bits, not a bit per call of the whole history.
+            # entry costs about a window of bits, not a bit per call of the whole history.  The plain key stays
+            # inline: it is the per-node cost of every easy history.
             if use_dom:
-                # (with indeterminate calls, the dominance key is computed on the whole-history bitset)
-                Babs = (B2 << lo2) | ((1 << lo2) - 1)
-                D = Babs | info_mask
-                q = (~D & (D + 1)).bit_length() - 1
-                dkey = (D >> q, q, s2)
-                infos = Babs & info_mask
-                seen = cache_dom.get(dkey)
-                if seen is None:
-                    cache_dom[dkey] = [infos]
-                else:
-                    dominated = False
-                    for x in seen:
-                        if x & infos == x:
-                            dominated = True
-                            break
-                    if dominated:
-                        continue
-                    seen.append(infos)
+                if dominated(B2, lo2, s2):
+                    continue
             else:
                 key = (B2, lo2, s2)
                 if key in cache_plain:
@@ -590,15 +581,9 @@ class PartitionSearch:
                 cache_plain.add(key)
             p2 = advance(B2, lo2, frame[2])
             path = (j, s2, frame[5])
-            if p2 > self.best_p:
-                self.best_p = p2
-                self.best_path = path
-                self.best_states = [s2]
-                if p2 == self.stop_p and self._settled(s2, p2):
-                    self.steps += steps + 1
-                    return INVALID
-            elif p2 == self.best_p and len(self.best_states) < FRONTIER_STATES and s2 not in self.best_states:
-                self.best_states.append(s2)
+            if p2 >= self.best_p and self._frontier(p2, s2, path):
+                self.steps += steps + 1
+                return INVALID
             if p2 == nr:
                 self.best_path = path
                 self.status = VALID
@@ -609,7 +594,7 @@ class PartitionSearch:
             steps += 1
             if steps >= max_steps or (steps & 63 == 0 and (
                 (deadline is not None and clock is not None and clock() > deadline)
-                or (cache_limit is not None and len(cache_plain) + len(cache_dom) > cache_limit)
+                or (cache_limit is not None and len(cache_plain) + len(self.cache_dom) > cache_limit)
             )):
                 self.steps += steps
                 return RUNNING
@@ -617,6 +602,38 @@ class PartitionSearch:
         self.status = INVALID
         self.release()
         return INVALID
+
+    def _dominated(self, B: int, lo: int, s: int) -> bool:
+        """Is node (B, s) (B shifted right by lo) dominated by a cached one: same state and same determinate calls
+        linearized, and a subset of its indeterminate ones?  If not, cache it.  The key is computed on the
+        whole-history bitset, as indeterminate calls may sit anywhere in it."""
+        info_mask = self.info_mask
+        Babs = (B << lo) | ((1 << lo) - 1)
+        D = Babs | info_mask
+        q = (~D & (D + 1)).bit_length() - 1
+        dkey = (D >> q, q, s)
+        infos = Babs & info_mask
+        seen = self.cache_dom.get(dkey)
+        if seen is None:
+            self.cache_dom[dkey] = [infos]
+            return False
+        for x in seen:
+            if x & infos == x:
+                return True
+        seen.append(infos)
+        return False
+
+    def _frontier(self, p: int, s: int, path: Any) -> bool:
+        """Note a node at or beyond the farthest frontier so far (position ``p`` in R, state ``s``); True when it
+        settles a hinted search INVALID (see ``_settled``)."""
+        if p > self.best_p:
+            self.best_p = p
+            self.best_path = path
+            self.best_states = [s]
+            return p == self.stop_p and self._settled(s, p)
+        if len(self.best_states) < FRONTIER_STATES and s not in self.best_states:
+            self.best_states.append(s)
+        return False
 
     def _settled(self, s: int, p: int) -> bool:
         """At the first node whose frontier reaches the impossible call: finish INVALID (rule 8) unless the

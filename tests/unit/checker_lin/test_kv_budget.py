@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checker.models import FAILED, UNKNOWN, Inconsistent, OpInput, _kv, make_model
+from checker.models import FAILED, UNKNOWN, Inconsistent, OpInput, _kv_canonical, make_model
 from checker.models._kv import DEAD
 
 KV = make_model("kv")
@@ -130,8 +130,8 @@ def test_canonical_finds_the_same_unobserved_values_with_and_without_its_window_
 ) -> None:
     items = ([(_op("get"), r) for r in reads] + [(_op("append", v), v) for v in appends]
              + [(_op("put", v), v) for v in puts])
-    with patch.object(_kv, "_SCAN_INDEX_CHARS", 10**9):  # plain substring search
+    with patch.object(_kv_canonical, "_SCAN_INDEX_CHARS", 10**9):  # plain substring search
         plain = KV.canonical(items)
-    with patch.object(_kv, "_SCAN_INDEX_CHARS", 0):  # every observed text indexed by windows
+    with patch.object(_kv_canonical, "_SCAN_INDEX_CHARS", 0):  # every observed text indexed by windows
         indexed = KV.canonical(items)
     assert plain == indexed
