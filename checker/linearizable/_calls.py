@@ -60,12 +60,16 @@ def build_calls(ops: Iterable[Op], model: Model, *, fail_policy: str | None = No
     Raises:
         HistoryError: a completion without an open invoke by the same process.
     """
-    policy = fail_policy or model.fail_policy
+    return calls_of_pairs(pair_ops(ops), fail_policy or model.fail_policy)
+
+
+def calls_of_pairs(pairs: Iterable[tuple[Op, Op | None]], policy: str) -> list[Call]:
+    """The calls of (invoke, completion or None) pairs in invoke order (see :func:`build_calls`)."""
     calls: list[Call] = []
     # tuple.__new__ builds the same NamedTuples as Call(...) / OpInput(...) without their Python-level
     # __new__, which was a third of the cost of this loop (it runs once per op before any search starts).
     new = tuple.__new__
-    for inv, comp in pair_ops(ops):
+    for inv, comp in pairs:
         value = inv.value
         if comp is None or comp.type == "info":
             output, ret = UNKNOWN, INF

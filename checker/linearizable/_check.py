@@ -1,9 +1,8 @@
 """The entry point: build calls, partition them, and schedule one WGL search per partition fairly.
 
-When the compiled witness search is installed (``_native``) and the pre-check doubts no partition, each
-partition it covers is offered to it first: a witness it finds is a proof that the partition is
-linearizable, and a partition it misses goes on to the Python search as if it had not been tried
-(``Result.engine`` says which decided).
+When the compiled witness search is installed (``_native``), each partition it covers is offered to it
+first: a witness it finds is a proof that the partition is linearizable, and a partition it misses goes on
+to the pre-check and the Python search as if it had not been tried (``Result.engine`` says which decided).
 
 Scheduling: partitions that the model's cheap ``impossible`` pre-check proves invalid go first (each search
 stops where its frontier reaches the impossible call, having found the first op that cannot be linearized;
@@ -23,8 +22,9 @@ from collections.abc import Callable, Hashable, Iterable
 from operator import itemgetter
 from typing import Any
 
-from checker.history import HistoryError, Op
-from checker.linearizable._calls import Call, build_calls, partition_calls
+from checker.history import HistoryError, Op, pair_ops
+from checker.linearizable._calls import Call, calls_of_pairs, partition_calls
+from checker.linearizable._fast import fast_witnesses
 from checker.linearizable._native import ENGINE_MISSING, NATIVE_AVAILABLE, Witnessed, native_witness
 from checker.linearizable._race import RacedSearch
 from checker.linearizable._result import UNKNOWN_VERDICT, Result
@@ -96,10 +96,36 @@ def _check(
     history: Iterable[Op], model: Model, deadline: float | None, clock: Callable[[], float] | None,
     max_cache_entries: int, fail_policy: str | None, partition: bool,
 ) -> Result:
-    calls = build_calls(history, model, fail_policy=fail_policy)
-    groups = partition_calls(calls, model) if partition else [(None, calls)]
+    policy = fail_policy or model.fail_policy
+    pairs = pair_ops(history)
     desc = model.describe()
+    missed: set[Hashable] = set()  # partitions the fast path offered the compiled search in vain
+    if NATIVE_AVAILABLE and partition:
+        found, missed = fast_witnesses(pairs, model, policy)
+        if found is not None:
+            return _valid(desc, found, len(found), "native", model, deadline, clock, max_cache_entries)
+    calls = calls_of_pairs(pairs, policy)
+    groups = partition_calls(calls, model) if partition else [(None, calls)]
     nparts = len(groups)
+    searches: list[Any] = []  # RacedSearch, or Witnessed for a partition the compiled search linearized
+    # The compiled witness search first, on every partition it covers: a witness is a proof, so a linearized
+    # partition needs neither the pre-check nor a Python search, and on a valid history the pre-check (a pass
+    # over every call in Python) cost several times the compiled search.  A miss leaves the partition to the
+    # pre-check and the Python search, exactly as if it had not been tried.  The compiled search cannot be
+    # interrupted (its step budget bounds it), so the deadline is read around each call.
+    native = 0
+    if NATIVE_AVAILABLE:
+        rest: list[tuple[Hashable, list[Call]]] = []
+        for key, group in groups:
+            if deadline is not None and clock is not None and clock() > deadline:
+                return dataclasses.replace(_unknown(desc, "timeout", searches, nparts), engine="native")
+            w = None if key in missed else native_witness(model, group, key)
+            if w is None:
+                rest.append((key, group))
+            else:
+                searches.append(w)
+                native += 1
+        groups = rest
     # Partitions the model's cheap pre-check proves invalid are searched first (each stops at its impossible
     # call), before the others are even set up.
     hinted: list[tuple[float, Hashable, list[Call], Call]] = []
@@ -111,24 +137,6 @@ def _check(
         else:
             plain.append((key, group))
     hinted.sort(key=lambda h: h[0])
-    searches: list[Any] = []  # RacedSearch, or Witnessed for a partition the compiled search linearized
-    # The compiled witness search, on the partitions no pre-check doubts, once none does (a witness is a proof,
-    # so a linearized partition needs no Python search; a miss leaves the partition to it).  When some partition
-    # is doubted, the Python search of that one usually settles the verdict before the others matter.  The
-    # compiled search cannot be interrupted (its step budget bounds it), so the deadline is read around each call.
-    native = 0
-    if NATIVE_AVAILABLE and not hinted:
-        rest: list[tuple[Hashable, list[Call]]] = []
-        for key, group in plain:
-            if deadline is not None and clock is not None and clock() > deadline:
-                return dataclasses.replace(_unknown(desc, "timeout", searches, nparts), engine="native")
-            w = native_witness(model, group, key)
-            if w is None:
-                rest.append((key, group))
-            else:
-                searches.append(w)
-                native += 1
-        plain = rest
     engine = ENGINE_MISSING if not NATIVE_AVAILABLE else (
         "native" if native == nparts else ("native+python" if native else "python"))
     if native and deadline is not None and clock is not None and clock() > deadline:
@@ -150,6 +158,15 @@ def _check(
                 return dataclasses.replace(_invalid(desc, outcome[1], searches, nparts), engine=engine)
             return dataclasses.replace(_unknown(desc, outcome[0], searches, nparts), engine=engine)
     assert all(s.status == VALID for s in searches)
+    return _valid(desc, searches, nparts, engine, model, deadline, clock, max_cache_entries)
+
+
+def _valid(
+    desc: str, searches: list[Any], nparts: int, engine: str, model: Model, deadline: float | None,
+    clock: Callable[[], float] | None, max_cache_entries: int,
+) -> Result:
+    """The Result of a history every partition of which is linearized (``searches``: one per partition), showing
+    the largest partition's linearization; a compiled witness the Python model refuses is searched again."""
     witness = max(searches, key=lambda s: s.n, default=None)  # show the largest partition's linearization
     try:
         lin = tuple(witness.linearization()) if witness else ()

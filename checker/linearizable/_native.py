@@ -29,13 +29,13 @@ except ImportError:  # pragma: no cover - depends on the machine
 NATIVE_AVAILABLE = _impl is not None
 #: ``Result.engine`` when the compiled module is not installed.
 ENGINE_MISSING = "python (no native core; scripts/build_native.sh builds it)"
-_NOP, _READ, _WRITE, _APPEND, _CAS_OK, _CAS_FAIL, _CAS_ANY = range(7)
+NOP, READ, WRITE, APPEND, _CAS_OK, _CAS_FAIL, _CAS_ANY = range(7)  # the op codes (lib.rs)
 # The compiled search is for the easy case, where it walks about one step per call; a partition that needs far
 # more goes to the Python search (with its look-ahead and dominance rules) without waiting long.
 _BUDGET_PER_CALL = 4
 _BUDGET_BASE = 2048
 _UNSET: Any = object()
-_DEAD = "\x00"  # kv's stand-in for unobserved values: a value holding it is not plain text to the native model
+DEAD = "\x00"  # kv's stand-in for unobserved values: a value holding it is not plain text to the native model
 
 
 def encode(model: Model, calls: Sequence[Call]) -> tuple[str, list[int], list[str], list[str]] | None:
@@ -50,7 +50,7 @@ def encode(model: Model, calls: Sequence[Call]) -> tuple[str, list[int], list[st
 
 def _encode_kv(model: KV, calls: Sequence[Call]) -> tuple[str, list[int], list[str], list[str]] | None:
     init = model.initial
-    if type(init) is not str or _DEAD in init:
+    if type(init) is not str or DEAD in init:
         return None
     codes: list[int] = []
     first: list[str] = []
@@ -67,28 +67,28 @@ def _encode_kv(model: KV, calls: Sequence[Call]) -> tuple[str, list[int], list[s
                 return None  # an unpartitioned history: several keys (or an op without one)
             key = k
         if out is FAILED:
-            add_code(_NOP)
+            add_code(NOP)
             add_arg("")
             continue
         if f == "get":
             if out is UNKNOWN:
-                add_code(_NOP)
+                add_code(NOP)
                 add_arg("")
                 continue
             arg = out.get("value") if type(out) is dict else out
-            add_code(_READ)
+            add_code(READ)
         elif f == "append":
             arg = v.get("value")
-            add_code(_APPEND)
+            add_code(APPEND)
         elif f == "put":
             arg = v.get("value")
-            add_code(_WRITE)
+            add_code(WRITE)
         else:
             return None
         if type(arg) is not str:
             return None
         add_arg(arg)
-    if key is _UNSET or any(_DEAD in a for a in first):
+    if key is _UNSET or any(DEAD in a for a in first):
         return None
     return init, codes, first, [""] * len(codes)
 
@@ -116,11 +116,11 @@ def _encode_register(model: Register, calls: Sequence[Call]) -> tuple[str, list[
         b: str | None = ""
         if f == "read":
             if out is FAILED or out is UNKNOWN or (out is None and model.nil_read_any):
-                code = _NOP
+                code = NOP
             else:
-                code, a = _READ, _value(out)
+                code, a = READ, _value(out)
         elif f == "write":
-            code, a = (_NOP, "") if out is FAILED else (_WRITE, _value(c.input.value))
+            code, a = (NOP, "") if out is FAILED else (WRITE, _value(c.input.value))
         elif f == "cas" and model.cas:
             pair = c.input.value
             if not isinstance(pair, list | tuple) or len(pair) != 2:
@@ -146,14 +146,15 @@ class Witnessed:
     status = VALID
 
     def __init__(self, model: Model, calls: list[Call], key: Hashable, order: list[int], steps: int,
-                 cache_entries: int) -> None:
+                 cache_entries: int, *, size: int | None = None) -> None:
+        """``calls`` may be empty for a partition whose witness no Result shows (then ``size`` is its size)."""
         self.model = model
         self.key = key
         self._calls = calls
-        self.n = self.size = len(calls)
+        self.n = self.size = len(calls) if size is None else size
         self.steps = steps
         self.cache_entries = cache_entries
-        self._order = [calls[i] for i in order]
+        self._order = [calls[i] for i in order] if calls else []
 
     @property
     def all_calls(self) -> list[Call]:
@@ -182,9 +183,19 @@ def native_witness(model: Model, calls: list[Call], key: Hashable) -> Witnessed 
     if enc is None:
         return None
     init, codes, first, second = enc
-    found = _impl.witness(init, codes, first, second, [c.call_time for c in calls], [c.ret_time for c in calls],
-                          _BUDGET_PER_CALL * len(calls) + _BUDGET_BASE)
+    found = witness_of(init, codes, first, second, [c.call_time for c in calls], [c.ret_time for c in calls])
     if found is None:
         return None
     order, steps, cache_entries = found
     return Witnessed(model, calls, key, order, steps, cache_entries)
+
+
+def witness_of(init: str, codes: Sequence[int], first: Sequence[str], second: Sequence[str],
+               call_t: Sequence[float], ret_t: Sequence[float]) -> tuple[list[int], int, int] | None:
+    """The compiled search on one spelled partition: (order, steps, cache entries), or None if it found none
+    within its step budget (or is not installed)."""
+    if _impl is None:
+        return None
+    found: tuple[list[int], int, int] | None = _impl.witness(
+        init, codes, first, second, call_t, ret_t, _BUDGET_PER_CALL * len(codes) + _BUDGET_BASE)
+    return found

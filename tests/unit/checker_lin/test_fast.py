@@ -1,0 +1,92 @@
+"""The fast path of check (``_fast``) against the general path: the same Result, field for field.
+
+The fast path spells kv pairs straight into the compiled search's op codes instead of building Calls; it must
+give exactly what build_calls + partition_calls + the compiled search give (verdict, partitions, the partition
+shown, its calls and linearization, steps and cache entries), and hand everything else to the general path.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+from unittest.mock import patch
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from checker.history import Op
+from checker.linearizable import _check as check_module
+from checker.linearizable import _native, check
+from checker.linearizable.gen import kv_history, small_alphabet_history
+from checker.models import make_model
+
+needs_native = pytest.mark.skipif(not _native.NATIVE_AVAILABLE,
+                                  reason="lincheck_native is not built (scripts/build_native.sh)")
+
+
+def _no_fast(*_: Any) -> tuple[None, set[Any]]:
+    return None, set()
+
+
+def _both(ops: list[Op], model: Any) -> tuple[Any, Any]:
+    fast = check(ops, model)
+    with patch.object(check_module, "fast_witnesses", _no_fast):
+        general = check(ops, model)
+    return fast, general
+
+
+def _same(fast: Any, general: Any) -> None:
+    assert fast.valid == general.valid
+    assert fast.describe() == general.describe()
+    for field in ("partitions", "partition", "calls", "linearization", "steps", "cache_entries", "engine",
+                  "cause", "op", "call"):
+        assert getattr(fast, field) == getattr(general, field), field
+
+
+@st.composite
+def _kv_ops(draw: st.DrawFn) -> list[Op]:
+    """Up to 30 kv ops over 1-3 keys with tiny values, some completions fail or info, some never complete,
+    some shapes the compiled search does not cover (an int value, an int key, an unknown f, no key)."""
+    n_proc = draw(st.integers(1, 4))
+    open_: dict[int, Op] = {}
+    ops: list[Op] = []
+    t = 0
+    for _ in range(draw(st.integers(1, 30))):
+        p = draw(st.integers(0, n_proc - 1))
+        t += draw(st.integers(0, 2))
+        if p in open_:
+            inv = open_.pop(p)
+            typ = draw(st.sampled_from(["ok", "ok", "ok", "fail", "info"]))
+            value = inv.value
+            if inv.f == "get" and typ == "ok":
+                value = {"key": value.get("key"), "value": draw(st.sampled_from(["", "a", "b", "ab", "ba"]))}
+            ops.append(Op(len(ops), t, typ, p, inv.f, value))
+            continue
+        f = draw(st.sampled_from(["get", "put", "append", "append"] * 8 + ["cas"]))
+        key: Any = draw(st.sampled_from(["x", "y", "z"] * 10 + [1]))
+        arg: Any = None if f == "get" else draw(st.sampled_from(["a", "b", "ab"] * 10 + [7, "\x00"]))
+        value = {"key": key, "value": arg} if draw(st.integers(0, 30)) else {"value": arg}
+        op = Op(len(ops), t, "invoke", p, f, value)
+        open_[p] = op
+        ops.append(op)
+    return ops
+
+
+@needs_native
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=_kv_ops(), fail=st.sampled_from(["drop", "definite"]))
+def test_the_fast_path_gives_what_the_general_path_gives(ops: list[Op], fail: str) -> None:
+    fast, general = _both(ops, make_model("kv", fail_policy=fail))
+    _same(fast, general)
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(6))
+def test_the_fast_path_on_generated_histories(seed: int) -> None:
+    rng = random.Random(seed)
+    model = make_model("kv")
+    for ops in (kv_history(rng, clients=5, ops=600, keys=4), kv_history(rng, clients=5, ops=600, keys=4,
+                                                                        linearizable=False),
+                small_alphabet_history(rng, model="kv", clients=3, ops=80)):
+        _same(*_both(ops, model))
