@@ -65,9 +65,10 @@ AIM: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """Trigger label prefix -> what a move must name (kind or selector) to aim at the node that raised it: right
 after a SyncStateSet shrink or a master election, hit the master; right after a leader election, the leader."""
-AIM_BONUS = 0.5
-"""Added to an aimed move's score: a prior tilt (rewards are log(1 + new points)), which learning can overrule."""
-LAST_COPY_BONUS = 1.5
+AIM_BONUS = 1.0
+"""Added to an aimed move's score: a prior tilt (rewards are log(1 + new points), about 2-3 for a fault that
+reaches something new), which learning can overrule."""
+LAST_COPY_BONUS = 3.0
 """The aim bonus when the trigger left the master alone in the SyncStateSet (:data:`MASTER_ONLY`): the master
 then holds the only copy of what it acknowledged, the moment a fault on it reaches furthest."""
 NARROWING = ("sync-state-set:shrink", "apply:AlterSyncStateSet:shrink", "fenced")
@@ -224,7 +225,8 @@ def _context(active: Sequence[Active], trigger: str | None) -> str:
 
 PSEUDO = 0.5
 """Pseudo-tries of a (context, move) pair's prior: a pair never tried in this context starts from what the move
-earned in every context (optimistic for a move never tried at all), so one learned context informs the next."""
+earned in every context (for a move never tried at all: the best earning plus ``explore``, so every move is
+tried once before any is repeated), so one learned context informs the next."""
 
 
 def _priors(stats: Mapping[tuple[str, str], tuple[int, float]]) -> dict[str, float]:
@@ -259,9 +261,9 @@ def _choose(cfg: Config, st: State, context: str, candidates: Sequence[str], rng
     """The candidate with the best score; ``wait``: the redundancy is narrowing but not gone, HOLD is favoured."""
     total = sum(st.stats.get((context, c), (0, 0.0))[0] for c in candidates)
     priors = _priors(st.stats)
-    optimistic = max(priors.values(), default=0.0)
+    optimistic = max(priors.values(), default=0.0) + cfg.explore  # never tried anywhere: before any repeat
     scored = [(_score(st.stats, context, c, total, cfg.explore, priors.get(c, optimistic))
-               + ((AIM_BONUS if c == HOLD else 0.0) if wait else _aim(trigger, c)), c) for c in candidates]
+               + ((LAST_COPY_BONUS if c == HOLD else 0.0) if wait else _aim(trigger, c)), c) for c in candidates]
     best = max(sc for sc, _ in scored)
     tied = [c for sc, c in scored if sc >= best - 1e-12]
     return tied[rng.randrange(len(tied))]

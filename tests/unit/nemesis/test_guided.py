@@ -117,7 +117,7 @@ def toy_run(seed: int, limit_s: float = 120.0) -> tuple[bool, State]:
                     found = True
         if isolated_at is not None and t - isolated_at >= 0.8 and not any(
                 e["kind"] == "sync-state-set" and e["time"] >= isolated_at * NS for e in events):
-            events.append(ev(t, "sync-state-set", change="shrink"))
+            events.append(ev(t, "sync-state-set", change="shrink", members=[1]))
         t = round(t + 0.1, 3) if d is None else t + 0.01
     return found, s
 
