@@ -64,7 +64,3 @@ def test_guided_mode_finds_the_unclean_election_loss(tmp_path: Path) -> None:
     assert [(s.f, s.value) for s in steps] == ran[:len(steps)]
     assert all(0 <= s.at_s < BUDGET_S for s in steps)
     assert {"start-partition", "kill"} <= {s.f for s in steps}
-    # ... and the master really was killed while the SyncStateSet held the master alone
-    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
-    assert any(e["kind"] == "sync-state-set" and len(e.get("members") or []) == 1 for e in events)
-    assert ("kill", "masters") in [(s.f, s.value) for s in steps]
