@@ -9,8 +9,8 @@ sees the observed event stream (:mod:`harness.observe`) and the coverage it prod
    election, a new controller leader, a fencing, a failpoint armed, a truncation, a restart, clients
    starting to see ``info``/``fail``) -- or, if none comes, after ``max_wait_s`` (context ``quiet``).
    With faults active, each trigger the cluster itself raises (client outcomes do not count: any fault makes
-   clients time out) is a moment too: undo one of them now (heal the partition once the
-   SyncStateSet has shrunk, so an out-of-sync slave can be elected), *stack* a fault of another family (isolate
+   clients time out) is a moment too: undo the oldest now (heal the partition once the killed master's
+   absence is seen, so an out-of-sync slave can be elected), *stack* a fault of another family (isolate
    the slaves, see the SyncStateSet shrink to the master, then kill the master; up to ``max_depth``), or hold
    on.  A fault nobody undoes is undone after its hold (drawn from ``holds_s``).
 2. *Preconditions are kept.*  A fault is undone -- by a decision or at the end of its hold -- only after the
@@ -29,7 +29,8 @@ sees the observed event stream (:mod:`harness.observe`) and the coverage it prod
    The context of a decision is what is active plus the trigger (``partition:isolate-master|
    sync-state-set:shrink``).  Every (context, choice) pair keeps (tries, reward: log(1 + new coverage
    points) after it); the choice with the best upper confidence bound is taken -- a pair never tried in
-   this context starts from what the choice earned in every context -- ties broken by the seeded RNG.
+   this context starts from what the choice earned in every context, a move never tried at all is tried
+   before any is repeated -- ties broken by the seeded RNG.
 4. *Credit.*  The coverage points reached between a choice and the next decision are credited to it.
 
 Rules of this file: pure.  Time (``now_s``, seconds since the main phase started), the events and the RNG
