@@ -97,14 +97,14 @@ def _check(
     max_cache_entries: int, fail_policy: str | None, partition: bool,
 ) -> Result:
     policy = fail_policy or model.fail_policy
-    pairs = pair_ops(history)
     desc = model.describe()
     missed: set[Hashable] = set()  # partitions the fast path offered the compiled search in vain
     if NATIVE_AVAILABLE and partition:
-        found, missed = fast_witnesses(pairs, model, policy)
+        history = history if isinstance(history, list) else list(history)
+        found, missed = fast_witnesses(history, model, policy)
         if found is not None:
             return _valid(desc, found, len(found), "native", model, deadline, clock, max_cache_entries)
-    calls = calls_of_pairs(pairs, policy)
+    calls = calls_of_pairs(pair_ops(history), policy)
     groups = partition_calls(calls, model) if partition else [(None, calls)]
     nparts = len(groups)
     searches: list[Any] = []  # RacedSearch, or Witnessed for a partition the compiled search linearized

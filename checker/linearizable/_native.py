@@ -199,3 +199,18 @@ def witness_of(init: str, codes: Sequence[int], first: Sequence[str], second: Se
     found: tuple[list[int], int, int] | None = _impl.witness(
         init, codes, first, second, call_t, ret_t, _BUDGET_PER_CALL * len(codes) + _BUDGET_BASE)
     return found
+
+
+KvWitnesses = tuple[str | None, list[tuple[str, list[int], list[int], int, int]], list[tuple[int, int]]]
+
+
+def kv_witnesses(ops: list[Any], init: str, drop_fails: bool) -> KvWitnesses | None:
+    """The compiled reader and search of a whole kv history (see ``_fast``): (the key of the first partition
+    it missed or None, (key, call ids, order, steps, cache entries) per partition searched, (invoke position,
+    completion position or -1) per call id), or None when the history is not the plain case it reads (or the
+    module, or this function of it, is not installed)."""
+    fn = getattr(_impl, "kv_witnesses", None)
+    if fn is None:
+        return None
+    answer: KvWitnesses | None = fn(ops, init, drop_fails, _BUDGET_PER_CALL, _BUDGET_BASE)
+    return answer

@@ -12,19 +12,74 @@
 
 use pyo3::prelude::*;
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
-const NOP: u8 = 0; // always legal, state unchanged (a definite failure the model keeps)
-const READ: u8 = 1; // legal iff the state is a
-const WRITE: u8 = 2; // state := a
-const APPEND: u8 = 3; // state := state + a (strings)
+mod kv_history;
+
+/// A multiply-rotate hasher (as in rustc's FxHash) for the search's maps: their keys are our own interned
+/// values and Zobrist hashes, never attacker-chosen, and with std's SipHash, hashing the long strings that
+/// kv appends build (hundreds of bytes) was half of a partition's search time.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct Fx(u64);
+
+impl Fx {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for Fx {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut buf = [0u8; 8];
+            buf[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(buf) ^ ((rest.len() as u64) << 59));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+type FxSet<K> = HashSet<K, BuildHasherDefault<Fx>>;
+
+pub(crate) const NOP: u8 = 0; // always legal, state unchanged (a definite failure the model keeps)
+pub(crate) const READ: u8 = 1; // legal iff the state is a
+pub(crate) const WRITE: u8 = 2; // state := a
+pub(crate) const APPEND: u8 = 3; // state := state + a (strings)
 const CAS_OK: u8 = 4; // legal iff the state is a; state := b
 const CAS_FAIL: u8 = 5; // legal iff the state is not a
 const CAS_ANY: u8 = 6; // an indeterminate cas: always legal; state := b if it is a
 
 struct Values {
-    ids: HashMap<String, u32>,
+    ids: FxMap<String, u32>,
     text: Vec<String>,
-    concat: HashMap<(u32, u32), u32>,
+    concat: FxMap<(u32, u32), u32>,
 }
 
 impl Values {
@@ -78,11 +133,11 @@ fn zobrist(n: usize) -> Vec<u64> {
 
 /// Search one partition; see the module docs.  Returns the calls (indices into the arguments) in a
 /// linearization order and the number of steps, or None when no witness was found within `max_steps`.
-fn search(
+pub(crate) fn search(
     init: &str, codes: &[u8], a: &[String], b: &[String], call_t: &[f64], ret_t: &[f64], max_steps: u64,
 ) -> Option<(Vec<u32>, u64, usize)> {
     let n = codes.len();
-    let mut values = Values { ids: HashMap::new(), text: Vec::new(), concat: HashMap::new() };
+    let mut values = Values { ids: FxMap::default(), text: Vec::new(), concat: FxMap::default() };
     let mut state = values.intern(init);
     let av: Vec<u32> = a.iter().map(|s| values.intern(s)).collect();
     let bv: Vec<u32> = b.iter().map(|s| values.intern(s)).collect();
@@ -108,7 +163,7 @@ fn search(
     next[at] = nil;
     let keys = zobrist(n);
     let mut hash: u64 = 0;
-    let mut cache: HashSet<(u64, u32)> = HashSet::new();
+    let mut cache: FxSet<(u64, u32)> = FxSet::default();
     let mut stack: Vec<(usize, u32)> = Vec::new(); // (invoke slot, state before it)
     let mut steps: u64 = 0;
     let mut entry = next[head];
@@ -199,5 +254,6 @@ fn witness(
 #[pymodule]
 fn lincheck_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(witness, m)?)?;
+    m.add_function(wrap_pyfunction!(kv_history::kv_witnesses, m)?)?;
     Ok(())
 }

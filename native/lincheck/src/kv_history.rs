@@ -1,0 +1,179 @@
+//! `kv_witnesses`: the fast path of the checker for a kv history, read straight from the `Op` objects.
+//!
+//! It does what `pair_ops`, `build_calls`, `partition_calls` and `_native._encode_kv` do together in Python
+//! (pair each invoke with its process's next completion, drop or keep failed calls, one partition per key in
+//! order of first appearance, each call spelled as an op code over strings), then runs `search` on each
+//! partition.  Anything that Python would treat differently from the plain case -- a value that is not a dict
+//! with a str key, a non-str argument, an unknown f, a completion without an invoke, a time that is not a
+//! finite number -- makes it answer None, and the checker takes its general path, which stays the reference.
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+use crate::{search, FxMap, APPEND, NOP, READ, WRITE};
+
+/// One partition's calls: key, call ids (in the whole history), codes, arguments, call and return times.
+struct Part {
+    key: String,
+    ids: Vec<u32>,
+    codes: Vec<u8>,
+    args: Vec<String>,
+    call_t: Vec<f64>,
+    ret_t: Vec<f64>,
+}
+
+/// A str object's text when the object is exactly a str (Python's `type(x) is str`) with no NUL in it.
+fn plain_str(x: &Bound<'_, PyAny>) -> Option<String> {
+    if !x.is_exact_instance_of::<PyString>() {
+        return None;
+    }
+    let s = x.downcast::<PyString>().ok()?.to_str().ok()?;
+    if s.contains('\0') {
+        return None;
+    }
+    Some(s.to_owned())
+}
+
+/// (invoke position, completion position or None) per pair, in invoke order; None for a completion without
+/// an open invoke or a process that is neither an int nor "nemesis".
+fn pair_positions(py: Python<'_>, ops: &Bound<'_, PyList>) -> PyResult<Option<Vec<(usize, Option<usize>)>>> {
+    let mut open: FxMap<i64, usize> = FxMap::default();
+    let mut pairs: Vec<(usize, Option<usize>)> = Vec::with_capacity(ops.len() / 2 + 1);
+    for (pos, op) in ops.iter().enumerate() {
+        let process = op.getattr(intern!(py, "process"))?;
+        let p: i64 = match process.extract() {
+            Ok(p) => p,
+            Err(_) => {
+                if process.downcast::<PyString>().map(|s| s.to_str().ok() == Some("nemesis")).unwrap_or(false) {
+                    continue;
+                }
+                return Ok(None);
+            }
+        };
+        let typ = op.getattr(intern!(py, "type"))?;
+        let Some(typ) = plain_str(&typ) else { return Ok(None) };
+        if typ == "invoke" {
+            open.insert(p, pairs.len());
+            pairs.push((pos, None));
+        } else {
+            let Some(i) = open.remove(&p) else { return Ok(None) };
+            pairs[i].1 = Some(pos);
+        }
+    }
+    Ok(Some(pairs))
+}
+
+/// kv_witnesses(ops, init, drop_fails, per_call, base) -> None | (missed key | None, parts, pairs)
+///
+/// parts: (key, call ids, witness order, steps, cache entries) per partition in order of first appearance
+/// (up to the first one the search misses, whose key is then returned); pairs: (invoke position, completion
+/// position or -1) of each call id.  None: the history is not the plain case (see the module docs).
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+pub fn kv_witnesses(
+    py: Python<'_>, ops: &Bound<'_, PyList>, init: String, drop_fails: bool, per_call: u64, base: u64,
+) -> PyResult<Option<(Option<String>, Vec<(String, Vec<u32>, Vec<u32>, u64, usize)>, Vec<(usize, i64)>)>> {
+    let Some(pairs) = pair_positions(py, ops)? else { return Ok(None) };
+    let mut parts: Vec<Part> = Vec::new();
+    let mut part_of: FxMap<String, usize> = FxMap::default();
+    let mut kept: Vec<(usize, i64)> = Vec::with_capacity(pairs.len());
+    for &(ipos, cpos) in &pairs {
+        let inv = ops.get_item(ipos)?;
+        let comp = match cpos {
+            Some(c) => Some(ops.get_item(c)?),
+            None => None,
+        };
+        let mut value = inv.getattr(intern!(py, "value"))?;
+        let ctype = match &comp {
+            Some(c) => match plain_str(&c.getattr(intern!(py, "type"))?) {
+                Some(t) => t,
+                None => return Ok(None),
+            },
+            None => "info".to_owned(),
+        };
+        let mut out: Option<Bound<'_, PyAny>> = None; // the completion's value (ok completions only)
+        let ret: f64;
+        if ctype == "info" {
+            ret = f64::INFINITY;
+        } else {
+            if ctype == "fail" && drop_fails {
+                continue;
+            }
+            let c = comp.as_ref().expect("a completion");
+            ret = match c.getattr(intern!(py, "time"))?.extract::<f64>() {
+                Ok(t) if t.is_finite() => t,
+                _ => return Ok(None),
+            };
+            if ctype != "fail" {
+                let o = c.getattr(intern!(py, "value"))?;
+                if value.is_none() {
+                    value = o.clone();
+                }
+                out = Some(o);
+            }
+        }
+        if !value.is_exact_instance_of::<PyDict>() {
+            return Ok(None);
+        }
+        let value = value.downcast::<PyDict>()?;
+        let Some(key) = value.get_item(intern!(py, "key"))? else { return Ok(None) };
+        let Some(key) = plain_str(&key) else { return Ok(None) };
+        let f = plain_str(&inv.getattr(intern!(py, "f"))?).unwrap_or_default();
+        let (code, arg): (u8, Option<String>) = if ctype == "fail" {
+            (NOP, Some(String::new()))
+        } else if f == "get" {
+            match &out {
+                None => (NOP, Some(String::new())),
+                Some(o) if o.is_exact_instance_of::<PyDict>() => {
+                    match o.downcast::<PyDict>()?.get_item(intern!(py, "value"))? {
+                        Some(v) => (READ, plain_str(&v)),
+                        None => (READ, None),
+                    }
+                }
+                Some(o) => (READ, plain_str(o)),
+            }
+        } else if f == "append" || f == "put" {
+            let arg = match value.get_item(intern!(py, "value"))? {
+                Some(v) => plain_str(&v),
+                None => None,
+            };
+            (if f == "append" { APPEND } else { WRITE }, arg)
+        } else {
+            return Ok(None);
+        };
+        let Some(arg) = arg else { return Ok(None) };
+        let call = match inv.getattr(intern!(py, "time"))?.extract::<f64>() {
+            Ok(t) if t.is_finite() => t,
+            _ => return Ok(None),
+        };
+        let j = match part_of.get(&key) {
+            Some(&j) => j,
+            None => {
+                part_of.insert(key.clone(), parts.len());
+                parts.push(Part { key, ids: vec![], codes: vec![], args: vec![], call_t: vec![], ret_t: vec![] });
+                parts.len() - 1
+            }
+        };
+        let part = &mut parts[j];
+        part.ids.push(kept.len() as u32);
+        part.codes.push(code);
+        part.args.push(arg);
+        part.call_t.push(call);
+        part.ret_t.push(ret);
+        kept.push((ipos, cpos.map(|c| c as i64).unwrap_or(-1)));
+    }
+    if parts.is_empty() {
+        return Ok(None);
+    }
+    let mut found = Vec::with_capacity(parts.len());
+    for part in parts {
+        let n = part.codes.len();
+        let empty = vec![String::new(); n];
+        let max_steps = per_call * n as u64 + base;
+        match py.allow_threads(|| search(&init, &part.codes, &part.args, &empty, &part.call_t, &part.ret_t, max_steps)) {
+            Some((order, steps, cache)) => found.push((part.key, part.ids, order, steps, cache)),
+            None => return Ok(Some((Some(part.key), found, kept))),
+        }
+    }
+    Ok(Some((None, found, kept)))
+}
