@@ -1,8 +1,10 @@
 """The entry point: build calls, partition them, and schedule one WGL search per partition fairly.
 
-When the compiled witness search is installed (``_native``), each partition it covers is offered to it
-first: a witness it finds is a proof that the partition is linearizable, and a partition it misses goes on
-to the pre-check and the Python search as if it had not been tried (``Result.engine`` says which decided).
+When the compiled witness search is installed (``_native``), a kv history goes first to the fast path
+(``_fast``: the compiled core reads it and searches every partition; a witness for each is the verdict).
+Otherwise, and when the pre-check doubts no partition, each partition it covers (and the fast path did not
+miss) is offered to it: a witness it finds is a proof that the partition is linearizable, and a partition
+it misses goes on to the Python search as if it had not been tried (``Result.engine`` says which decided).
 
 Scheduling: partitions that the model's cheap ``impossible`` pre-check proves invalid go first (each search
 stops where its frontier reaches the impossible call, having found the first op that cannot be linearized;
@@ -107,27 +109,9 @@ def _check(
     calls = calls_of_pairs(pair_ops(history), policy)
     groups = partition_calls(calls, model) if partition else [(None, calls)]
     nparts = len(groups)
-    searches: list[Any] = []  # RacedSearch, or Witnessed for a partition the compiled search linearized
-    # The compiled witness search first, on every partition it covers: a witness is a proof, so a linearized
-    # partition needs neither the pre-check nor a Python search, and on a valid history the pre-check (a pass
-    # over every call in Python) cost several times the compiled search.  A miss leaves the partition to the
-    # pre-check and the Python search, exactly as if it had not been tried.  The compiled search cannot be
-    # interrupted (its step budget bounds it), so the deadline is read around each call.
-    native = 0
-    if NATIVE_AVAILABLE:
-        rest: list[tuple[Hashable, list[Call]]] = []
-        for key, group in groups:
-            if deadline is not None and clock is not None and clock() > deadline:
-                return dataclasses.replace(_unknown(desc, "timeout", searches, nparts), engine="native")
-            w = None if key in missed else native_witness(model, group, key)
-            if w is None:
-                rest.append((key, group))
-            else:
-                searches.append(w)
-                native += 1
-        groups = rest
     # Partitions the model's cheap pre-check proves invalid are searched first (each stops at its impossible
-    # call), before the others are even set up.
+    # call), before the others are even set up.  (A history whose partitions all have a compiled witness never
+    # gets here when the fast path reads it; this path is for the others, where the pre-check pays.)
     hinted: list[tuple[float, Hashable, list[Call], Call]] = []
     plain: list[tuple[Hashable, list[Call]]] = []
     for key, group in groups:
@@ -137,6 +121,24 @@ def _check(
         else:
             plain.append((key, group))
     hinted.sort(key=lambda h: h[0])
+    searches: list[Any] = []  # RacedSearch, or Witnessed for a partition the compiled search linearized
+    # The compiled witness search, on the partitions no pre-check doubts, once none does (a witness is a proof,
+    # so a linearized partition needs no Python search; a miss leaves the partition to it).  When some partition
+    # is doubted, the Python search of that one usually settles the verdict before the others matter.  The
+    # compiled search cannot be interrupted (its step budget bounds it), so the deadline is read around each call.
+    native = 0
+    if NATIVE_AVAILABLE and not hinted:
+        rest: list[tuple[Hashable, list[Call]]] = []
+        for key, group in plain:
+            if deadline is not None and clock is not None and clock() > deadline:
+                return dataclasses.replace(_unknown(desc, "timeout", searches, nparts), engine="native")
+            w = None if key in missed else native_witness(model, group, key)
+            if w is None:
+                rest.append((key, group))
+            else:
+                searches.append(w)
+                native += 1
+        plain = rest
     engine = ENGINE_MISSING if not NATIVE_AVAILABLE else (
         "native" if native == nparts else ("native+python" if native else "python"))
     if native and deadline is not None and clock is not None and clock() > deadline:
