@@ -13,25 +13,26 @@ use pyo3::types::{PyDict, PyList, PyString};
 use crate::{search, FxMap, APPEND, NOP, READ, WRITE};
 
 /// One partition's calls: key, call ids (in the whole history), codes, arguments, call and return times.
-struct Part {
+/// The arguments stay the history's own str objects (the search copies each distinct value once).
+struct Part<'py> {
     key: String,
     ids: Vec<u32>,
     codes: Vec<u8>,
-    args: Vec<String>,
+    args: Vec<Option<Bound<'py, PyString>>>, // None: the empty string
     call_t: Vec<f64>,
     ret_t: Vec<f64>,
 }
 
-/// A str object's text when the object is exactly a str (Python's `type(x) is str`) with no NUL in it.
-fn plain_str(x: &Bound<'_, PyAny>) -> Option<String> {
+/// The object as a str when it is exactly a str (Python's `type(x) is str`) with no NUL in it.
+fn plain_str<'py>(x: Bound<'py, PyAny>) -> Option<Bound<'py, PyString>> {
     if !x.is_exact_instance_of::<PyString>() {
         return None;
     }
-    let s = x.downcast::<PyString>().ok()?.to_str().ok()?;
-    if s.contains('\0') {
+    let s = x.downcast_into::<PyString>().ok()?;
+    if s.to_str().ok()?.contains('\0') {
         return None;
     }
-    Some(s.to_owned())
+    Some(s)
 }
 
 /// (invoke position, completion position or None) per pair, in invoke order; None for a completion without
@@ -50,9 +51,8 @@ fn pair_positions(py: Python<'_>, ops: &Bound<'_, PyList>) -> PyResult<Option<Ve
                 return Ok(None);
             }
         };
-        let typ = op.getattr(intern!(py, "type"))?;
-        let Some(typ) = plain_str(&typ) else { return Ok(None) };
-        if typ == "invoke" {
+        let Some(typ) = plain_str(op.getattr(intern!(py, "type"))?) else { return Ok(None) };
+        if typ.to_str()? == "invoke" {
             open.insert(p, pairs.len());
             pairs.push((pos, None));
         } else {
@@ -74,7 +74,7 @@ pub fn kv_witnesses(
     py: Python<'_>, ops: &Bound<'_, PyList>, init: String, drop_fails: bool, per_call: u64, base: u64,
 ) -> PyResult<Option<(Option<String>, Vec<(String, Vec<u32>, Vec<u32>, u64, usize)>, Vec<(usize, i64)>)>> {
     let Some(pairs) = pair_positions(py, ops)? else { return Ok(None) };
-    let mut parts: Vec<Part> = Vec::new();
+    let mut parts: Vec<Part<'_>> = Vec::new();
     let mut part_of: FxMap<String, usize> = FxMap::default();
     let mut kept: Vec<(usize, i64)> = Vec::with_capacity(pairs.len());
     for &(ipos, cpos) in &pairs {
@@ -84,12 +84,16 @@ pub fn kv_witnesses(
             None => None,
         };
         let mut value = inv.getattr(intern!(py, "value"))?;
-        let ctype = match &comp {
-            Some(c) => match plain_str(&c.getattr(intern!(py, "type"))?) {
-                Some(t) => t,
+        let ctype_obj = match &comp {
+            Some(c) => match plain_str(c.getattr(intern!(py, "type"))?) {
+                Some(t) => Some(t),
                 None => return Ok(None),
             },
-            None => "info".to_owned(),
+            None => None,
+        };
+        let ctype = match &ctype_obj {
+            Some(t) => t.to_str()?,
+            None => "info",
         };
         let mut out: Option<Bound<'_, PyAny>> = None; // the completion's value (ok completions only)
         let ret: f64;
@@ -117,24 +121,29 @@ pub fn kv_witnesses(
         }
         let value = value.downcast::<PyDict>()?;
         let Some(key) = value.get_item(intern!(py, "key"))? else { return Ok(None) };
-        let Some(key) = plain_str(&key) else { return Ok(None) };
-        let f = plain_str(&inv.getattr(intern!(py, "f"))?).unwrap_or_default();
-        let (code, arg): (u8, Option<String>) = if ctype == "fail" {
-            (NOP, Some(String::new()))
+        let Some(key) = plain_str(key) else { return Ok(None) };
+        let f_obj = plain_str(inv.getattr(intern!(py, "f"))?);
+        let f = match &f_obj {
+            Some(f) => f.to_str()?,
+            None => "",
+        };
+        // (code, argument): Some(Some(s)) a str, Some(None) the empty string, None not the plain case
+        let (code, arg): (u8, Option<Option<Bound<'_, PyString>>>) = if ctype == "fail" {
+            (NOP, Some(None))
         } else if f == "get" {
-            match &out {
-                None => (NOP, Some(String::new())),
+            match out {
+                None => (NOP, Some(None)),
                 Some(o) if o.is_exact_instance_of::<PyDict>() => {
                     match o.downcast::<PyDict>()?.get_item(intern!(py, "value"))? {
-                        Some(v) => (READ, plain_str(&v)),
+                        Some(v) => (READ, plain_str(v).map(Some)),
                         None => (READ, None),
                     }
                 }
-                Some(o) => (READ, plain_str(o)),
+                Some(o) => (READ, plain_str(o).map(Some)),
             }
         } else if f == "append" || f == "put" {
             let arg = match value.get_item(intern!(py, "value"))? {
-                Some(v) => plain_str(&v),
+                Some(v) => plain_str(v).map(Some),
                 None => None,
             };
             (if f == "append" { APPEND } else { WRITE }, arg)
@@ -146,10 +155,12 @@ pub fn kv_witnesses(
             Ok(t) if t.is_finite() => t,
             _ => return Ok(None),
         };
-        let j = match part_of.get(&key) {
+        let key = key.to_str()?;
+        let j = match part_of.get(key) {
             Some(&j) => j,
             None => {
-                part_of.insert(key.clone(), parts.len());
+                part_of.insert(key.to_owned(), parts.len());
+                let key = key.to_owned();
                 parts.push(Part { key, ids: vec![], codes: vec![], args: vec![], call_t: vec![], ret_t: vec![] });
                 parts.len() - 1
             }
@@ -168,9 +179,10 @@ pub fn kv_witnesses(
     let mut found = Vec::with_capacity(parts.len());
     for part in parts {
         let n = part.codes.len();
-        let empty = vec![String::new(); n];
+        let empty = vec![""; n];
+        let args: Vec<&str> = part.args.iter().map(|a| a.as_ref().map_or(Ok(""), |s| s.to_str())).collect::<PyResult<_>>()?;
         let max_steps = per_call * n as u64 + base;
-        match py.allow_threads(|| search(&init, &part.codes, &part.args, &empty, &part.call_t, &part.ret_t, max_steps)) {
+        match search(&init, &part.codes, &args, &empty, &part.call_t, &part.ret_t, max_steps) {
             Some((order, steps, cache)) => found.push((part.key, part.ids, order, steps, cache)),
             None => return Ok(Some((Some(part.key), found, kept))),
         }

@@ -133,14 +133,14 @@ fn zobrist(n: usize) -> Vec<u64> {
 
 /// Search one partition; see the module docs.  Returns the calls (indices into the arguments) in a
 /// linearization order and the number of steps, or None when no witness was found within `max_steps`.
-pub(crate) fn search(
-    init: &str, codes: &[u8], a: &[String], b: &[String], call_t: &[f64], ret_t: &[f64], max_steps: u64,
+pub(crate) fn search<S: AsRef<str>>(
+    init: &str, codes: &[u8], a: &[S], b: &[S], call_t: &[f64], ret_t: &[f64], max_steps: u64,
 ) -> Option<(Vec<u32>, u64, usize)> {
     let n = codes.len();
     let mut values = Values { ids: FxMap::default(), text: Vec::new(), concat: FxMap::default() };
     let mut state = values.intern(init);
-    let av: Vec<u32> = a.iter().map(|s| values.intern(s)).collect();
-    let bv: Vec<u32> = b.iter().map(|s| values.intern(s)).collect();
+    let av: Vec<u32> = a.iter().map(|s| values.intern(s.as_ref())).collect();
+    let bv: Vec<u32> = b.iter().map(|s| values.intern(s.as_ref())).collect();
     // Events: 2i is call i's invoke, 2i+1 its return.  Closed intervals: at equal times invokes come first,
     // so a call invoked when another returns is still a candidate before that return.
     let mut events: Vec<(f64, u8, u32)> = Vec::with_capacity(2 * n);
