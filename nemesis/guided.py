@@ -18,8 +18,9 @@ sees the observed event stream (:mod:`harness.observe`) and the coverage it prod
    a partition undone before the SyncStateSet had time to shrink, or a killed master restarted before the
    controller chose its successor, taught nothing.  And a *narrowing* trigger (:data:`NARROWING`: the
    SyncStateSet shrank, a broker was fenced) is a moment to stack or hold, never to undo: the fault that cut
-   the redundancy is what makes the next fault dangerous; holding is favoured until the narrowing is complete
-   (the slaves' leases expire before the master drops them from the SyncStateSet).  A stack unwinds from the
+   the redundancy is what makes the next fault dangerous; and one that leaves some redundancy is no moment at
+   all: the narrowing is still under way (the slaves' leases expire before the master drops them from the
+   SyncStateSet), and the decision waits for the state it leads to.  A stack unwinds from the
    bottom: only the oldest fault is a candidate to undo, and a stacked fault's hold outlasts the one below, so
    the cluster recovers from the precondition while the aimed fault is still in force (the partition that cut
    the slaves off heals while the master is still dead: the out-of-sync slaves are what the controller finds).
@@ -258,13 +259,12 @@ def _aim(trigger: str | None, key: str) -> float:
 
 
 def _choose(cfg: Config, st: State, context: str, candidates: Sequence[str], rng: Rng,
-            trigger: str | None = None, wait: bool = False) -> str:
-    """The candidate with the best score; ``wait``: the redundancy is narrowing but not gone, HOLD is favoured."""
+            trigger: str | None = None) -> str:
     total = sum(st.stats.get((context, c), (0, 0.0))[0] for c in candidates)
     priors = _priors(st.stats)
     optimistic = max(priors.values(), default=0.0) + cfg.explore  # never tried anywhere: before any repeat
     scored = [(_score(st.stats, context, c, total, cfg.explore, priors.get(c, optimistic))
-               + ((LAST_COPY_BONUS if c == HOLD else 0.0) if wait else _aim(trigger, c)), c) for c in candidates]
+               + _aim(trigger, c), c) for c in candidates]
     best = max(sc for sc, _ in scored)
     tied = [c for sc, c in scored if sc >= best - 1e-12]
     return tied[rng.randrange(len(tied))]
@@ -320,8 +320,10 @@ def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s
         wake = min(max(a.undo_at_s, a.at_s + max(cfg.holds_s)) if not a.reacted else a.undo_at_s for a in st.active)
         if trig is None:
             return None, wake, st
-        families = {a.move.family for a in st.active}
         narrowing = trig.startswith(NARROWING)
+        if narrowing and not trig.endswith(MASTER_ONLY):  # still narrowing: wait for where it leads
+            return None, wake, replace(st, trigger=None)
+        families = {a.move.family for a in st.active}
         bottom = st.active[0]
         candidates = ([f"{UNDO_PREFIX}{bottom.move.key}"] if not narrowing and _releasable(bottom, cfg, now_s)
                       else []) + [HOLD]
@@ -336,8 +338,7 @@ def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s
         candidates = [m.key for m in cfg.moves]
     st = _credited(st)
     context = _context(st.active, trig)
-    choice = _choose(cfg, st, context, candidates, rng, trig, bool(st.active) and trig is not None
-                     and trig.startswith(NARROWING) and not trig.endswith(MASTER_ONLY))
+    choice = _choose(cfg, st, context, candidates, rng, trig)
     if choice == HOLD:
         st = replace(st, trigger=None, credit=(context, HOLD, st.coverage.count))
         return None, wake, st
