@@ -4,7 +4,9 @@ Theory of operation (after Mallory's feedback loop, applied to a broker with a c
 sees the observed event stream (:mod:`harness.observe`) and the coverage it produces
 (:mod:`nemesis.coverage`), and drives a small machine on the nemesis thread:
 
-1. *Moments.*  With no fault active, it waits ``settle_s`` after the last undo, then strikes at the first
+1. *Moments.*  With no fault active, it waits ``settle_s`` after the last undo and after the last trigger the
+   cluster raised (it is still recovering from the last fault: restarts, elections, truncations; at most
+   ``max_wait_s`` longer), forgetting the triggers it saw meanwhile, then strikes at the first
    *trigger* -- an event worth aiming at (:data:`TRIGGERS`: a SyncStateSet shrink or expansion, a master
    election, a new controller leader, a fencing, a failpoint armed, a truncation, a restart, clients
    starting to see ``info``/``fail``) -- or, if none comes, after ``max_wait_s`` (context ``quiet``).
@@ -149,6 +151,8 @@ class Decision:
 class State:
     active: tuple[Active, ...] = ()
     quiet_since_s: float = 0.0
+    cluster_at_s: float = 0.0
+    """When the cluster last raised a trigger (main-phase seconds): a new fault waits for it to settle."""
     consumed: int = 0
     """Events already looked at for triggers."""
     trigger: str | None = None
@@ -311,7 +315,11 @@ def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s
         cov = next_coverage(cov, points(events, faults))
     trig = _trigger(new, cluster_only=bool(st.active)) or st.trigger
     active = _reacted(st.active, new, start_ns)
-    st = replace(st, consumed=len(events), coverage=cov, trigger=trig, covered_steps=len(st.steps), active=active)
+    settled_from = max(st.quiet_since_s, st.cluster_at_s)  # as of the events before this batch
+    cluster_at = max([st.cluster_at_s] + [(int(e.get("time", 0)) - start_ns) / 1e9 for e in new
+                                          if e.get("role") != "client" and label(e).startswith(TRIGGERS)])
+    st = replace(st, consumed=len(events), coverage=cov, trigger=trig, covered_steps=len(st.steps), active=active,
+                 cluster_at_s=cluster_at)
     due = [a for a in st.active if a.undo_at_s <= now_s and _releasable(a, cfg, now_s)]
     if due:  # a fault held for its time: undo it (the oldest first: the stack unwinds from the bottom)
         decision, st = _undo(st, due[0], now_s, None, None)
@@ -330,9 +338,9 @@ def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s
         if len(st.active) < cfg.max_depth:
             candidates += [m.key for m in cfg.moves if m.family not in families]
     else:
-        ready_at = st.quiet_since_s + cfg.settle_s
-        if now_s < ready_at:
-            return None, ready_at, st
+        ready_at = min(settled_from, st.quiet_since_s + cfg.max_wait_s) + cfg.settle_s
+        if now_s < ready_at:  # still settling: what it raises meanwhile is the last fault's aftermath
+            return None, max(now_s, ready_at), replace(st, trigger=None)
         if trig is None and now_s < ready_at + cfg.max_wait_s:
             return None, ready_at + cfg.max_wait_s, st
         candidates = [m.key for m in cfg.moves]

@@ -230,3 +230,29 @@ def test_undo_waits_for_a_reaction_and_the_stack_unwinds_from_the_bottom() -> No
             d4, _, s4 = step(s3, [shrink], below.undo_at_s, cfg=cfg, seed=seed)
             assert d4 is not None and d4.step.f == UNDO[below.move.f] and [a.move for a in s4.active] == [top.move]
     assert stacked
+
+
+def test_a_new_fault_waits_for_the_cluster_to_settle_after_the_last_one() -> None:
+    """Restarts and elections right after an undo are the last fault's aftermath: not a moment, and they push the
+    next fault back (at most ``max_wait_s``)."""
+    d, _, s = step(State(), [], 5.0)
+    assert d is not None
+    d, _, s = step(s, [], s.active[0].undo_at_s)  # held for its time (no reaction: the longest hold)
+    assert d is not None and not s.active
+    undone = s.quiet_since_s
+    aftermath = [ev(undone + 0.5, "node-restart"), ev(undone + 0.8, "become-master")]
+    d, _, s = step(s, aftermath, undone + 0.9)
+    assert d is None and s.trigger is None and s.cluster_at_s == pytest.approx(undone + 0.8)
+    d, _, _ = step(s, aftermath, undone + 0.8 + CFG.settle_s - 0.05)
+    assert d is None  # settle_s after the last cluster trigger, not after the undo
+    late = [*aftermath, ev(undone + 3.0, "raft-leader")]
+    d, _, _ = step(s, late, undone + 3.05)
+    assert d is not None and d.context == "none|raft-leader"
+    flapping = [ev(undone + 0.1 * i, "become-master") for i in range(1, 80)]
+    t, s3 = undone, s
+    while t < undone + CFG.settle_s + CFG.max_wait_s + 2:
+        t = round(t + 0.1, 3)
+        d, _, s3 = step(s3, [e for e in flapping if e["time"] <= t * NS], t)
+        if d is not None:
+            break
+    assert d is not None and t <= undone + CFG.settle_s + CFG.max_wait_s + CFG.max_wait_s + 0.1
