@@ -181,64 +181,77 @@ def _clean(window: Mapping[str, Any]) -> dict[str, Any]:
             "linearized_tail": listed("linearized_tail")}
 
 
-def window_svg(window: Mapping[str, Any]) -> str:
-    """One ``<svg>`` element: lanes per process on a real time axis, the failing op red, the previous ok op
-    blue, linearized ops numbered with the state after them, fault bands behind, and below the picture the
-    tail of the linearization, the states the model could be in, and why the failing op cannot fit."""
-    window = _clean(window)
-    calls: Sequence[Mapping[str, Any]] = [c for c in window.get("calls") or [] if isinstance(c, Mapping)]
-    procs = sorted({str(c.get("process")) for c in calls}, key=lambda p: (not p.lstrip("-").isdigit(),
-                                                                          int(p) if p.lstrip("-").isdigit() else 0, p))
-    lane = {p: i for i, p in enumerate(procs)}
-    t0 = min((int(c.get("start_ns") or 0) for c in calls), default=0)
-    ends = [int(c["end_ns"]) for c in calls if c.get("end_ns") is not None]
-    ends += [int(c.get("start_ns") or 0) for c in calls]
-    t1 = max(ends, default=t0 + 1)
-    pad = max((t1 - t0) // 12, 1_000_000)
-    a, b = t0 - pad // 2, t1 + pad
+class _Frame:
+    """The picture's geometry: one lane per process (numeric ids in order), and a time axis from a little
+    before the first call to a little after the last end, mapped onto the drawing's width."""
 
-    def x(t: float) -> float:
-        return _LEFT + (t - a) / max(b - a, 1) * (_W - _LEFT - 10)
+    def __init__(self, calls: Sequence[Mapping[str, Any]]) -> None:
+        procs = sorted({str(c.get("process")) for c in calls},
+                       key=lambda p: (not p.lstrip("-").isdigit(), int(p) if p.lstrip("-").isdigit() else 0, p))
+        self.lane = {p: i for i, p in enumerate(procs)}
+        t0 = min((int(c.get("start_ns") or 0) for c in calls), default=0)
+        ends = [int(c["end_ns"]) for c in calls if c.get("end_ns") is not None]
+        ends += [int(c.get("start_ns") or 0) for c in calls]
+        t1 = max(ends, default=t0 + 1)
+        pad = max((t1 - t0) // 12, 1_000_000)
+        self.a, self.b = t0 - pad // 2, t1 + pad
+        self.top = 30
+        self.lanes_h = len(procs) * _LANE
 
-    top = 30
-    lanes_h = len(procs) * _LANE
+    def x(self, t: float) -> float:
+        return _LEFT + (t - self.a) / max(self.b - self.a, 1) * (_W - _LEFT - 10)
+
+
+def _bands_and_lanes(f: _Frame, bands: Sequence[Any]) -> list[str]:
+    """The fault bands behind everything, then each lane's process label and baseline."""
     out: list[str] = []
-    for band in window.get("bands") or []:
+    for band in bands:
         s, e, label, colour = band[0], band[1], band[2], band[3]
-        xs, xe = max(x(s), _LEFT), min(x(e), _W - 10)
+        xs, xe = max(f.x(s), _LEFT), min(f.x(e), _W - 10)
         if xe > xs:
-            out.append(f'<rect x="{xs:.1f}" y="{top - 14}" width="{xe - xs:.1f}" height="{lanes_h + 14}" '
-                       f'fill="{_e(colour)}" fill-opacity="0.15"/><text x="{xs + 2:.1f}" y="{top - 4}" '
+            out.append(f'<rect x="{xs:.1f}" y="{f.top - 14}" width="{xe - xs:.1f}" height="{f.lanes_h + 14}" '
+                       f'fill="{_e(colour)}" fill-opacity="0.15"/><text x="{xs + 2:.1f}" y="{f.top - 4}" '
                        f'font-size="10" fill="{_e(colour)}" font-weight="bold">{_e(label)}</text>')
-    for p, i in lane.items():
-        y = top + i * _LANE
+    for p, i in f.lane.items():
+        y = f.top + i * _LANE
         out.append(f'<text x="{_LEFT - 6}" y="{y + 17}" font-size="12" text-anchor="end" fill="#555">p{_e(p)}</text>'
                    f'<line x1="{_LEFT}" x2="{_W - 10}" y1="{y + _LANE - 2}" y2="{y + _LANE - 2}" stroke="#eee"/>')
-    fail_id, prev_id = window.get("failing"), window.get("previous_ok")
-    # where the next call of the same lane starts: a label runs on past a narrow box up to there
+    return out
+
+
+def _call_style(c: Mapping[str, Any], window: Mapping[str, Any]) -> tuple[str, str, int, str, str]:
+    """(fill, stroke, stroke width, dash attribute, class) of a call's box: by its type, then failing or
+    previous-ok."""
+    fill, stroke, sw, dash = "#dff0df", "#6a6", 1, ""
+    if c.get("type") in ("info", "never"):
+        fill, stroke, dash = "#eeeeee", "#999", ' stroke-dasharray="4 3"'
+    elif c.get("type") == "fail":
+        fill, stroke = "#fde8d8", "#c96"
+    cls = "call"
+    if c.get("id") == window.get("failing"):
+        fill, stroke, sw, cls = "#fdd", "#d00", 3, "call failing"
+    elif c.get("id") == window.get("previous_ok"):
+        stroke, sw, cls = "#06c", 3, "call previous-ok"
+    return fill, stroke, sw, dash, cls
+
+
+def _calls(f: _Frame, calls: Sequence[Mapping[str, Any]], window: Mapping[str, Any]) -> list[str]:
+    """A box per call on its lane, its label clipped to the room it has (a narrow box's label runs beside it,
+    up to the lane's next call, or ends at the box when there is more room on the left)."""
     starts: dict[str, list[float]] = {}
     lane_ends: dict[str, list[float]] = {}
     for c in calls:
-        starts.setdefault(str(c.get("process")), []).append(x(int(c.get("start_ns") or 0)))
+        starts.setdefault(str(c.get("process")), []).append(f.x(int(c.get("start_ns") or 0)))
         e_ns = c.get("end_ns")
-        lane_ends.setdefault(str(c.get("process")), []).append(x(int(e_ns)) if e_ns is not None else _W - 10.0)
+        lane_ends.setdefault(str(c.get("process")), []).append(f.x(int(e_ns)) if e_ns is not None else _W - 10.0)
+    out: list[str] = []
     for c in calls:
-        y = top + lane[str(c.get("process"))] * _LANE + 3
+        y = f.top + f.lane[str(c.get("process"))] * _LANE + 3
         s = int(c.get("start_ns") or 0)
-        open_end = c.get("end_ns") is None
-        e = b if open_end else int(c["end_ns"])
-        x0, x1 = x(s), x(e)
+        e = f.b if c.get("end_ns") is None else int(c["end_ns"])
+        x0, x1 = f.x(s), f.x(e)
         w = max(x1 - x0, 6)
-        fill, stroke, sw, dash = "#dff0df", "#6a6", 1, ""
-        if c.get("type") in ("info", "never"):
-            fill, stroke, dash = "#eeeeee", "#999", ' stroke-dasharray="4 3"'
-        elif c.get("type") == "fail":
-            fill, stroke = "#fde8d8", "#c96"
-        cls = "call"
-        if c.get("id") == fail_id:
-            fill, stroke, sw, cls = "#fdd", "#d00", 3, "call failing"
-        elif c.get("id") == prev_id:
-            stroke, sw, cls = "#06c", 3, "call previous-ok"
+        fill, stroke, sw, dash, cls = _call_style(c, window)
         k = c.get("linearized")
         label = (f"#{k} " if k is not None else "") + str(c.get("label") or c.get("f"))
         clip = f"cl{_e(window.get('clip_prefix', ''))}{_e(c.get('id'))}"
@@ -262,15 +275,24 @@ def window_svg(window: Mapping[str, Any]) -> str:
                    f'{_e(label)}</text></g>')
         if k is not None:
             out.append(f'<rect x="{x0:.1f}" y="{y + _LANE - 9}" width="{w:.1f}" height="2" fill="#393"/>')
-    # time axis
-    axis_y = top + lanes_h + 6
-    out.append(f'<line x1="{_LEFT}" x2="{_W - 10}" y1="{axis_y}" y2="{axis_y}" stroke="#888"/>')
+    return out
+
+
+def _axis(f: _Frame) -> list[str]:
+    """The time axis under the lanes, six ticks in seconds since the test started."""
+    axis_y = f.top + f.lanes_h + 6
+    out = [f'<line x1="{_LEFT}" x2="{_W - 10}" y1="{axis_y}" y2="{axis_y}" stroke="#888"/>']
     for j in range(6):
-        t = a + (b - a) * j / 5
+        t = f.a + (f.b - f.a) * j / 5
         anchor = "start" if j == 0 else ("end" if j == 5 else "middle")
-        out.append(f'<text x="{x(t):.1f}" y="{axis_y + 14}" font-size="10" text-anchor="{anchor}" fill="#666">'
+        out.append(f'<text x="{f.x(t):.1f}" y="{axis_y + 14}" font-size="10" text-anchor="{anchor}" fill="#666">'
                    f'{t / 1e9:.3f}s</text>')
-    y = axis_y + 36
+    return out
+
+
+def _caption(window: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The text under the picture as (kind, line): why the op cannot fit, the possible states, the tail of
+    the linearization, and the legend."""
     lines: list[tuple[str, str]] = []
     model = window.get("model")
     lines.append(("h", f"Why it cannot fit{' (' + str(model) + ')' if model else ''}:"))
@@ -291,9 +313,23 @@ def window_svg(window: Mapping[str, Any]) -> str:
                            "recorded no linearization or states; only the ops are shown)"))
     lines.append(("note", "red: the op that cannot be linearized · blue: the previous ok op · dashed: may or may not "
                           "have happened · green underline: linearized (#k) · bands: faults"))
-    for kind, text in lines:
-        style = {"h": ' font-weight="bold"', "bad": ' fill="#a40000" font-weight="bold"', "note": ' fill="#666"'}
-        out.append(f'<text x="10" y="{y}" font-size="12"{style.get(kind, "")} class="{kind or "line"}">'
+    return lines
+
+
+_CAPTION_STYLE = {"h": ' font-weight="bold"', "bad": ' fill="#a40000" font-weight="bold"', "note": ' fill="#666"'}
+
+
+def window_svg(window: Mapping[str, Any]) -> str:
+    """One ``<svg>`` element: lanes per process on a real time axis, the failing op red, the previous ok op
+    blue, linearized ops numbered with the state after them, fault bands behind, and below the picture the
+    tail of the linearization, the states the model could be in, and why the failing op cannot fit."""
+    window = _clean(window)
+    calls: Sequence[Mapping[str, Any]] = [c for c in window.get("calls") or [] if isinstance(c, Mapping)]
+    f = _Frame(calls)
+    out = [*_bands_and_lanes(f, window.get("bands") or []), *_calls(f, calls, window), *_axis(f)]
+    y = f.top + f.lanes_h + 6 + 36
+    for kind, text in _caption(window):
+        out.append(f'<text x="10" y="{y}" font-size="12"{_CAPTION_STYLE.get(kind, "")} class="{kind or "line"}">'
                    f'{_e(text)}</text>')
         y += 17
     height = y + 4
