@@ -53,7 +53,7 @@ from nemesis.schedule import UNDO, Step, fault_label
 
 __all__ = [
     "NARROWING", "TRIGGERS", "Config", "Decision", "Move", "Rng", "State", "decide", "memory_of", "moves_from_ops",
-    "state_from_memory",
+    "state_from_memory", "took_effect",
 ]
 
 TRIGGERS = ("sync-state-set:", "apply:ElectMaster", "apply:AlterSyncStateSet", "become-master", "raft-leader",
@@ -136,6 +136,8 @@ class Active:
     at_s: float
     undo_at_s: float
     reacted: bool = False
+    effect_s: float | None = None
+    """When the nemesis reported it done (None: not yet): what the cluster raised before is not its reaction."""
 
 
 @dataclass(frozen=True)
@@ -215,8 +217,14 @@ def _reacted(active: Sequence[Active], events: Sequence[Mapping[str, Any]], star
     times = [int(e.get("time", 0)) for e in events
              if e.get("role") != "client" and label(e).startswith(TRIGGERS) and not label(e).endswith(":ok")]
     last = max(times, default=None)
-    return tuple(a if a.reacted or last is None or last < start_ns + int(a.at_s * 1e9) else replace(a, reacted=True)
-                 for a in active)
+    return tuple(a if a.reacted or last is None or a.effect_s is None or last < start_ns + int(a.effect_s * 1e9)
+                 else replace(a, reacted=True) for a in active)
+
+
+def took_effect(st: State, at_s: float) -> State:
+    """``st`` once the nemesis has reported its latest step done at ``at_s`` (main-phase seconds)."""
+    return replace(st, active=tuple(a if a.effect_s is not None else replace(a, effect_s=max(at_s, a.at_s))
+                                    for a in st.active))
 
 
 def _releasable(a: Active, cfg: Config, now_s: float) -> bool:

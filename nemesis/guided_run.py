@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import generator as g
-from nemesis.guided import Config, Move, State, decide, memory_of, moves_from_ops, state_from_memory
+from nemesis.guided import Config, Move, State, decide, memory_of, moves_from_ops, state_from_memory, took_effect
 
 __all__ = ["Feed", "GuidedGen", "GuidedNemesis", "guided", "load_memory", "moves", "save_memory"]
 
@@ -94,7 +94,11 @@ class GuidedGen:
         return (op, nxt)
 
     def update(self, ctx: g.Context, event: g.OpDict) -> Any:
-        return self
+        """A nemesis completion: the fault took effect then (the policy counts reactions from there)."""
+        if self.start_ns is None or event.get("type") == "invoke" or event.get("process") != "nemesis":
+            return self
+        at_s = (int(event.get("time", ctx.time_ns)) - self.start_ns) / g.NS_PER_S
+        return GuidedGen(self.cfg, self.feed, self.seed, took_effect(self.state, at_s), self.start_ns)
 
 
 class GuidedNemesis:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nemesis.guided import Config, Decision, Move, State, decide, moves_from_ops
+from nemesis.guided import Config, Decision, Move, State, decide, moves_from_ops, took_effect
 from nemesis.schedule import UNDO, parse
 from nemesis.targets import Topology
 
@@ -27,7 +27,10 @@ def ev(t_s: float, kind: str, **fields: Any) -> dict[str, Any]:
 
 def step(st_: State, events: list[dict[str, Any]], now_s: float, cfg: Config = CFG,
          seed: int = 0) -> tuple[Decision | None, float, State]:
-    return decide(st_, cfg, events, now_s=now_s, start_ns=0, rng=random.Random(f"{seed}:{st_.k}:{len(st_.steps)}"))
+    """One decision; a step it takes is done at once (the shell reports the nemesis's completion)."""
+    d, wake, s = decide(st_, cfg, events, now_s=now_s, start_ns=0,
+                        rng=random.Random(f"{seed}:{st_.k}:{len(st_.steps)}"))
+    return d, wake, (took_effect(s, now_s) if d is not None else s)
 
 
 def test_waits_to_settle_then_strikes_when_quiet() -> None:
@@ -106,6 +109,7 @@ def toy_run(seed: int, limit_s: float = 120.0) -> tuple[bool, State]:
     while t < limit_s and not found:
         d, _wake, s = decide(s, cfg, events, now_s=t, start_ns=0, rng=random.Random(f"{seed}:{s.k}:{len(s.steps)}"))
         if d is not None:
+            s = took_effect(s, t)
             f, v = d.step.f, d.step.value
             if f == "start-partition" and v == ISOLATE.value:
                 isolated_at = t
@@ -256,3 +260,14 @@ def test_a_new_fault_waits_for_the_cluster_to_settle_after_the_last_one() -> Non
         if d is not None:
             break
     assert d is not None and t <= undone + CFG.settle_s + CFG.max_wait_s + CFG.max_wait_s + 0.1
+
+
+def test_what_the_cluster_raised_before_a_fault_took_effect_is_not_its_reaction() -> None:
+    d, _, s = decide(State(), CFG, [], now_s=5.0, start_ns=0, rng=random.Random(0))
+    assert d is not None and s.active[0].effect_s is None
+    early = [ev(5.05, "sync-state-set", change="expand")]  # the last fault's aftermath, before this one is in
+    _, _, s = decide(s, CFG, early, now_s=5.1, start_ns=0, rng=random.Random(0))
+    s = took_effect(s, 5.2)
+    assert not s.active[0].reacted and s.active[0].effect_s == 5.2
+    _, _, s = decide(s, CFG, [*early, ev(5.6, "raft-leader")], now_s=5.7, start_ns=0, rng=random.Random(0))
+    assert s.active[0].reacted or not s.active
