@@ -27,8 +27,9 @@ sees the observed event stream (:mod:`harness.observe`) and the coverage it prod
    the cluster recovers from the precondition while the aimed fault is still in force (the partition that cut
    the slaves off heals while the master is still dead: the out-of-sync slaves are what the controller finds).
 3. *Choice.*  A move that names the node that raised the trigger (the master after a SyncStateSet shrink or a
-   master election, the controller leader after a leader election: :data:`AIM`) gets a prior bonus, larger when
-   the master holds the only copy (a shrink to the master alone, :data:`nemesis.coverage.MASTER_ONLY`).
+   master election, the controller leader after a leader election: :data:`AIM`) gets a prior bonus; when the
+   master holds the only copy (a shrink to the master alone, :data:`nemesis.coverage.MASTER_ONLY`) only the
+   moves aimed at it are candidates, if there are any (the optimism for untried moves outbid a mere bonus).
    The context of a decision is what is active plus the trigger (``partition:isolate-master|
    sync-state-set:shrink``).  Every (context, choice) pair keeps (tries, reward: log(1 + new coverage
    points) after it); the choice with the best upper confidence bound is taken -- a pair never tried in
@@ -352,6 +353,8 @@ def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s
         if trig is None and now_s < ready_at + cfg.max_wait_s:
             return None, ready_at + cfg.max_wait_s, st
         candidates = [m.key for m in cfg.moves]
+    if trig is not None and trig.endswith(MASTER_ONLY):  # the master holds the only copy: the moment is for it
+        candidates = [c for c in candidates if _aim(trig, c)] or candidates
     st = _credited(st)
     context = _context(st.active, trig)
     choice = _choose(cfg, st, context, candidates, rng, trig)

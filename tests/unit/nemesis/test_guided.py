@@ -271,3 +271,15 @@ def test_what_the_cluster_raised_before_a_fault_took_effect_is_not_its_reaction(
     assert not s.active[0].reacted and s.active[0].effect_s == 5.2
     _, _, s = decide(s, CFG, [*early, ev(5.6, "raft-leader")], now_s=5.7, start_ns=0, rng=random.Random(0))
     assert s.active[0].reacted or not s.active
+
+
+def test_with_the_master_alone_in_the_set_only_moves_aimed_at_it_are_candidates() -> None:
+    """Even when killing the master earned little before and another move was never tried (optimism)."""
+    from nemesis.guided import Active
+
+    cfg = Config((ISOLATE, KILL, Move("kill", "one")), holds_s=(6.0,))
+    learned = {("none|quiet", KILL.key): (6, 0.0), ("none|quiet", ISOLATE.key): (1, 4.0)}
+    for seed in range(20):
+        s = State(active=(Active(ISOLATE, 5.0, 11.0, effect_s=5.0),), stats=learned)
+        d, _, _ = step(s, [ev(6.0, "sync-state-set", change="shrink", members=[1])], 6.1, cfg=cfg, seed=seed)
+        assert d is not None and d.move_key == KILL.key
