@@ -88,6 +88,7 @@ class Interpreter:
         self.client_nodes: list[str] = []  # worker t is bound to client_nodes[t % len(client_nodes)]
         self.phase_spans: dict[str, tuple[int, int]] = {}  # phase -> (start, end) on the history clock
         self._generation_end_ns: int | None = None  # when the running generator was exhausted
+        self._anchor_ns: int | None = None  # when the running generator committed its first op
 
     # -- workers --------------------------------------------------------------------------------
 
@@ -233,16 +234,19 @@ class Interpreter:
         """Run one generator to exhaustion (or until stopped).  Returns False if stopped.
 
         ``phase`` names the span in :attr:`phase_spans` (the ``main`` one feeds :meth:`load_figures`): from
-        the call to the moment the generator was exhausted (or generation stopped) -- not to the end of the
-        wait for ops still in flight, when no new op could start."""
+        the generator's first committed op -- the moment its lazily anchored clocks (``time_limit``'s
+        deadline, a schedule's offsets) started, which can be a little after the call -- to the moment the
+        generator was exhausted (or generation stopped), not to the end of the wait for ops still in flight,
+        when no new op could start.  A generator that committed nothing spans from the call."""
         start = self.writer.now_ns()
         self._generation_end_ns = None
+        self._anchor_ns = None
         try:
             return await self._run(gen_like, poll_s)
         finally:
             if phase is not None:
                 end = self._generation_end_ns if self._generation_end_ns is not None else self.writer.now_ns()
-                self.phase_spans[phase] = (start, end)
+                self.phase_spans[phase] = (start if self._anchor_ns is None else self._anchor_ns, end)
 
     def load_figures(self, history: Sequence[Any], *, rate_hz: float, phase: str = "main") -> dict[str, Any] | None:
         """:func:`harness.load.load_figures` of ``phase`` (None if no run was named ``phase``)."""
@@ -283,6 +287,8 @@ class Interpreter:
                 await self._wait((op["time"] - ctx.time_ns) / 1e9)
                 continue
             gen = nxt
+            if self._anchor_ns is None:  # the first op the generator committed to: its clocks start at this time
+                self._anchor_ns = ctx.time_ns
             if op["type"] == "sleep":
                 continue
             t = ctx.thread_of(op["process"])

@@ -125,8 +125,13 @@ class _Run:
     crash: str = ""
     crash_at: str = ""  # file:line in function of the innermost project frame of a crash
     interrupted: bool = False
-    main_start_ns: int | None = None
     signals: int = 0
+
+    @property
+    def main_start_ns(self) -> int | None:
+        """When the main phase's clock started: its time limit and a schedule's offsets count from here."""
+        span = self.interp.phase_spans.get("main")
+        return None if span is None else span[0]
 
     @property
     def main_end_ns(self) -> int | None:
@@ -264,8 +269,6 @@ async def _run_phases(r: _Run, phases: Sequence[tuple[str, Any, float | None]]) 
     """Run the phases in order, fsyncing the history at each end; an interrupt ends the run after its phase."""
     for name, gen, limit in phases:
         r.progress.phase(name, limit)
-        if name == "main":
-            r.main_start_ns = r.writer.now_ns()
         completed = await r.interp.run(gen, phase=name)
         r.writer.sync()
         if not completed:

@@ -81,8 +81,8 @@ def test_guided_run_observes_records_and_replays(tmp_path: Path) -> None:
     assert [(s["f"], s.get("value")) for s in replay["nemesis"]["schedule"]] == main
     rerun = [r for r in _runs(results, "guided-int") if r != run][-1]
     again = _nemesis_invokes(rerun)
-    # a step in the main phase's last moments may fall after the rerun's main phase ends (its clock starts at
-    # its first op, a little after main_phase_start_ns): compare the steps before the last second
+    # a step in the main phase's last moments may fall after the rerun's main phase ends (a step waits for the
+    # nemesis thread, so one behind a slow fault runs late): compare the steps before the last second
     early = [(s.f, s.value) for s in steps if s.at_s < 19.0]
     assert [(o["f"], o.get("value")) for o in again][:len(early)] == early
     assert json.loads((rerun / "results.json").read_text())["nemesis_mode"] == "schedule"
