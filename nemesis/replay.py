@@ -50,13 +50,14 @@ def executed_steps(history: Iterable[Mapping[str, Any]], *, main_start_ns: int |
 
     Args:
         history: the run's ops as dicts (``history.jsonl`` lines).
-        main_start_ns: the history time the main phase started at (``results.json``
-            ``main_phase_start_ns``); None reads it as the first op's time.
+        main_start_ns: the history time the main phase's clock started at (``results.json``
+            ``main_phase_start_ns``: its generator's first committed op, where the time limit and a
+            schedule's offsets count from); None reads it as the first op's time.
         time_limit_s: the main phase's length: later nemesis ops belong to the heal phase.
         same_nodes: pin every selector to the nodes it resolved to.
         main_end_ns: when the main phase's generation ended (``results.json`` ``main_phase_end_ns``), if
-            recorded: ops from then on belong to the heal phase even when that is a little before
-            ``time_limit_s`` (the phase's clock starts at its first op, not at ``main_start_ns``).
+            recorded: ops from then on belong to the heal phase even when that is before ``time_limit_s``
+            (a generator that ran out, or a run that was interrupted).
     """
     ops = list(history)
     if main_start_ns is None:
