@@ -9,11 +9,16 @@ same packages, selectors, interval, load), the same budget and the same seeds; o
 differs -- and a guided search keeps its memory (what it learned) from one attempt to the next.
 
 Figures, per case and mode: ``found_fraction`` (seeds whose search found the case within the budget) and
-``median_detect_s`` (median over the seeds that found it of the main-phase seconds spent until the
-detecting run ended: attempts x run length; wall seconds are printed beside).  Overall: ``coverage_at_s``
-(mean coverage points -- :mod:`nemesis.coverage` -- reached in the first ``--coverage-s`` seconds of each
-first attempt, per mode) and ``speedup_median`` (random's median over guided's, on the median across cases;
-a case random never found counts as the budget for random).
+``median_detect_s``, the median time to first detection in main-phase seconds: the main phases of the attempts
+before the detecting one plus, within it, the moment the anomaly could first be seen (:func:`detection_s`).  A
+search that never found the case is censored at the budget, not counted as a time: the median is reported only
+when more than half of the searches found the case, else it is ``> budget`` (``median_detect_s`` null,
+``median_censored`` true); ``detect_s_each`` lists every search's time (null: not found).  Overall:
+``coverage_at_s`` (mean coverage points -- :mod:`nemesis.coverage` -- reached in the first ``--coverage-s``
+seconds of each first attempt, per mode) and ``speedup_median`` (random's median over guided's per case, the
+median across cases).  A censored median is only known to exceed the budget, so a case's speedup is an interval
+(``speedup_per_case``: ``at_least``/``at_most``, null when unbounded) and so is the median across cases
+(``speedup_median_at_least``/``_at_most``; ``speedup_median`` is set only when both agree).
 
 Targets (issue 20): guided finds every case in >= 80% of runs of <= 3 minutes (budget 180 s), and is >= 2x
 faster than random on the median across cases.  The full run (7 cases x 2 modes x 5 seeds, 180 s) takes
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -43,6 +49,10 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from checker.history import HistoryError, read_jsonl  # noqa: E402
+
 TARGETS = {"found_fraction": ">= 0.8 (guided, every case, budget <= 180 s)",
            "speedup_median": ">= 2.0 (random median / guided median, median across cases)"}
 PACKAGES = ("partition", "kill")
@@ -105,12 +115,79 @@ def spec_for(name: str, case: Case, *, run_s: float, interval_s: float) -> dict[
     }
 
 
+def _shows(doc: Mapping[str, Any], kinds: frozenset[str]) -> bool:
+    counts = doc.get("anomaly_counts") or {}
+    if kinds:
+        return any(counts.get(k) for k in kinds)
+    return doc.get("valid") is False
+
+
 def found(doc: Mapping[str, Any], case: Case) -> bool:
     """Whether a run's ``results.json`` shows the case (pure)."""
-    counts = doc.get("anomaly_counts") or {}
-    if case.expect:
-        return any(counts.get(k) for k in case.expect)
-    return doc.get("valid") is False
+    return _shows(doc, case.expect)
+
+
+def main_phase_s(doc: Mapping[str, Any], run_s: float) -> float:
+    """The seconds a run's main phase lasted (``main_phase_end_ns - main_phase_start_ns``); ``run_s`` when the
+    run did not record both (a crashed or failed run) (pure)."""
+    start, end = doc.get("main_phase_start_ns"), doc.get("main_phase_end_ns")
+    if isinstance(start, int) and isinstance(end, int) and end > start:
+        return (end - start) / 1e9
+    return run_s
+
+
+def _cited_examples(doc: Mapping[str, Any], kinds: frozenset[str]) -> list[Mapping[str, Any]]:
+    """The anomaly records that count: of the ``kinds`` (any checker), or with no kinds every record of a
+    checker whose verdict is false.  Both the merged examples and each checker's own are read: the merged list
+    keeps the first 5 per type in checker order, so a later checker's records may appear only in its own."""
+    checkers = [c for c in (doc.get("checkers") or {}).values() if isinstance(c, Mapping)]
+    if kinds:
+        sources = [doc.get("anomaly_examples") or {}, *(c.get("anomaly_examples") or {} for c in checkers)]
+    else:
+        sources = [c.get("anomaly_examples") or {} for c in checkers if c.get("valid") is False]
+    out: list[Mapping[str, Any]] = []
+    for by_type in sources:
+        for t, recs in by_type.items():
+            if not kinds or t in kinds:
+                out += [r for r in recs or [] if isinstance(r, Mapping)]
+    return out
+
+
+def detection_s(doc: Mapping[str, Any], ops: Sequence[Mapping[str, Any]], *, kinds: frozenset[str] = frozenset(),
+                run_s: float) -> float | None:
+    """Main-phase seconds into a run at which the anomaly it shows could first be seen; None if it shows none.
+
+    ``doc`` is the run's ``results.json``, ``ops`` its ``history.jsonl`` ops (dicts), ``kinds`` the anomaly
+    types that count (empty: any record of a checker that failed, as :func:`found`).  An anomaly's moment is
+    its earliest cited op (``ops`` history indices) that completed -- an invoke shows nothing yet, so invokes
+    count only for a record that cites nothing else.  For ``lost-write`` that is the acknowledgement of the
+    lost send, for ``nonlinearizable`` the last ok op before the one that cannot be placed: the anomaly cannot
+    exist before it, so this is the earliest defensible mark, and it is the same rule for both modes.  The run's
+    moment is the earliest over its recorded records (``results.json`` keeps only the first few of each type, in
+    the checker's order, so the true earliest can be missed, making this an upper bound of the rule).  A moment is
+    measured from ``main_phase_start_ns`` and clamped to the main phase (an op in the final drain counts as the
+    phase's end).  When no record cites an op found in ``ops`` (e.g. invariants over node log events), or the
+    run has no main-phase start, the answer is the main phase's end: the whole attempt was needed (pure).
+    """
+    if not _shows(doc, kinds):
+        return None
+    length = main_phase_s(doc, run_s)
+    start = doc.get("main_phase_start_ns")
+    if not isinstance(start, int):
+        return round(length, 3)
+    records = [[i for i in r.get("ops") or [] if isinstance(i, int) and i >= 0]
+               for r in _cited_examples(doc, kinds)]
+    wanted = {i for cited in records for i in cited}
+    by_index = {op["index"]: op for op in ops if op.get("index") in wanted and isinstance(op.get("time"), int)}
+    moments = []
+    for cited in records:
+        seen = [by_index[i] for i in cited if i in by_index]
+        done = [op["time"] for op in seen if op.get("type") != "invoke"]
+        if done or seen:
+            moments.append(min(done or [op["time"] for op in seen]))
+    if not moments:
+        return round(length, 3)
+    return round(min(max((min(moments) - start) / 1e9, 0.0), length), 3)
 
 
 def coverage_at(doc: Mapping[str, Any], at_s: float) -> int:
@@ -120,14 +197,38 @@ def coverage_at(doc: Mapping[str, Any], at_s: float) -> int:
 
 
 def summarize(searches: Sequence[Mapping[str, Any]], budget_s: float) -> dict[str, Any]:
-    """Per (case, mode): found fraction, median detection seconds (main phase and wall) (pure)."""
+    """Per (case, mode): found fraction and the median detection seconds, with never-found searches censored at
+    the budget: the median is a number only when more than half found the case, else it is only known to exceed
+    the budget (``median_censored``) (pure)."""
+    n = len(searches)
     hits = [s for s in searches if s["found"]]
-    return {"seeds": len(searches), "found": len(hits),
-            "found_fraction": round(len(hits) / len(searches), 3) if searches else None,
-            "median_detect_s": statistics.median([s["detect_s"] for s in hits]) if hits else None,
-            "median_detect_wall_s": round(statistics.median([s["detect_wall_s"] for s in hits]), 1) if hits else None,
-            "median_or_budget_s": statistics.median([s["detect_s"] if s["found"] else budget_s for s in searches])
-            if searches else None}
+    times = [float(s["detect_s"]) if s["found"] else math.inf for s in searches]
+    median = statistics.median(times) if 2 * len(hits) > n else None
+    return {"seeds": n, "found": len(hits), "budget_s": budget_s,
+            "found_fraction": round(len(hits) / n, 3) if n else None,
+            "median_detect_s": round(median, 3) if median is not None else None,
+            "median_censored": bool(n) and median is None,
+            "detect_s_each": [s["detect_s"] if s["found"] else None for s in searches]}
+
+
+def _median_bounds(summary: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The interval the median detection time lies in: exact, or (budget, inf) when censored; None: no searches."""
+    if summary.get("median_detect_s") is not None:
+        m = float(summary["median_detect_s"])
+        return m, m
+    if summary.get("median_censored"):
+        return float(summary["budget_s"]), math.inf
+    return None
+
+
+def _ratio(a: float, b: float) -> float:
+    if b == 0:
+        return math.inf if a > 0 else 1.0
+    return a / b
+
+
+def _finite(x: float) -> float | None:
+    return None if math.isinf(x) else round(x, 2)
 
 
 def run_once(spec_path: Path, mode: str, seed: int, results: Path) -> tuple[dict[str, Any], float]:
@@ -159,7 +260,7 @@ def search(name: str, case: Case, mode: str, seed: int, *, spec: dict[str, Any],
         spec["nemesis"]["guided_memory"] = str(memory)
     spec_path = results / f"search-{name}-{mode}-{seed}.yaml"
     spec_path.write_text(yaml.safe_dump(spec))
-    spent, wall, attempts = 0.0, 0.0, []
+    spent, main_s, wall, attempts = 0.0, 0.0, 0.0, []
     first_cov = None
     i = 0
     while spent + run_s <= budget_s + 1e-9:
@@ -168,36 +269,109 @@ def search(name: str, case: Case, mode: str, seed: int, *, spec: dict[str, Any],
         if first_cov is None:
             first_cov = coverage_at(doc, coverage_s)
         hit = found(doc, case)
+        at = detection_s(doc, _history(doc), kinds=case.expect, run_s=run_s) if hit else None
         attempts.append({"seed": seed * 1000 + i, "found": hit, "valid": doc.get("valid"),
                          "anomalies": sorted(k for k, v in (doc.get("anomaly_counts") or {}).items() if v),
+                         "main_phase_s": round(main_phase_s(doc, run_s), 3), "detect_in_attempt_s": at,
                          "coverage": (doc.get("coverage") or {}).get("points"), "run_dir": doc.get("run_dir"),
                          "wall_s": round(w, 1), **({"error": doc["error"]} if "error" in doc else {})})
-        print(f"#   {name} {mode} seed={seed} attempt={i} found={hit} valid={doc.get('valid')} "
+        print(f"#   {name} {mode} seed={seed} attempt={i} found={hit} at={at} valid={doc.get('valid')} "
               f"coverage={attempts[-1]['coverage']} wall={w:.0f}s", file=sys.stderr, flush=True)
         i += 1
-        if hit:
-            return {"seed": seed, "found": True, "detect_s": spent, "detect_wall_s": wall, "attempts": attempts,
-                    "coverage_at_s": first_cov}
-    return {"seed": seed, "found": False, "detect_s": None, "detect_wall_s": wall, "attempts": attempts,
+        if at is not None:
+            return {"seed": seed, "found": True, "detect_s": round(main_s + at, 3), "detect_wall_s": round(wall, 1),
+                    "attempts": attempts, "coverage_at_s": first_cov}
+        main_s += main_phase_s(doc, run_s)
+    return {"seed": seed, "found": False, "detect_s": None, "detect_wall_s": round(wall, 1), "attempts": attempts,
             "coverage_at_s": first_cov}
 
 
-def figures(per_case: Mapping[str, Mapping[str, Any]], modes: Sequence[str], budget_s: float) -> dict[str, Any]:
-    """Overall figures from the per-case summaries (pure)."""
+def _history(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The run's history ops as dicts; none when it cannot be read (detection then falls back to the run's end)."""
+    try:
+        return [op.to_dict() for op in read_jsonl(Path(str(doc["run_dir"])) / "history.jsonl")]
+    except (KeyError, OSError, HistoryError, ValueError):
+        return []
+
+
+def figures(per_case: Mapping[str, Mapping[str, Any]], modes: Sequence[str]) -> dict[str, Any]:
+    """Overall figures from the per-case summaries (pure).
+
+    A case's speedup is random's median over guided's.  A censored median lies in (budget, inf), so the speedup
+    is an interval: ``at_least`` is random's lower bound over guided's upper bound, ``at_most`` the reverse
+    (null: unbounded; both medians censored: 0 to unbounded).  The median across cases is bounded by the medians
+    of those bounds, and is a number only when they agree.
+    """
     out: dict[str, Any] = {}
     if "guided" in modes:
-        fr = [c["guided"]["found_fraction"] for c in per_case.values() if c.get("guided")]
+        fr = [c["guided"]["found_fraction"] for c in per_case.values()
+              if c.get("guided") and c["guided"]["found_fraction"] is not None]
         out["guided_min_found_fraction"] = min(fr) if fr else None
     if {"guided", "random"} <= set(modes):
-        ratios = []
-        for c in per_case.values():
-            r, gd = c["random"]["median_or_budget_s"], c["guided"]["median_or_budget_s"]
-            if r is not None and gd:
-                ratios.append(r / gd)
-        out["speedup_median"] = round(statistics.median(ratios), 2) if ratios else None
-        out["speedup_per_case"] = {n: round(c["random"]["median_or_budget_s"] / c["guided"]["median_or_budget_s"], 2)
-                                   for n, c in per_case.items() if c["guided"]["median_or_budget_s"]}
+        lows, highs, per = [], [], {}
+        for name, c in per_case.items():
+            r, g = _median_bounds(c["random"]), _median_bounds(c["guided"])
+            if r is None or g is None:
+                continue
+            lo, hi = _ratio(r[0], g[1]), _ratio(r[1], g[0])
+            lows.append(lo)
+            highs.append(hi)
+            per[name] = {"value": _finite(lo) if lo == hi else None, "at_least": _finite(lo), "at_most": _finite(hi)}
+        lo_m = statistics.median(lows) if lows else None
+        hi_m = statistics.median(highs) if highs else None
+        out["speedup_median"] = _finite(lo_m) if lo_m is not None and lo_m == hi_m else None
+        out["speedup_median_at_least"] = _finite(lo_m) if lo_m is not None else None
+        out["speedup_median_at_most"] = _finite(hi_m) if hi_m is not None else None
+        out["speedup_per_case"] = per
     return out
+
+
+def _show_median(s: Mapping[str, Any]) -> str:
+    if s["median_detect_s"] is not None:
+        return f"{s['median_detect_s']:.1f} s"
+    return f"> {s['budget_s']:g} s" if s["median_censored"] else "-"
+
+
+def _show_bounds(lo: float | None, hi: float | None) -> str:
+    if lo is None and hi is None:
+        return "-"
+    if lo == hi:
+        return f"{lo}"
+    if hi is None:
+        return f">= {lo}" if lo else "unknown (both censored)"
+    return f"{lo} .. {hi}"
+
+
+def _verdict(lo: float | None, hi: float | None, target: float) -> str:
+    if lo is not None and lo >= target:
+        return "met"
+    if hi is not None and hi < target:
+        return "missed"
+    return "undecided"
+
+
+def table(doc: Mapping[str, Any]) -> list[str]:
+    """The printed report: per case and mode the finds, the median (or ``> budget``) and every search's time,
+    then coverage and the speedup with its target (pure)."""
+    cfg = doc["config"]
+    lines = [f"fault search: cases={','.join(cfg['cases'])} modes={','.join(cfg['modes'])} seeds={cfg['seeds']} "
+             f"budget={cfg['budget_s']:g}s run={cfg['run_s']:g}s ({doc['minutes']} min)",
+             f"  {'case':24s} {'mode':7s} {'found':>5s} {'median detect':>14s}  each search (s; '-' not found)"]
+    for name, by_mode in doc["cases"].items():
+        for mode, s in by_mode.items():
+            each = " ".join("-" if t is None else f"{t:.1f}" for t in s["detect_s_each"])
+            target = f"   target found >= 0.8: {'met' if (s['found_fraction'] or 0) >= 0.8 else 'missed'}" \
+                if mode == "guided" else ""
+            lines.append(f"  {name:24s} {mode:7s} {s['found']:>2d}/{s['seeds']:<2d} {_show_median(s):>14s}  "
+                         f"{each}{target}")
+    lines.append(f"  coverage at {cfg['coverage_s']:g}s: {doc['coverage_at_s']}")
+    if "speedup_per_case" in doc:
+        for name, sp in doc["speedup_per_case"].items():
+            lines.append(f"  speedup {name:24s} {_show_bounds(sp['at_least'], sp['at_most'])}")
+        lo, hi = doc["speedup_median_at_least"], doc["speedup_median_at_most"]
+        lines.append(f"  speedup (random/guided, median across cases): {_show_bounds(lo, hi)}   "
+                     f"target >= 2.0: {_verdict(lo, hi, 2.0)}")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -236,12 +410,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec = spec_for(name, case, run_s=run_s, interval_s=args.interval_s)
         per_case[name], raw[name] = {}, {}
         for mode in modes:
-            searches = [search(name, case, mode, s, spec=spec, budget_s=max(args.budget_s, run_s), run_s=run_s,
+            budget = max(args.budget_s, run_s)
+            searches = [search(name, case, mode, s, spec=spec, budget_s=budget, run_s=run_s,
                                results=results, coverage_s=args.coverage_s) for s in range(1, args.seeds + 1)]
             raw[name][mode] = searches
-            per_case[name][mode] = summarize(searches, args.budget_s)
+            per_case[name][mode] = summarize(searches, budget)
             cov[mode] += [s["coverage_at_s"] for s in searches if s["coverage_at_s"] is not None]
-    overall = figures(per_case, modes, args.budget_s)
+    overall = figures(per_case, modes)
     overall["coverage_at_s"] = {m: round(statistics.mean(v), 1) if v else None for m, v in cov.items()}
     doc = {"config": {"cases": cases, "modes": modes, "seeds": args.seeds, "budget_s": args.budget_s,
                       "run_s": args.run_s, "interval_s": args.interval_s, "coverage_s": args.coverage_s,
@@ -251,16 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(doc, default=str))
         return 0
-    print(f"fault search: cases={','.join(cases)} modes={','.join(modes)} seeds={args.seeds} "
-          f"budget={args.budget_s:g}s run={args.run_s:g}s ({doc['minutes']} min)")
-    for name, by_mode in per_case.items():
-        for mode, s in by_mode.items():
-            print(f"  {name:24s} {mode:7s} found {s['found']}/{s['seeds']} ({s['found_fraction']})  "
-                  f"median detect {s['median_detect_s']} s (wall {s['median_detect_wall_s']} s)   "
-                  f"target: guided found >= 0.8")
-    print(f"  coverage at {args.coverage_s:g}s: {overall['coverage_at_s']}")
-    if "speedup_median" in overall:
-        print(f"  speedup (random/guided, median across cases): {overall['speedup_median']}   target >= 2.0")
+    print("\n".join(table(doc)))
     return 0
 
 

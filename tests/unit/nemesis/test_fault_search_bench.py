@@ -1,4 +1,5 @@
-"""bench/fault_search.py's pure parts: what counts as found, coverage at a time, the summaries, bad flags."""
+"""bench/fault_search.py's pure parts: what counts as found, when it was seen, coverage at a time, the censored
+summaries and bounded speedups, the table, bad flags."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 BENCH = Path(__file__).resolve().parents[3] / "bench" / "fault_search.py"
 _spec = importlib.util.spec_from_file_location("fault_search", BENCH)
@@ -36,17 +39,138 @@ def test_found(doc: dict[str, Any], case: str, expected: bool) -> None:
     assert fs.found(doc, fs.CASES[case]) is expected
 
 
-def test_coverage_at_and_summaries() -> None:
+S = 1_000_000_000  # ns per second; the main phase below starts at 10 s and lasts 30 s
+
+
+def _op(i: int, t_s: float, type_: str = "ok", f: str = "send") -> dict[str, Any]:
+    return {"index": i, "time": int(t_s * S), "type": type_, "process": 0, "f": f, "value": None}
+
+
+OPS = [_op(0, 5, "invoke"), _op(1, 5.5), _op(2, 12, "invoke"), _op(3, 14), _op(4, 20, "invoke"), _op(5, 21.25),
+       _op(6, 25, "invoke"), _op(7, 26), _op(8, 45, "invoke"), _op(9, 46, f="drain")]
+
+
+def _doc(valid: Any = False, counts: dict[str, int] | None = None, examples: dict[str, Any] | None = None,
+         checkers: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"valid": valid, "anomaly_counts": counts or {}, "anomaly_examples": examples or {},
+            "checkers": checkers or {}, "main_phase_start_ns": 10 * S, "main_phase_end_ns": 40 * S}
+
+
+def _rec(type_: str, ops: list[int]) -> dict[str, Any]:
+    return {"type": type_, "key": "t/bs1/0", "ops": ops, "expected": None, "observed": None, "explanation": "x"}
+
+
+LOST = frozenset({"lost-write"})
+
+
+def test_detection_none_without_the_anomaly() -> None:
+    assert fs.detection_s(_doc(valid=True), OPS, kinds=LOST, run_s=30) is None
+    other = _doc(counts={"duplicate": 1}, examples={"duplicate": [_rec("duplicate", [2, 3])]})
+    assert fs.detection_s(other, OPS, kinds=LOST, run_s=30) is None
+    assert fs.detection_s(_doc(valid="unknown"), OPS, run_s=30) is None
+
+
+def test_detection_is_the_earliest_cited_completion_from_the_main_phase_start() -> None:
+    # lost-write cites (send invoke, send ack, max poll): the ack at 14 s is 4 s into the phase; the second
+    # record's ack (21.25 s) is later, and the invoke at 12 s is not a completion
+    doc = _doc(counts={"lost-write": 2}, examples={"lost-write": [_rec("lost-write", [4, 5, 9]),
+                                                                  _rec("lost-write", [2, 3, 9])]})
+    assert fs.detection_s(doc, OPS, kinds=LOST, run_s=30) == 4.0
+
+
+def test_detection_uses_invokes_only_for_a_record_citing_nothing_else() -> None:
+    doc = _doc(counts={"lost-write": 2}, examples={"lost-write": [_rec("lost-write", [6]),
+                                                                  _rec("lost-write", [4, 7])]})
+    assert fs.detection_s(doc, OPS, kinds=LOST, run_s=30) == 15.0  # the invoke at 25 s beats the ok at 26 s
+
+
+def test_detection_without_op_indices_falls_back_to_the_attempts_end() -> None:
+    no_ops = _doc(counts={"lost-write": 1}, examples={"lost-write": [_rec("lost-write", [])]})
+    assert fs.detection_s(no_ops, OPS, kinds=LOST, run_s=30) == 30.0
+    unknown_index = _doc(counts={"lost-write": 1}, examples={"lost-write": [_rec("lost-write", [-1, 99])]})
+    assert fs.detection_s(unknown_index, OPS, kinds=LOST, run_s=30) == 30.0
+    assert fs.detection_s(_doc(counts={"lost-write": 1}), OPS, kinds=LOST, run_s=30) == 30.0  # no records kept
+    no_start = {**no_ops, "main_phase_start_ns": None, "main_phase_end_ns": None}
+    assert fs.detection_s(no_start, OPS, kinds=LOST, run_s=25) == 25.0  # no phase recorded: the nominal length
+
+
+def test_detection_is_clamped_to_the_main_phase() -> None:
+    before = _doc(counts={"lost-write": 1}, examples={"lost-write": [_rec("lost-write", [0, 1])]})
+    assert fs.detection_s(before, OPS, kinds=LOST, run_s=30) == 0.0
+    in_drain = _doc(counts={"lost-write": 1}, examples={"lost-write": [_rec("lost-write", [9])]})
+    assert fs.detection_s(in_drain, OPS, kinds=LOST, run_s=30) == 30.0
+
+
+def test_detection_over_several_checkers() -> None:
+    # no expected kinds: only the failing checkers' records count (the passing one cites an earlier op), and a
+    # record kept only in a checker's own examples is read
+    checkers = {"queue": {"valid": True, "anomaly_examples": {"unseen": [_rec("unseen", [3])]}},
+                "lin": {"valid": False, "anomaly_examples": {"nonlinearizable": [_rec("nonlinearizable", [7, 5])]}},
+                "inv": {"valid": False, "anomaly_examples": {"write-on-fenced-master": [_rec("x", [])]}}}
+    doc = _doc(counts={"unseen": 1, "nonlinearizable": 1, "write-on-fenced-master": 1}, checkers=checkers)
+    assert fs.detection_s(doc, OPS, run_s=30) == 11.25
+    # with expected kinds, records of those kinds in any checker count, merged or not
+    kinds = frozenset({"lost-write", "stale-epoch-accepted"})
+    doc = _doc(counts={"lost-write": 1, "stale-epoch-accepted": 1},
+               examples={"lost-write": [_rec("lost-write", [7])]},
+               checkers={"a": {"valid": False, "anomaly_examples": {"lost-write": [_rec("lost-write", [7])]}},
+                         "b": {"valid": False, "anomaly_examples": {"stale-epoch-accepted": [_rec("s", [3])]}}})
+    assert fs.detection_s(doc, OPS, kinds=kinds, run_s=30) == 4.0
+
+
+def test_main_phase_s() -> None:
+    assert fs.main_phase_s(_doc(), 25.0) == 30.0 and fs.main_phase_s({}, 25.0) == 25.0
+
+
+def test_coverage_at() -> None:
     doc = {"coverage": {"over_time": [[1.0, 3], [5.0, 9], [31.0, 12]]}}
     assert fs.coverage_at(doc, 30.0) == 9 and fs.coverage_at({}, 30.0) == 0
-    searches = [{"found": True, "detect_s": 30.0, "detect_wall_s": 40.0},
-                {"found": True, "detect_s": 90.0, "detect_wall_s": 120.0},
-                {"found": False, "detect_s": None, "detect_wall_s": 200.0}]
-    s = fs.summarize(searches, 180.0)
-    assert (s["found"], s["found_fraction"], s["median_detect_s"], s["median_or_budget_s"]) == (2, 0.667, 60.0, 90.0)
-    per_case = {"a": {"random": {"median_or_budget_s": 180.0, "found_fraction": 0.0},
-                      "guided": {"median_or_budget_s": 60.0, "found_fraction": 1.0}}}
-    assert fs.figures(per_case, ["random", "guided"], 180.0)["speedup_median"] == 3.0
+
+
+def _searches(*times: float | None) -> list[dict[str, Any]]:
+    return [{"found": t is not None, "detect_s": t, "detect_wall_s": 1.0} for t in times]
+
+
+def test_summary_reports_the_median_only_when_more_than_half_found() -> None:
+    s = fs.summarize(_searches(30.5, 90.0, None), 180.0)
+    assert (s["found"], s["found_fraction"], s["median_detect_s"], s["median_censored"]) == (2, 0.667, 90.0, False)
+    assert s["detect_s_each"] == [30.5, 90.0, None]
+    assert fs.summarize(_searches(12.0, 20.0, None, None), 180.0)["median_censored"] is True
+    half = fs.summarize(_searches(12.0, None), 180.0)
+    assert (half["median_detect_s"], half["median_censored"]) == (None, True)
+    assert fs.summarize(_searches(12.0, 20.0, 40.0, None), 180.0)["median_detect_s"] == 30.0
+    none = fs.summarize([], 180.0)
+    assert (none["median_detect_s"], none["median_censored"], none["found_fraction"]) == (None, False, None)
+
+
+def test_speedup_is_exact_or_bounded_by_the_budget() -> None:
+    def case(r: list[float | None], g: list[float | None]) -> dict[str, Any]:
+        return {"random": fs.summarize(_searches(*r), 180.0), "guided": fs.summarize(_searches(*g), 180.0)}
+
+    per_case = {"exact": case([60.0], [20.0]), "random-censored": case([None], [30.0]),
+                "guided-censored": case([90.0], [None]), "both": case([None], [None])}
+    out = fs.figures(per_case, ["random", "guided"])
+    sp = out["speedup_per_case"]
+    assert sp["exact"] == {"value": 3.0, "at_least": 3.0, "at_most": 3.0}
+    assert sp["random-censored"] == {"value": None, "at_least": 6.0, "at_most": None}
+    assert sp["guided-censored"] == {"value": None, "at_least": 0.0, "at_most": 0.5}
+    assert sp["both"] == {"value": None, "at_least": 0.0, "at_most": None}
+    # medians of the bounds: lows (3, 6, 0, 0) -> 1.5, highs (3, inf, 0.5, inf) -> inf
+    assert (out["speedup_median"], out["speedup_median_at_least"], out["speedup_median_at_most"]) == (None, 1.5, None)
+    assert out["guided_min_found_fraction"] == 0.0
+    exact = fs.figures({"a": case([60.0, 90.0, 30.0], [20.0, 10.0, None])}, ["random", "guided"])
+    assert (exact["speedup_median"], exact["speedup_median_at_least"]) == (3.0, 3.0)
+
+
+def test_table_says_greater_than_budget_for_a_censored_median() -> None:
+    cases = {"unclean-election": {"random": fs.summarize(_searches(None, None, 50.0), 180.0),
+                                  "guided": fs.summarize(_searches(12.5, 30.0, None), 180.0)}}
+    doc = {"config": {"cases": ["unclean-election"], "modes": ["random", "guided"], "seeds": 3, "budget_s": 180.0,
+                      "run_s": 30.0, "coverage_s": 30.0}, "minutes": 1.0, "cases": cases,
+           "coverage_at_s": {"random": 10.0, "guided": 12.0}, **fs.figures(cases, ["random", "guided"])}
+    text = "\n".join(fs.table(doc))
+    assert "> 180 s" in text and "30.0 s" in text and "- - 50.0" in text and "12.5 30.0 -" in text
+    assert ">= 6.0" in text and "target >= 2.0: met" in text and "target found >= 0.8: missed" in text
 
 
 @pytest.mark.parametrize("argv", [["--cases", "nope"], ["--modes", "smart"], ["--seeds", "0"],
@@ -64,3 +188,18 @@ def test_every_case_spec_is_valid(name: str) -> None:
     raw = fs.spec_for(name, fs.CASES[name], run_s=30, interval_s=5)
     for mode in ("random", "guided"):
         validate_spec(spec_from_dict({**raw, "nemesis": {**raw["nemesis"], "mode": mode}, "seed": 1}, file=name))
+
+
+@given(st.lists(st.tuples(st.sampled_from(["lost-write", "duplicate"]),
+                          st.lists(st.integers(min_value=-2, max_value=12), max_size=4)), max_size=6),
+       st.sampled_from([True, False, "unknown"]))
+def test_detection_is_none_iff_not_found_else_within_the_main_phase(recs: list[Any], valid: Any) -> None:
+    examples: dict[str, list[Any]] = {}
+    for t, ops in recs:
+        examples.setdefault(t, []).append(_rec(t, ops))
+    doc = _doc(valid=valid, counts={t: len(r) for t, r in examples.items()}, examples=examples,
+               checkers={"q": {"valid": valid, "anomaly_examples": examples}})
+    for case in ("unclean-election", "stale-read"):
+        at = fs.detection_s(doc, OPS, kinds=fs.CASES[case].expect, run_s=30)
+        assert (at is None) is (not fs.found(doc, fs.CASES[case]))
+        assert at is None or 0.0 <= at <= 30.0
