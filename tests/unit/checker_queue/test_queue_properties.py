@@ -17,6 +17,7 @@ import json
 import random
 import tempfile
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -577,6 +578,42 @@ def _outcome(run: Any) -> tuple[Any, ...]:
         return ("error", type(exc).__name__)
 
 
+def _mutated_lines(h: list[dict[str, Any]], mutations: list[tuple[int, str]], seps: tuple[str, str]) -> list[str]:
+    """The history's lines (spelled with ``seps``), each followed by the malformed lines its mutations add."""
+    extra: dict[int, list[str]] = {}
+    for at, kind in mutations:
+        if h:
+            extra.setdefault(at % len(h), []).extend(_mutate(h, at % len(h), kind))
+    lines = []
+    for i, op in enumerate(h):
+        lines.append(json.dumps(op, separators=seps))
+        lines.extend(extra.get(i, []))
+    return lines
+
+
+def _scan_by_dicts(path: Path, **part: int) -> Result:
+    """The reference pass: dict chunks through ``feed``."""
+    from checker.queue import iter_history_chunks
+
+    scan = QueueScan(**part)
+    for chunk in iter_history_chunks(path):
+        scan.feed(chunk)
+    return scan.result()
+
+
+def _scan_by_blocks(path: Path, block: int, **part: int) -> Result:
+    """The workers' pass: decoded blocks through ``feed_decoded`` (dicts where a block could not be decoded)."""
+    from checker.queue import iter_history_ops
+
+    scan = QueueScan(**part)
+    for decoded, ops in iter_history_ops(path, block_bytes=block):
+        if decoded:
+            scan.feed_decoded(ops)
+        else:
+            scan.feed(ops)
+    return scan.result()
+
+
 @settings(max_examples=80, deadline=None)
 @given(params=_params(), bug=st.sampled_from([None, *sorted(BUGS)]), block=st.integers(16, 4096),
        mutations=st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(_MUTATIONS)), max_size=4),
@@ -584,44 +621,18 @@ def _outcome(run: Any) -> tuple[Any, ...]:
 def test_block_decoder_agrees_with_dict_reader(params: SimParams, bug: str | None, block: int,
                                                mutations: list[tuple[int, str]], spaced: bool, torn: int) -> None:
     """Small blocks cut lines anywhere; malformed ops, odd layouts and a torn last line must change nothing."""
-    from checker.queue import iter_history_chunks, iter_history_ops
-
     run = simulate(replace(params, bug=bug, drain=params.drain or bug is not None,
                            info_dup_rate=0.0 if bug else params.info_dup_rate))
     h = [json.loads(json.dumps(op)) for op in run.history]
-    extra: dict[int, list[str]] = {}
-    for at, kind in mutations:
-        if h:
-            extra.setdefault(at % len(h), []).extend(_mutate(h, at % len(h), kind))
-    seps = (", ", ": ") if spaced else (",", ":")
-    lines = []
-    for i, op in enumerate(h):
-        lines.append(json.dumps(op, separators=seps))
-        lines.extend(extra.get(i, []))
+    lines = _mutated_lines(h, mutations, (", ", ": ") if spaced else (",", ":"))
     text = "".join(line + "\n" for line in lines)
     if torn >= 0 and lines:
         text = text[:len(text) - 1 - min(torn, len(lines[-1]))]  # drop the last newline and part of the line
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "history.jsonl"
         path.write_text(text)
-
-        def by_dicts() -> Result:
-            scan = QueueScan()
-            for chunk in iter_history_chunks(path):
-                scan.feed(chunk)
-            return scan.result()
-
-        def by_blocks() -> Result:
-            scan = QueueScan()
-            for decoded, ops in iter_history_ops(path, block_bytes=block):
-                if decoded:
-                    scan.feed_decoded(ops)
-                else:
-                    scan.feed(ops)
-            return scan.result()
-
-        want = _outcome(by_dicts)
-        got = _outcome(by_blocks)
+        want = _outcome(lambda: _scan_by_dicts(path))
+        got = _outcome(lambda: _scan_by_blocks(path, block))
         if want[0] == got[0] == "error" and block < len(text.encode()):
             return  # both fail; which error comes first depends on where the readers cut (read vs. feed)
         assert got == want
@@ -635,40 +646,16 @@ def test_block_decoder_agrees_with_dict_reader(params: SimParams, bug: str | Non
 def test_a_parts_block_pass_agrees_with_its_dict_pass(params: SimParams, bug: str | None, parts: int, queues: int,
                                                       block: int, mutations: list[tuple[int, str]]) -> None:
     """feed_decoded's shortcut for other parts' queues (no _claim per invoke) must not change a part's tally."""
-    from checker.queue import iter_history_chunks, iter_history_ops
-
     run = simulate(replace(params, queues=queues, bug=bug, drain=params.drain or bug is not None,
                            info_dup_rate=0.0 if bug else params.info_dup_rate))
     h = [json.loads(json.dumps(op)) for op in run.history]
-    extra: dict[int, list[str]] = {}
-    for at, kind in mutations:
-        if h:
-            extra.setdefault(at % len(h), []).extend(_mutate(h, at % len(h), kind))
-    lines = []
-    for i, op in enumerate(h):
-        lines.append(json.dumps(op, separators=(",", ":")))
-        lines.extend(extra.get(i, []))
+    lines = _mutated_lines(h, mutations, (",", ":"))
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "history.jsonl"
         path.write_text("".join(line + "\n" for line in lines))
         for part in range(parts):
-            def by_dicts(part: int = part) -> Result:
-                scan = QueueScan(part=part, parts=parts)
-                for chunk in iter_history_chunks(path):
-                    scan.feed(chunk)
-                return scan.result()
-
-            def by_blocks(part: int = part) -> Result:
-                scan = QueueScan(part=part, parts=parts)
-                for decoded, ops in iter_history_ops(path, block_bytes=block):
-                    if decoded:
-                        scan.feed_decoded(ops)
-                    else:
-                        scan.feed(ops)
-                return scan.result()
-
-            want = _outcome(by_dicts)
-            got = _outcome(by_blocks)
+            want = _outcome(partial(_scan_by_dicts, path, part=part, parts=parts))
+            got = _outcome(partial(_scan_by_blocks, path, block, part=part, parts=parts))
             if want[0] == got[0] == "error":
                 continue  # which error comes first depends on where the readers cut (see the test above)
             assert got == want
