@@ -32,26 +32,27 @@ __all__ = ["RunDir", "add_to_results", "create_run_dir", "exit_code", "merge_res
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_CRASHED = 0, 1, 2, 255
 
 
-class _File:
-    """A file of a run directory by name: ``RunDir.history`` is ``<run>/history.jsonl``."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __get__(self, run: RunDir, owner: type | None = None) -> Path:
-        return run.path / self.name
-
-
 @dataclass(frozen=True)
 class RunDir:
     root: Path
     name: str
     path: Path
 
-    history = _File("history.jsonl")
-    test_yaml = _File("test.yaml")
-    results_json = _File("results.json")
-    junit_xml = _File("junit.xml")
+    @property
+    def history(self) -> Path:
+        return self.path / "history.jsonl"
+
+    @property
+    def test_yaml(self) -> Path:
+        return self.path / "test.yaml"
+
+    @property
+    def results_json(self) -> Path:
+        return self.path / "results.json"
+
+    @property
+    def junit_xml(self) -> Path:
+        return self.path / "junit.xml"
 
     def node_dir(self, node: str) -> Path:
         d = self.path / "nodes" / node
