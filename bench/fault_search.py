@@ -23,12 +23,16 @@ median across cases).  A censored median is only known to exceed the budget, so 
 Targets (issue 20): guided finds every case in >= 80% of runs of <= 3 minutes (budget 180 s), and is >= 2x
 faster than random on the median across cases.  The full run (7 cases x 2 modes x 5 seeds, 180 s) takes
 hours; ``--cases``, ``--seeds``, ``--budget-s`` and ``--run-s`` cut it down, and the printed header says
-exactly what ran.  Needs root (network namespaces).
+exactly what ran.  It can run in parts: each finished search is appended to ``DIR/progress.jsonl`` under
+``--results DIR``, so a stopped bench run again on the same root resumes; ``--first-seed`` runs other seeds; and
+``--merge`` reports several parts' ``--json`` outputs as one run (they must share budget, run length, interval and
+coverage time; each part's commit is listed).  Needs root (network namespaces).
 
 Usage::
 
     python bench/fault_search.py [--json] [--cases unclean-election,ack-before-replication] [--seeds 2]
-        [--budget-s 180] [--run-s 30] [--coverage-s 30] [--modes random,guided] [--results DIR]
+        [--first-seed 1] [--budget-s 180] [--run-s 30] [--coverage-s 30] [--modes random,guided] [--results DIR]
+    python bench/fault_search.py --merge part1.json part2.json [--json]
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -286,6 +291,39 @@ def search(name: str, case: Case, mode: str, seed: int, *, spec: dict[str, Any],
             "coverage_at_s": first_cov}
 
 
+class Progress:
+    """Finished searches, one JSON line each, under the results root: a long bench that is stopped (or crashes)
+    resumes where it was when run again on the same root with the same settings; a line written under other
+    settings is ignored, so a changed budget never mixes with an old one."""
+
+    def __init__(self, path: Path, settings: Mapping[str, Any]) -> None:
+        self.path, self.settings = path, dict(settings)
+        self.done: dict[tuple[str, str, int], dict[str, Any]] = {}
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            lines = []
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # a line cut by a crash mid-write
+            if isinstance(rec, dict) and rec.get("settings") == self.settings and isinstance(rec.get("search"), dict):
+                self.done[(str(rec.get("case")), str(rec.get("mode")), int(rec["search"].get("seed", -1)))] = \
+                    rec["search"]
+
+    def get(self, case: str, mode: str, seed: int) -> dict[str, Any] | None:
+        return self.done.get((case, mode, seed))
+
+    def add(self, case: str, mode: str, done: dict[str, Any]) -> None:
+        self.done[(case, mode, int(done["seed"]))] = done
+        line = json.dumps({"case": case, "mode": mode, "settings": self.settings, "search": done}, default=str)
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
 def _history(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The run's history ops as dicts; none when it cannot be read (detection then falls back to the run's end)."""
     try:
@@ -310,8 +348,8 @@ def figures(per_case: Mapping[str, Mapping[str, Any]], modes: Sequence[str]) -> 
     if {"guided", "random"} <= set(modes):
         lows, highs, per = [], [], {}
         for name, c in per_case.items():
-            r, g = _median_bounds(c["random"]), _median_bounds(c["guided"])
-            if r is None or g is None:
+            r, g = _median_bounds(c.get("random") or {}), _median_bounds(c.get("guided") or {})
+            if r is None or g is None:  # a case searched in one mode only (e.g. a merged part) has no speedup
                 continue
             lo, hi = _ratio(r[0], g[1]), _ratio(r[1], g[0])
             lows.append(lo)
@@ -374,18 +412,131 @@ def table(doc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def build_doc(raw: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]], config: Mapping[str, Any], *,
+              minutes: float) -> dict[str, Any]:
+    """The bench's JSON document from its searches (``raw[case][mode]``) (pure): per-case summaries, the overall
+    figures, coverage per mode, the targets, and the searches themselves (so parts can be merged later)."""
+    budgets = config.get("case_budget_s") or {}
+    modes = list(config["modes"])
+    per_case = {name: {mode: summarize(list(searches), float(budgets.get(name, config["budget_s"])))
+                       for mode, searches in by_mode.items()} for name, by_mode in raw.items()}
+    overall = figures(per_case, modes)
+    cov = {m: [s["coverage_at_s"] for by_mode in raw.values() for s in by_mode.get(m, ())
+               if s.get("coverage_at_s") is not None] for m in modes}
+    overall["coverage_at_s"] = {m: round(statistics.mean(v), 1) if v else None for m, v in cov.items()}
+    return {"config": dict(config), "minutes": minutes, "cases": per_case, **overall, "targets": TARGETS,
+            "searches": {name: {mode: list(v) for mode, v in by_mode.items()} for name, by_mode in raw.items()}}
+
+
+MERGE_KEYS = ("budget_s", "run_s", "interval_s", "coverage_s")
+"""Settings every merged part must share: searches under other budgets or run lengths are not comparable."""
+
+
+class MergeError(ValueError):
+    """Parts that cannot be merged (the message names the file and the field)."""
+
+
+def merge(parts: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """One document from the ``--json`` outputs of several runs of this bench (``(file name, document)``), as if
+    their searches had run in one: run the full bench in parts (across sessions or machines) and report it
+    whole.  Every part must share :data:`MERGE_KEYS`; a (case, mode, seed) may appear in only one part (pure).
+
+    Raises:
+        MergeError: a part is not this bench's output, disagrees on a setting, or repeats a search.
+    """
+    if not parts:
+        raise MergeError("--merge: no files")
+    first_name, first = parts[0]
+    raw: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    budgets: dict[str, float] = {}
+    modes: list[str] = []
+    commits, minutes = [], 0.0
+    for name, doc in parts:
+        cfg = doc.get("config") if isinstance(doc, Mapping) else None
+        if not isinstance(cfg, Mapping) or not isinstance(doc.get("searches"), Mapping):
+            raise MergeError(f"{name}: not a fault_search --json document (no config/searches)")
+        for key in MERGE_KEYS:
+            if cfg.get(key) != first["config"].get(key):
+                raise MergeError(f"{name}: config.{key} is {cfg.get(key)!r}, but {first_name} has "
+                                 f"{first['config'].get(key)!r}; only runs with the same {key} can be merged")
+        for case, by_mode in doc["searches"].items():
+            if case not in CASES:
+                raise MergeError(f"{name}: searches: unknown case {case!r}")
+            case_budgets: Mapping[str, Any] = cfg.get("case_budget_s") or {}
+            budgets[case] = float(case_budgets.get(case, cfg["budget_s"]))
+            for mode, searches in by_mode.items():
+                if mode not in ("random", "guided"):
+                    raise MergeError(f"{name}: searches.{case}: unknown mode {mode!r}")
+                have = raw.setdefault(case, {}).setdefault(mode, [])
+                seeds = {s.get("seed") for s in have}
+                for s in searches:
+                    if s.get("seed") in seeds:
+                        raise MergeError(f"{name}: searches.{case}.{mode}: seed {s.get('seed')} is already in an "
+                                         "earlier part")
+                    have.append(dict(s))
+                if mode not in modes:
+                    modes.append(mode)
+        commits.append({"file": name, "commit": cfg.get("commit"), "cases": list(doc["searches"])})
+        minutes += float(doc.get("minutes") or 0.0)
+    config = {**{k: first["config"][k] for k in MERGE_KEYS}, "cases": list(raw), "modes": modes,
+              "seeds": max(len(v) for by_mode in raw.values() for v in by_mode.values()),
+              "case_budget_s": budgets, "merged_from": commits}
+    return build_doc(raw, config, minutes=round(minutes, 1))
+
+
+def _commit() -> str | None:
+    """The checkout's commit, with ``+dirty`` when files differ from it (what a part was measured with)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (head + ("+dirty" if dirty else "")) or None
+
+
+def _load_parts(paths: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise MergeError(f"{path}: cannot read ({exc.strerror})") from None
+        try:
+            doc = json.loads(text.strip().splitlines()[-1] if text.strip() else "")
+        except ValueError:
+            raise MergeError(f"{path}: not JSON (expected the last line to be fault_search --json output)") from None
+        if not isinstance(doc, dict):
+            raise MergeError(f"{path}: not a fault_search --json document")
+        out.append((path, doc))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--json", action="store_true", help="print one JSON object of figures and targets")
     p.add_argument("--cases", default=",".join(CASES), help=f"comma list of {', '.join(CASES)}")
     p.add_argument("--modes", default="random,guided", help="comma list of random, guided")
     p.add_argument("--seeds", type=int, default=5, help="independent searches per case and mode (default 5)")
+    p.add_argument("--first-seed", type=int, default=1, help="seeds are first-seed .. first-seed+seeds-1 (default 1)")
     p.add_argument("--budget-s", type=float, default=180.0, help="main-phase seconds per search (default 180)")
     p.add_argument("--run-s", type=float, default=30.0, help="main phase of each attempt (default 30)")
     p.add_argument("--interval-s", type=float, default=5.0, help="nemesis.interval_s of the spec (default 5)")
     p.add_argument("--coverage-s", type=float, default=30.0, help="coverage compared at this many seconds")
-    p.add_argument("--results", help="results root (default: a temporary directory)")
+    p.add_argument("--results", help="results root (default: a temporary directory); a search already finished "
+                   "under the same root and settings (its progress.jsonl) is not run again")
+    p.add_argument("--merge", nargs="+", metavar="JSON",
+                   help="report the searches of earlier --json outputs as one run (no new runs)")
     args = p.parse_args(argv)
+    if args.merge:
+        try:
+            doc = merge(_load_parts(args.merge))
+        except MergeError as exc:
+            print(f"fault_search: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps(doc, default=str) if args.json else "\n".join(table(doc)))
+        return 0
     cases = [c for c in args.cases.split(",") if c]
     modes = [m for m in args.modes.split(",") if m]
     bad = [c for c in cases if c not in CASES]
@@ -395,34 +546,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not modes or set(modes) - {"random", "guided"}:
         print(f"fault_search: --modes: expected random and/or guided, got {args.modes!r}", file=sys.stderr)
         return 2
-    if args.seeds < 1 or args.run_s <= 0 or args.budget_s < args.run_s:
-        print("fault_search: --seeds >= 1, --run-s > 0 and --budget-s >= --run-s", file=sys.stderr)
+    if args.seeds < 1 or args.first_seed < 1 or args.run_s <= 0 or args.budget_s < args.run_s:
+        print("fault_search: --seeds >= 1, --first-seed >= 1, --run-s > 0 and --budget-s >= --run-s",
+              file=sys.stderr)
         return 2
     results = Path(args.results or tempfile.mkdtemp(prefix="fault-search-"))
     results.mkdir(parents=True, exist_ok=True)
+    settings = {"budget_s": args.budget_s, "run_s": args.run_s, "interval_s": args.interval_s,
+                "coverage_s": args.coverage_s}
+    progress = Progress(results / "progress.jsonl", settings)
     started = time.monotonic()
-    per_case: dict[str, dict[str, Any]] = {}
     raw: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    cov: dict[str, list[int]] = {m: [] for m in modes}
+    budgets: dict[str, float] = {}
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     for name in cases:
         case = CASES[name]
         run_s = max(args.run_s, case.min_run_s)
         spec = spec_for(name, case, run_s=run_s, interval_s=args.interval_s)
-        per_case[name], raw[name] = {}, {}
+        budgets[name] = max(args.budget_s, run_s)
+        raw[name] = {}
         for mode in modes:
-            budget = max(args.budget_s, run_s)
-            searches = [search(name, case, mode, s, spec=spec, budget_s=budget, run_s=run_s,
-                               results=results, coverage_s=args.coverage_s) for s in range(1, args.seeds + 1)]
-            raw[name][mode] = searches
-            per_case[name][mode] = summarize(searches, budget)
-            cov[mode] += [s["coverage_at_s"] for s in searches if s["coverage_at_s"] is not None]
-    overall = figures(per_case, modes)
-    overall["coverage_at_s"] = {m: round(statistics.mean(v), 1) if v else None for m, v in cov.items()}
-    doc = {"config": {"cases": cases, "modes": modes, "seeds": args.seeds, "budget_s": args.budget_s,
-                      "run_s": args.run_s, "interval_s": args.interval_s, "coverage_s": args.coverage_s,
-                      "results": str(results)},
-           "minutes": round((time.monotonic() - started) / 60, 1), "cases": per_case, **overall,
-           "targets": TARGETS, "searches": raw}
+            raw[name][mode] = []
+            for seed in seeds:
+                done = progress.get(name, mode, seed)
+                if done is None:
+                    done = search(name, case, mode, seed, spec=spec, budget_s=budgets[name], run_s=run_s,
+                                  results=results, coverage_s=args.coverage_s)
+                    progress.add(name, mode, done)
+                else:
+                    print(f"#   {name} {mode} seed={seed}: finished earlier ({progress.path})", file=sys.stderr)
+                raw[name][mode].append(done)
+    config = {"cases": cases, "modes": modes, "seeds": args.seeds, "first_seed": args.first_seed,
+              "budget_s": args.budget_s,
+              "run_s": args.run_s, "interval_s": args.interval_s, "coverage_s": args.coverage_s,
+              "results": str(results), "commit": _commit(), "case_budget_s": budgets}
+    doc = build_doc(raw, config, minutes=round((time.monotonic() - started) / 60, 1))
     if args.json:
         print(json.dumps(doc, default=str))
         return 0

@@ -203,3 +203,58 @@ def test_detection_is_none_iff_not_found_else_within_the_main_phase(recs: list[A
         at = fs.detection_s(doc, OPS, kinds=fs.CASES[case].expect, run_s=30)
         assert (at is None) is (not fs.found(doc, fs.CASES[case]))
         assert at is None or 0.0 <= at <= 30.0
+
+
+def _part(cases: dict[str, dict[str, list[float | None]]], *, budget: float = 180.0, run: float = 30.0,
+          first_seed: int = 1) -> dict[str, Any]:
+    raw = {name: {mode: [{**s, "seed": first_seed + i} for i, s in enumerate(_searches(*times))]
+                  for mode, times in by_mode.items()} for name, by_mode in cases.items()}
+    cfg = {"cases": list(cases), "modes": ["random", "guided"], "seeds": 1, "budget_s": budget, "run_s": run,
+           "interval_s": 5.0, "coverage_s": 30.0, "commit": "abc"}
+    return fs.build_doc(raw, cfg, minutes=2.0)
+
+
+def test_merged_parts_report_as_one_run() -> None:
+    a = _part({"unclean-election": {"random": [None, 90.0], "guided": [20.0, 40.0]}})
+    b = _part({"unclean-election": {"random": [None], "guided": [30.0]},
+               "no-all-ack": {"random": [60.0], "guided": [20.0]}}, first_seed=3)
+    doc = fs.merge([("a.json", a), ("b.json", b)])
+    whole = _part({"unclean-election": {"random": [None, 90.0, None], "guided": [20.0, 40.0, 30.0]},
+                   "no-all-ack": {"random": [60.0], "guided": [20.0]}})
+    assert doc["cases"] == whole["cases"]
+    assert doc["speedup_per_case"] == whole["speedup_per_case"]
+    assert doc["minutes"] == 4.0 and [m["file"] for m in doc["config"]["merged_from"]] == ["a.json", "b.json"]
+    assert "\n".join(fs.table(doc))  # a merged document prints like a run's
+
+
+@pytest.mark.parametrize(("b", "message"), [
+    (_part({"no-all-ack": {"random": [1.0]}}, budget=120.0), "config.budget_s is 120.0"),
+    (_part({"unclean-election": {"guided": [5.0]}}), "seed 1 is already in an earlier part"),
+    ({"config": {}}, "not a fault_search --json document"),
+], ids=["other-budget", "same-seed", "not-bench"])
+def test_merge_refuses_parts_that_do_not_belong_together(b: dict[str, Any], message: str) -> None:
+    a = _part({"unclean-election": {"guided": [20.0]}})
+    with pytest.raises(fs.MergeError, match=message):
+        fs.merge([("a.json", a), ("b.json", b)])
+
+
+def test_merge_of_unreadable_files_exits_2_naming_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "part.json"
+    bad.write_text("not json\n")
+    for path in (bad, tmp_path / "missing.json"):
+        out = subprocess.run([sys.executable, str(BENCH), "--merge", str(path)], capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 2 and str(path) in out.stderr and "Traceback" not in out.stderr
+
+
+def test_progress_resumes_finished_searches_under_the_same_settings_only(tmp_path: Path) -> None:
+    path = tmp_path / "progress.jsonl"
+    settings = {"budget_s": 180.0, "run_s": 30.0, "interval_s": 5.0, "coverage_s": 30.0}
+    p = fs.Progress(path, settings)
+    p.add("no-all-ack", "guided", {"seed": 2, "found": True, "detect_s": 12.0})
+    with path.open("a") as f:
+        f.write('{"case": "no-all-ack", "mode": "random", "sett')  # cut by a crash mid-line
+    again = fs.Progress(path, settings)
+    assert again.get("no-all-ack", "guided", 2) == {"seed": 2, "found": True, "detect_s": 12.0}
+    assert again.get("no-all-ack", "random", 2) is None and again.get("no-all-ack", "guided", 1) is None
+    assert fs.Progress(path, {**settings, "budget_s": 120.0}).get("no-all-ack", "guided", 2) is None
