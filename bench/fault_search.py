@@ -564,10 +564,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_s = max(args.run_s, case.min_run_s)
         spec = spec_for(name, case, run_s=run_s, interval_s=args.interval_s)
         budgets[name] = max(args.budget_s, run_s)
-        raw[name] = {}
-        for mode in modes:
-            raw[name][mode] = []
-            for seed in seeds:
+        raw[name] = {mode: [] for mode in modes}
+        for seed in seeds:  # the modes alternate, so a change in the machine's load falls on both alike
+            for mode in modes:
                 done = progress.get(name, mode, seed)
                 if done is None:
                     done = search(name, case, mode, seed, spec=spec, budget_s=budgets[name], run_s=run_s,
