@@ -294,11 +294,11 @@ def search(name: str, case: Case, mode: str, seed: int, *, spec: dict[str, Any],
 class Progress:
     """Finished searches, one JSON line each, under the results root: a long bench that is stopped (or crashes)
     resumes where it was when run again on the same root with the same settings; a line written under other
-    settings is ignored, so a changed budget never mixes with an old one."""
+    settings or another spec of its case is ignored, so a changed budget or case never mixes with an old one."""
 
     def __init__(self, path: Path, settings: Mapping[str, Any]) -> None:
         self.path, self.settings = path, dict(settings)
-        self.done: dict[tuple[str, str, int], dict[str, Any]] = {}
+        self.done: dict[tuple[str, str, int], tuple[Any, dict[str, Any]]] = {}
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
@@ -309,15 +309,17 @@ class Progress:
             except ValueError:
                 continue  # a line cut by a crash mid-write
             if isinstance(rec, dict) and rec.get("settings") == self.settings and isinstance(rec.get("search"), dict):
-                self.done[(str(rec.get("case")), str(rec.get("mode")), int(rec["search"].get("seed", -1)))] = \
-                    rec["search"]
+                key = (str(rec.get("case")), str(rec.get("mode")), int(rec["search"].get("seed", -1)))
+                self.done[key] = (rec.get("spec"), rec["search"])
 
-    def get(self, case: str, mode: str, seed: int) -> dict[str, Any] | None:
-        return self.done.get((case, mode, seed))
+    def get(self, case: str, mode: str, seed: int, spec: Mapping[str, Any]) -> dict[str, Any] | None:
+        found = self.done.get((case, mode, seed))
+        return found[1] if found is not None and found[0] == spec else None
 
-    def add(self, case: str, mode: str, done: dict[str, Any]) -> None:
-        self.done[(case, mode, int(done["seed"]))] = done
-        line = json.dumps({"case": case, "mode": mode, "settings": self.settings, "search": done}, default=str)
+    def add(self, case: str, mode: str, spec: Mapping[str, Any], done: dict[str, Any]) -> None:
+        self.done[(case, mode, int(done["seed"]))] = (dict(spec), done)
+        line = json.dumps({"case": case, "mode": mode, "settings": self.settings, "spec": spec, "search": done},
+                          default=str)
         with self.path.open("a", encoding="utf-8") as f:
             f.write(line + "\n")
             f.flush()
@@ -449,6 +451,7 @@ def merge(parts: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
     first_name, first = parts[0]
     raw: dict[str, dict[str, list[dict[str, Any]]]] = {}
     budgets: dict[str, float] = {}
+    specs: dict[str, Any] = {}
     modes: list[str] = []
     commits, minutes = [], 0.0
     for name, doc in parts:
@@ -464,6 +467,10 @@ def merge(parts: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
                 raise MergeError(f"{name}: searches: unknown case {case!r}")
             case_budgets: Mapping[str, Any] = cfg.get("case_budget_s") or {}
             budgets[case] = float(case_budgets.get(case, cfg["budget_s"]))
+            spec = (cfg.get("case_specs") or {}).get(case)
+            if specs.setdefault(case, spec) != spec:
+                raise MergeError(f"{name}: config.case_specs.{case} differs from an earlier part's: the case was "
+                                 "changed between the parts, so their searches are not comparable")
             for mode, searches in by_mode.items():
                 if mode not in ("random", "guided"):
                     raise MergeError(f"{name}: searches.{case}: unknown mode {mode!r}")
@@ -480,7 +487,7 @@ def merge(parts: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
         minutes += float(doc.get("minutes") or 0.0)
     config = {**{k: first["config"][k] for k in MERGE_KEYS}, "cases": list(raw), "modes": modes,
               "seeds": max(len(v) for by_mode in raw.values() for v in by_mode.values()),
-              "case_budget_s": budgets, "merged_from": commits}
+              "case_budget_s": budgets, "case_specs": specs, "merged_from": commits}
     return build_doc(raw, config, minutes=round(minutes, 1))
 
 
@@ -558,6 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     raw: dict[str, dict[str, list[dict[str, Any]]]] = {}
     budgets: dict[str, float] = {}
+    specs: dict[str, dict[str, Any]] = {}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     for name in cases:
         case = CASES[name]
@@ -565,20 +573,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec = spec_for(name, case, run_s=run_s, interval_s=args.interval_s)
         budgets[name] = max(args.budget_s, run_s)
         raw[name] = {mode: [] for mode in modes}
+        specs[name] = spec
         for seed in seeds:  # the modes alternate, so a change in the machine's load falls on both alike
             for mode in modes:
-                done = progress.get(name, mode, seed)
+                done = progress.get(name, mode, seed, spec)
                 if done is None:
                     done = search(name, case, mode, seed, spec=spec, budget_s=budgets[name], run_s=run_s,
                                   results=results, coverage_s=args.coverage_s)
-                    progress.add(name, mode, done)
+                    progress.add(name, mode, spec, done)
                 else:
                     print(f"#   {name} {mode} seed={seed}: finished earlier ({progress.path})", file=sys.stderr)
                 raw[name][mode].append(done)
     config = {"cases": cases, "modes": modes, "seeds": args.seeds, "first_seed": args.first_seed,
               "budget_s": args.budget_s,
               "run_s": args.run_s, "interval_s": args.interval_s, "coverage_s": args.coverage_s,
-              "results": str(results), "commit": _commit(), "case_budget_s": budgets}
+              "results": str(results), "commit": _commit(), "case_budget_s": budgets,
+              "case_specs": specs}
     doc = build_doc(raw, config, minutes=round((time.monotonic() - started) / 60, 1))
     if args.json:
         print(json.dumps(doc, default=str))

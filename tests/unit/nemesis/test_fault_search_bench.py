@@ -206,11 +206,11 @@ def test_detection_is_none_iff_not_found_else_within_the_main_phase(recs: list[A
 
 
 def _part(cases: dict[str, dict[str, list[float | None]]], *, budget: float = 180.0, run: float = 30.0,
-          first_seed: int = 1) -> dict[str, Any]:
+          first_seed: int = 1, spec: dict[str, Any] | None = None) -> dict[str, Any]:
     raw = {name: {mode: [{**s, "seed": first_seed + i} for i, s in enumerate(_searches(*times))]
                   for mode, times in by_mode.items()} for name, by_mode in cases.items()}
     cfg = {"cases": list(cases), "modes": ["random", "guided"], "seeds": 1, "budget_s": budget, "run_s": run,
-           "interval_s": 5.0, "coverage_s": 30.0, "commit": "abc"}
+           "interval_s": 5.0, "coverage_s": 30.0, "commit": "abc", "case_specs": {n: spec for n in cases}}
     return fs.build_doc(raw, cfg, minutes=2.0)
 
 
@@ -230,8 +230,9 @@ def test_merged_parts_report_as_one_run() -> None:
 @pytest.mark.parametrize(("b", "message"), [
     (_part({"no-all-ack": {"random": [1.0]}}, budget=120.0), "config.budget_s is 120.0"),
     (_part({"unclean-election": {"guided": [5.0]}}), "seed 1 is already in an earlier part"),
+    (_part({"unclean-election": {"guided": [5.0]}}, first_seed=2, spec={"rate": 1}), "case_specs.unclean-election"),
     ({"config": {}}, "not a fault_search --json document"),
-], ids=["other-budget", "same-seed", "not-bench"])
+], ids=["other-budget", "same-seed", "other-spec", "not-bench"])
 def test_merge_refuses_parts_that_do_not_belong_together(b: dict[str, Any], message: str) -> None:
     a = _part({"unclean-election": {"guided": [20.0]}})
     with pytest.raises(fs.MergeError, match=message):
@@ -250,11 +251,14 @@ def test_merge_of_unreadable_files_exits_2_naming_the_file(tmp_path: Path) -> No
 def test_progress_resumes_finished_searches_under_the_same_settings_only(tmp_path: Path) -> None:
     path = tmp_path / "progress.jsonl"
     settings = {"budget_s": 180.0, "run_s": 30.0, "interval_s": 5.0, "coverage_s": 30.0}
+    spec = fs.spec_for("no-all-ack", fs.CASES["no-all-ack"], run_s=30, interval_s=5)
     p = fs.Progress(path, settings)
-    p.add("no-all-ack", "guided", {"seed": 2, "found": True, "detect_s": 12.0})
+    p.add("no-all-ack", "guided", spec, {"seed": 2, "found": True, "detect_s": 12.0})
     with path.open("a") as f:
         f.write('{"case": "no-all-ack", "mode": "random", "sett')  # cut by a crash mid-line
     again = fs.Progress(path, settings)
-    assert again.get("no-all-ack", "guided", 2) == {"seed": 2, "found": True, "detect_s": 12.0}
-    assert again.get("no-all-ack", "random", 2) is None and again.get("no-all-ack", "guided", 1) is None
-    assert fs.Progress(path, {**settings, "budget_s": 120.0}).get("no-all-ack", "guided", 2) is None
+    assert again.get("no-all-ack", "guided", 2, spec) == {"seed": 2, "found": True, "detect_s": 12.0}
+    assert again.get("no-all-ack", "random", 2, spec) is None and again.get("no-all-ack", "guided", 1, spec) is None
+    assert fs.Progress(path, {**settings, "budget_s": 120.0}).get("no-all-ack", "guided", 2, spec) is None
+    changed = {**spec, "rate": 80.0}
+    assert again.get("no-all-ack", "guided", 2, changed) is None
