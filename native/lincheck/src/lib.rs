@@ -4,17 +4,18 @@
 //! values: a register (read, write, cas) and a one-key string map (get, put, append).  An indeterminate call
 //! returns at +infinity and must be linearized too; the caller only passes ones that are legal in every state
 //! (writes, and reads it spells as no-ops), so placing one after every determinate call is always possible
-//! and "linearized somewhere" is as good as "taken effect or not".  It is a depth-first search in invoke order over a doubly linked list of call and
-//! return events (a call may be linearized while no pending return precedes it in the list), with a cache
-//! of (linearized set, state) pairs keyed by a 64-bit Zobrist hash of the set.  It only ever answers "here
-//! is a witness" or "none found within the step budget": a hash collision or the budget can make it miss a
-//! witness, never invent one, and the caller then runs the Python search, which stays the oracle.
+//! and "linearized somewhere" is as good as "taken effect or not".  The search (`search.rs`: a depth-first
+//! walk in invoke order with a (linearized set, state) cache keyed by a Zobrist hash, and rules that cut it)
+//! only ever answers "here is a witness" or "none found within the step budget": a hash collision, a rule or
+//! the budget can make it miss a witness, never invent one, and the caller then runs the Python search, which
+//! stays the oracle.  `kv_witnesses` (`kv_history.rs`) reads a whole kv history straight from its `Op`s.
 
 use pyo3::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 mod kv_history;
+mod search;
 
 /// A multiply-rotate hasher (as in rustc's FxHash) for the search's maps: their keys are our own interned
 /// values and Zobrist hashes, never attacker-chosen, and with std's SipHash, hashing the long strings that
@@ -66,159 +67,9 @@ impl Hasher for Fx {
 }
 
 pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
-type FxSet<K> = HashSet<K, BuildHasherDefault<Fx>>;
+pub(crate) type FxSet<K> = HashSet<K, BuildHasherDefault<Fx>>;
 
-pub(crate) const NOP: u8 = 0; // always legal, state unchanged (a definite failure the model keeps)
-pub(crate) const READ: u8 = 1; // legal iff the state is a
-pub(crate) const WRITE: u8 = 2; // state := a
-pub(crate) const APPEND: u8 = 3; // state := state + a (strings)
-const CAS_OK: u8 = 4; // legal iff the state is a; state := b
-const CAS_FAIL: u8 = 5; // legal iff the state is not a
-const CAS_ANY: u8 = 6; // an indeterminate cas: always legal; state := b if it is a
-
-struct Values {
-    ids: FxMap<String, u32>,
-    text: Vec<String>,
-    concat: FxMap<(u32, u32), u32>,
-}
-
-impl Values {
-    fn intern(&mut self, s: &str) -> u32 {
-        if let Some(&id) = self.ids.get(s) {
-            return id;
-        }
-        let id = self.text.len() as u32;
-        self.ids.insert(s.to_owned(), id);
-        self.text.push(s.to_owned());
-        id
-    }
-
-    fn append(&mut self, s: u32, v: u32) -> u32 {
-        if let Some(&id) = self.concat.get(&(s, v)) {
-            return id;
-        }
-        let joined = format!("{}{}", self.text[s as usize], self.text[v as usize]);
-        let id = self.intern(&joined);
-        self.concat.insert((s, v), id);
-        id
-    }
-}
-
-fn step(values: &mut Values, code: u8, a: u32, b: u32, s: u32) -> Option<u32> {
-    match code {
-        NOP => Some(s),
-        READ => (s == a).then_some(s),
-        WRITE => Some(a),
-        APPEND => Some(values.append(s, a)),
-        CAS_OK => (s == a).then_some(b),
-        CAS_FAIL => (s != a).then_some(s),
-        CAS_ANY => Some(if s == a { b } else { s }),
-        _ => None,
-    }
-}
-
-/// splitmix64: the Zobrist keys, from a fixed seed (the search is deterministic).
-fn zobrist(n: usize) -> Vec<u64> {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    (0..n)
-        .map(|_| {
-            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        })
-        .collect()
-}
-
-/// Search one partition; see the module docs.  Returns the calls (indices into the arguments) in a
-/// linearization order and the number of steps, or None when no witness was found within `max_steps`.
-pub(crate) fn search<S: AsRef<str>>(
-    init: &str, codes: &[u8], a: &[S], b: &[S], call_t: &[f64], ret_t: &[f64], max_steps: u64,
-) -> Option<(Vec<u32>, u64, usize)> {
-    let n = codes.len();
-    let mut values = Values { ids: FxMap::default(), text: Vec::new(), concat: FxMap::default() };
-    let mut state = values.intern(init);
-    let av: Vec<u32> = a.iter().map(|s| values.intern(s.as_ref())).collect();
-    let bv: Vec<u32> = b.iter().map(|s| values.intern(s.as_ref())).collect();
-    // Events: 2i is call i's invoke, 2i+1 its return.  Closed intervals: at equal times invokes come first,
-    // so a call invoked when another returns is still a candidate before that return.
-    let mut events: Vec<(f64, u8, u32)> = Vec::with_capacity(2 * n);
-    for i in 0..n {
-        events.push((call_t[i], 0, 2 * i as u32));
-        events.push((ret_t[i], 1, 2 * i as u32 + 1));
-    }
-    events.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)).then(x.2.cmp(&y.2)));
-    // Doubly linked list over event slots 0..2n, head at slot 2n.
-    let head = 2 * n;
-    let mut next = vec![usize::MAX; 2 * n + 1];
-    let mut prev = vec![usize::MAX; 2 * n + 1];
-    let mut at = head;
-    for &(_, _, e) in &events {
-        next[at] = e as usize;
-        prev[e as usize] = at;
-        at = e as usize;
-    }
-    let nil = usize::MAX;
-    next[at] = nil;
-    let keys = zobrist(n);
-    let mut hash: u64 = 0;
-    let mut cache: FxSet<(u64, u32)> = FxSet::default();
-    let mut stack: Vec<(usize, u32)> = Vec::new(); // (invoke slot, state before it)
-    let mut steps: u64 = 0;
-    let mut entry = next[head];
-    while next[head] != nil {
-        if entry == nil {
-            return None; // cannot happen: the list ends with a return
-        }
-        if entry % 2 == 0 {
-            let c = entry / 2;
-            if let Some(s2) = step(&mut values, codes[c], av[c], bv[c], state) {
-                let h2 = hash ^ keys[c];
-                if cache.insert((h2, s2)) {
-                    stack.push((entry, state));
-                    state = s2;
-                    hash = h2;
-                    // lift the call and its return out of the list
-                    let r = entry + 1;
-                    next[prev[entry]] = next[entry];
-                    if next[entry] != nil {
-                        prev[next[entry]] = prev[entry];
-                    }
-                    next[prev[r]] = next[r];
-                    if next[r] != nil {
-                        prev[next[r]] = prev[r];
-                    }
-                    entry = next[head];
-                    steps += 1;
-                    if steps > max_steps {
-                        return None;
-                    }
-                    continue;
-                }
-            }
-            entry = next[entry];
-        } else {
-            // a pending return: the last linearized call must be undone
-            let (e, s) = stack.pop()?;
-            state = s;
-            hash ^= keys[e / 2];
-            let r = e + 1;
-            // put the return back, then the call (the reverse of lifting)
-            if next[r] != nil {
-                prev[next[r]] = r;
-            }
-            next[prev[r]] = r;
-            if next[e] != nil {
-                prev[next[e]] = e;
-            }
-            next[prev[e]] = e;
-            entry = next[e];
-        }
-    }
-    let order = stack.iter().map(|&(e, _)| (e / 2) as u32).collect();
-    Some((order, steps, cache.len()))
-}
+pub(crate) use search::{search, APPEND, CAS_ANY, NOP, READ, WRITE};
 
 /// witness(init, codes, a, b, call_t, ret_t, max_steps) -> (order, steps, cache_entries) | None
 ///

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from checker.history import Op
 from checker.linearizable import Call, build_calls, check
 from checker.linearizable import _check as check_module
+from checker.linearizable import _native
 from checker.linearizable._search import RUNNING, PartitionSearch
 from checker.linearizable.gen import small_alphabet_history
 from checker.models import Branches, Inconsistent, Model, make_model
@@ -129,6 +130,38 @@ def test_tiny_alphabet_info_heavy_histories_agree_with_brute_force(data: st.Data
     # decided within a bounded number of steps: about one per call, a few dozen at worst
     assert got.steps <= 16 * len(calls) + 32, (got.steps, len(calls))
     # and the same verdict with the compiled witness search, when it is built (its budget bounds its steps)
+    assert check(ops, model).valid is expected
+
+
+def _real(model: Model, order: list[Call]) -> bool:
+    """Is ``order`` a linearization: legal step by step, and no call placed after one invoked after it returned?"""
+    state = model.init()
+    for k, c in enumerate(order):
+        if any(later.ret_time < c.call_time for later in order[k + 1:]):
+            return False
+        nxt = model.step(state, c.input, c.output)
+        if isinstance(nxt, Inconsistent | Branches):
+            return False
+        state = nxt
+    return True
+
+
+@pytest.mark.skipif(not _native.NATIVE_AVAILABLE, reason="lincheck_native is not built (scripts/build_native.sh)")
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), kind=st.sampled_from(["kv", "register"]))
+def test_the_compiled_search_on_the_family_agrees_with_brute_force(data: st.DataObject, kind: str) -> None:
+    """The compiled search's rules (twins, dead values, look-ahead: native/lincheck/src/search.rs) on the
+    family that needs them: it finds a witness exactly when brute force says the history is linearizable, every
+    witness is a real linearization, and the checker's verdict is brute force's whichever engine decides."""
+    ops = data.draw(_tiny_history(kind))
+    model = make_model("kv" if kind == "kv" else "cas-register")
+    calls = build_calls(ops, model)
+    expected = _oracle(model, calls)
+    found = _native.native_witness(model, calls, None)
+    if found is not None:
+        assert _real(model, found._order), [o.describe() for o in ops]
+        assert sorted(c.id for c in found._order) == [c.id for c in calls]
+    assert (found is not None) is expected, ([o.describe() for o in ops], expected)
     assert check(ops, model).valid is expected
 
 

@@ -1,0 +1,316 @@
+//! The witness search over one partition (see the crate docs), and the rules that cut it.
+//!
+//! A depth-first walk in invoke order over a doubly linked list of call and return events: a call may be
+//! linearized while no pending return precedes it in the list, and a pending return met in the walk undoes
+//! the last linearized call.  The cache holds (linearized set, state) pairs keyed by a 64-bit Zobrist hash of
+//! the set.  Three rules cut the walk; none can make it invent a witness, since every answer is still a
+//! sequence of legal steps that respects real time (the caller replays the one a Result shows through the
+//! Python model):
+//!
+//! 1. Twins: indeterminate calls with the same op code and arguments are interchangeable (neither returns,
+//!    and the one invoked first can stand in for the later anywhere), so they are linearized in invoke order.
+//! 2. Dead values (only for partitions without cas): a value that begins no value a read returns can never
+//!    be read again until a write replaces it (appends only grow it), so all such values are one state,
+//!    `DEAD`.  This merges the orders of appends that went wrong in the cache and stops their strings from
+//!    growing.
+//! 3. Look-ahead (the same partitions): after each step, the first unlinearized reads in the list (at most
+//!    `MAX_ASKS`, among its first `MAX_SEEN` events) must still be reachable: the state begins the value the
+//!    read returns, or some unlinearized write invoked before the read returns has a value that begins it
+//!    (appends only extend a value, and a write invoked after the read returns must follow it).  Otherwise
+//!    the step is undone at once.
+
+use crate::{FxMap, FxSet};
+
+pub(crate) const NOP: u8 = 0; // always legal, state unchanged (a definite failure the model keeps)
+pub(crate) const READ: u8 = 1; // legal iff the state is a
+pub(crate) const WRITE: u8 = 2; // state := a
+pub(crate) const APPEND: u8 = 3; // state := state + a (strings)
+pub(crate) const CAS_OK: u8 = 4; // legal iff the state is a; state := b
+pub(crate) const CAS_FAIL: u8 = 5; // legal iff the state is not a
+pub(crate) const CAS_ANY: u8 = 6; // an indeterminate cas: always legal; state := b if it is a
+
+const DEAD: u32 = u32::MAX; // every value that begins no value read (rule 2)
+const NIL: usize = usize::MAX;
+const NO_TWIN: u32 = u32::MAX;
+const MAX_ASKS: usize = 8;
+const MAX_SEEN: usize = 64;
+
+/// Interned values: the search only compares ids.  With `reads` set (rule 2), values are collapsed to DEAD.
+struct Values {
+    ids: FxMap<String, u32>,
+    text: Vec<String>,
+    concat: FxMap<(u32, u32), u32>,
+    reads: Option<Vec<String>>, // the distinct values reads return, sorted
+    live: Vec<u8>,              // per id: 0 not asked yet, 1 begins some read value, 2 dead
+}
+
+impl Values {
+    fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&id) = self.ids.get(s) {
+            return id;
+        }
+        let id = self.text.len() as u32;
+        self.ids.insert(s.to_owned(), id);
+        self.text.push(s.to_owned());
+        id
+    }
+
+    fn append(&mut self, s: u32, v: u32) -> u32 {
+        if let Some(&id) = self.concat.get(&(s, v)) {
+            return id;
+        }
+        let joined = format!("{}{}", self.text[s as usize], self.text[v as usize]);
+        let id = self.intern(&joined);
+        self.concat.insert((s, v), id);
+        id
+    }
+
+    /// The state as the search keeps it: DEAD for a value that begins no value read (rule 2).
+    fn canon(&mut self, s: u32) -> u32 {
+        let Some(reads) = &self.reads else { return s };
+        if s == DEAD {
+            return DEAD;
+        }
+        let i = s as usize;
+        if i >= self.live.len() {
+            self.live.resize(self.text.len(), 0);
+        }
+        if self.live[i] == 0 {
+            let t = self.text[i].as_str();
+            // the least read value >= t begins with t if any does (those form one block at t's place)
+            let k = reads.partition_point(|r| r.as_str() < t);
+            self.live[i] = if k < reads.len() && reads[k].starts_with(t) { 1 } else { 2 };
+        }
+        if self.live[i] == 1 { s } else { DEAD }
+    }
+
+    fn step(&mut self, code: u8, a: u32, b: u32, s: u32) -> Option<u32> {
+        match code {
+            NOP => Some(s),
+            READ => (s == a).then_some(s),
+            WRITE => Some(self.canon(a)),
+            APPEND if s == DEAD => Some(DEAD),
+            APPEND => {
+                let joined = self.append(s, a);
+                Some(self.canon(joined))
+            }
+            CAS_OK => (s == a).then_some(b),
+            CAS_FAIL => (s != a).then_some(s),
+            CAS_ANY => Some(if s == a { b } else { s }),
+            _ => None,
+        }
+    }
+}
+
+/// splitmix64: the Zobrist keys, from a fixed seed (the search is deterministic).
+fn zobrist(n: usize) -> Vec<u64> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        })
+        .collect()
+}
+
+/// The event list and what the rules read; slots 2i and 2i+1 are call i's invoke and return, `head` is 2n.
+struct Walk<'a> {
+    codes: &'a [u8],
+    av: Vec<u32>,
+    call_t: &'a [f64],
+    ret_t: &'a [f64],
+    next: Vec<usize>,
+    prev: Vec<usize>,
+    head: usize,
+    done: Vec<bool>,
+    twin: Vec<u32>,
+    writes: Vec<u32>, // the WRITE calls by invoke time (rule 3)
+    lookahead: bool,
+    begins: FxMap<(u32, u32), bool>,
+}
+
+impl Walk<'_> {
+    /// Lift call c's invoke and return out of the list.
+    fn lift(&mut self, c: usize) {
+        for e in [2 * c, 2 * c + 1] {
+            let (p, n) = (self.prev[e], self.next[e]);
+            self.next[p] = n;
+            if n != NIL {
+                self.prev[n] = p;
+            }
+        }
+        self.done[c] = true;
+    }
+
+    /// Put call c back (the reverse of ``lift``).
+    fn unlift(&mut self, c: usize) {
+        for e in [2 * c + 1, 2 * c] {
+            let (p, n) = (self.prev[e], self.next[e]);
+            if n != NIL {
+                self.prev[n] = e;
+            }
+            self.next[p] = e;
+        }
+        self.done[c] = false;
+    }
+
+    /// Rule 3: is some unlinearized read among the first ones in the list unreachable from state s?
+    fn doomed(&mut self, values: &Values, s: u32) -> bool {
+        if !self.lookahead {
+            return false;
+        }
+        let mut e = self.next[self.head];
+        let (mut asked, mut seen) = (0, 0);
+        while e != NIL && asked < MAX_ASKS && seen < MAX_SEEN {
+            let c = e / 2;
+            seen += 1;
+            if e & 1 == 0 && self.codes[c] == READ {
+                asked += 1;
+                let v = self.av[c];
+                let reachable = (s != DEAD && self.begins(values, s, v)) || self.rebuilt(values, v, self.ret_t[c]);
+                if !reachable {
+                    return true;
+                }
+            }
+            e = self.next[e];
+        }
+        false
+    }
+
+    /// Does value x begin value v (memoised)?
+    fn begins(&mut self, values: &Values, x: u32, v: u32) -> bool {
+        *self.begins.entry((x, v)).or_insert_with(|| {
+            values.text[v as usize].starts_with(values.text[x as usize].as_str())
+        })
+    }
+
+    /// Was some unlinearized write whose value begins v invoked no later than `by`?
+    fn rebuilt(&mut self, values: &Values, v: u32, by: f64) -> bool {
+        for k in 0..self.writes.len() {
+            let w = self.writes[k] as usize;
+            if self.call_t[w] > by {
+                return false;
+            }
+            if !self.done[w] && self.begins(values, self.av[w], v) {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// Search one partition; see the module docs.  Returns the calls (indices into the arguments) in a
+/// linearization order, the number of steps and the cache size, or None when no witness was found within
+/// `max_steps` (or none exists).
+pub(crate) fn search<S: AsRef<str>>(
+    init: &str, codes: &[u8], a: &[S], b: &[S], call_t: &[f64], ret_t: &[f64], max_steps: u64,
+) -> Option<(Vec<u32>, u64, usize)> {
+    let n = codes.len();
+    let plain = codes.iter().all(|&c| c <= APPEND); // rules 2 and 3 hold for these ops only
+    let reads = plain.then(|| {
+        let mut r: Vec<String> =
+            (0..n).filter(|&i| codes[i] == READ).map(|i| a[i].as_ref().to_owned()).collect();
+        r.sort_unstable();
+        r.dedup();
+        r
+    });
+    let mut values =
+        Values { ids: FxMap::default(), text: Vec::new(), concat: FxMap::default(), reads, live: Vec::new() };
+    let first = values.intern(init);
+    let mut state = values.canon(first);
+    let av: Vec<u32> = a.iter().map(|s| values.intern(s.as_ref())).collect();
+    let bv: Vec<u32> = b.iter().map(|s| values.intern(s.as_ref())).collect();
+    let mut walk = new_walk(codes, &av, &bv, call_t, ret_t, plain);
+    let keys = zobrist(n);
+    let mut hash: u64 = 0;
+    let mut cache: FxSet<(u64, u32)> = FxSet::default();
+    let mut stack: Vec<(usize, u32)> = Vec::new(); // (call, state before it)
+    let mut steps: u64 = 0;
+    let head = walk.head;
+    let mut entry = walk.next[head];
+    while walk.next[head] != NIL {
+        if entry == NIL {
+            return None; // cannot happen: the list ends with a return
+        }
+        if entry & 1 == 1 {
+            // a pending return: the last linearized call must be undone
+            let (c, s) = stack.pop()?;
+            state = s;
+            hash ^= keys[c];
+            walk.unlift(c);
+            entry = walk.next[2 * c];
+            continue;
+        }
+        let c = entry / 2;
+        entry = walk.next[entry];
+        if walk.twin[c] != NO_TWIN && !walk.done[walk.twin[c] as usize] {
+            continue; // rule 1: its earlier twin first
+        }
+        let Some(s2) = values.step(codes[c], av[c], bv[c], state) else { continue };
+        let h2 = hash ^ keys[c];
+        if !cache.insert((h2, s2)) {
+            continue;
+        }
+        walk.lift(c);
+        if walk.doomed(&values, s2) {
+            walk.unlift(c);
+            continue;
+        }
+        stack.push((c, state));
+        state = s2;
+        hash = h2;
+        entry = walk.next[head];
+        steps += 1;
+        if steps > max_steps {
+            return None;
+        }
+    }
+    let order = stack.iter().map(|&(c, _)| c as u32).collect();
+    Some((order, steps, cache.len()))
+}
+
+/// The event list in time order (closed intervals: at equal times invokes come first, so a call invoked
+/// when another returns is still a candidate before that return), the twins and the writes by invoke time.
+fn new_walk<'a>(
+    codes: &'a [u8], av: &[u32], bv: &[u32], call_t: &'a [f64], ret_t: &'a [f64], lookahead: bool,
+) -> Walk<'a> {
+    let n = codes.len();
+    let mut events: Vec<(f64, u8, u32)> = Vec::with_capacity(2 * n);
+    for i in 0..n {
+        events.push((call_t[i], 0, 2 * i as u32));
+        events.push((ret_t[i], 1, 2 * i as u32 + 1));
+    }
+    events.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)).then(x.2.cmp(&y.2)));
+    let head = 2 * n;
+    let mut next = vec![NIL; 2 * n + 1];
+    let mut prev = vec![NIL; 2 * n + 1];
+    let mut at = head;
+    for &(_, _, e) in &events {
+        next[at] = e as usize;
+        prev[e as usize] = at;
+        at = e as usize;
+    }
+    // Rule 1: each indeterminate call's twin is the previous one invoked with the same code and arguments.
+    let mut twin = vec![NO_TWIN; n];
+    let mut last: FxMap<(u8, u32, u32), u32> = FxMap::default();
+    for &(_, kind, e) in &events {
+        let c = (e / 2) as usize;
+        if kind == 0 && ret_t[c] == f64::INFINITY {
+            if let Some(t) = last.insert((codes[c], av[c], bv[c]), c as u32) {
+                twin[c] = t;
+            }
+        }
+    }
+    let writes = events
+        .iter()
+        .filter(|&&(_, kind, e)| kind == 0 && codes[(e / 2) as usize] == WRITE)
+        .map(|&(_, _, e)| e / 2)
+        .collect();
+    Walk {
+        codes, av: av.to_vec(), call_t, ret_t, next, prev, head, done: vec![false; n], twin, writes, lookahead,
+        begins: FxMap::default(),
+    }
+}
