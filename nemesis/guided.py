@@ -22,7 +22,8 @@ sees the observed event stream (:mod:`harness.observe`) and the coverage it prod
    SyncStateSet shrank, a broker was fenced) is a moment to stack or hold, never to undo: the fault that cut
    the redundancy is what makes the next fault dangerous; and one that leaves some redundancy is no moment at
    all: the narrowing is still under way (the slaves' leases expire before the master drops them from the
-   SyncStateSet), and the decision waits for the state it leads to.  A stack unwinds from the
+   SyncStateSet), and the decision waits for the state it leads to -- a hold that ends at such a trigger runs on
+   (``max_wait_s``) so the trigger, not the clock, decides.  A stack unwinds from the
    bottom: only the oldest fault is a candidate to undo, and a stacked fault's hold outlasts the one below, so
    the cluster recovers from the precondition while the aimed fault is still in force (the partition that cut
    the slaves off heals while the master is still dead: the out-of-sync slaves are what the controller finds).
@@ -330,6 +331,13 @@ def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s
     st = replace(st, consumed=len(events), coverage=cov, trigger=trig, covered_steps=len(st.steps), active=active,
                  cluster_at_s=cluster_at)
     due = [a for a in st.active if a.undo_at_s <= now_s and _releasable(a, cfg, now_s)]
+    if due and trig is not None and trig.startswith(NARROWING):
+        # The hold ended just as the fault's effect arrived: the moment is the trigger's (strike at the master
+        # left alone, or wait for the narrowing to complete), so the hold runs on a little instead of healing it.
+        later = now_s + cfg.max_wait_s
+        st = replace(st, active=tuple(replace(a, undo_at_s=max(a.undo_at_s, later)) if any(a is d for d in due)
+                                      else a for a in st.active))
+        due = []
     if due:  # a fault held for its time: undo it (the oldest first: the stack unwinds from the bottom)
         decision, st = _undo(st, due[0], now_s, None, None)
         return decision, now_s, st

@@ -283,3 +283,19 @@ def test_with_the_master_alone_in_the_set_only_moves_aimed_at_it_are_candidates(
         s = State(active=(Active(ISOLATE, 5.0, 11.0, effect_s=5.0),), stats=learned)
         d, _, _ = step(s, [ev(6.0, "sync-state-set", change="shrink", members=[1])], 6.1, cfg=cfg, seed=seed)
         assert d is not None and d.move_key == KILL.key
+
+
+def test_a_hold_that_ends_as_the_narrowing_arrives_gives_way_to_the_trigger() -> None:
+    """The cut that left the master alone is not healed because its hold ran out in the same instant: the master
+    is struck; a partial narrowing at the hold's end is held on for where it leads."""
+    from nemesis.guided import Active
+
+    cfg = Config((ISOLATE, KILL, Move("kill", "one")), settle_s=1.0, max_wait_s=2.0, holds_s=(2.0,))
+    for seed in range(20):
+        s = State(active=(Active(ISOLATE, 5.0, 7.0, effect_s=5.0),))
+        d, _, s2 = step(s, [ev(6.95, "sync-state-set", change="shrink", members=[1])], 7.0, cfg=cfg, seed=seed)
+        assert d is not None and d.move_key == KILL.key and [a.move for a in s2.active] == [ISOLATE, KILL]
+        d, wake, s3 = step(s, [ev(6.95, "sync-state-set", change="shrink", members=[1, 2])], 7.0, cfg=cfg, seed=seed)
+        assert d is None and [a.move for a in s3.active] == [ISOLATE] and wake == pytest.approx(9.0)
+        d, _, _ = step(s3, [ev(6.95, "sync-state-set", change="shrink", members=[1, 2])], 9.0, cfg=cfg, seed=seed)
+        assert d is not None and d.step.f == UNDO[ISOLATE.f]  # nothing more came: healed after the extension
