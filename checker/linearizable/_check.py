@@ -19,6 +19,7 @@ with the cause, never a hang or an out-of-memory crash.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 from collections.abc import Callable, Hashable, Iterable
 from operator import itemgetter
@@ -29,7 +30,7 @@ from checker.linearizable._calls import Call, calls_of_pairs, partition_calls
 from checker.linearizable._fast import fast_witnesses
 from checker.linearizable._native import ENGINE_MISSING, NATIVE_AVAILABLE, Witnessed, native_witness
 from checker.linearizable._race import RacedSearch
-from checker.linearizable._result import UNKNOWN_VERDICT, Result
+from checker.linearizable._result import UNKNOWN_VERDICT, Linearization, Result, Shown
 from checker.linearizable._search import INVALID, RUNNING, VALID
 from checker.models import Inconsistent, Model, ModelError
 
@@ -168,27 +169,38 @@ def _valid(
     clock: Callable[[], float] | None, max_cache_entries: int,
 ) -> Result:
     """The Result of a history every partition of which is linearized (``searches``: one per partition), showing
-    the largest partition's linearization; a compiled witness the Python model refuses is searched again."""
+    the largest partition's linearization; a Python search's is read now, a compiled witness's when it is read
+    (``_replayed``)."""
     witness = max(searches, key=lambda s: s.n, default=None)  # show the largest partition's linearization
-    try:
-        lin = tuple(witness.linearization()) if witness else ()
-    except ValueError:  # a compiled witness the Python model refuses: search that partition in Python instead
-        assert isinstance(witness, Witnessed)
-        redo = RacedSearch(model, witness.all_calls, witness.key)
-        outcome = _drive([redo], [redo], deadline, clock, max_cache_entries)
-        searches[searches.index(witness)] = redo
-        engine = "python (a native witness was refused)"
-        if outcome is not None:
-            if outcome[0] == INVALID:
-                return dataclasses.replace(_invalid(desc, outcome[1], searches, nparts), engine=engine)
-            return dataclasses.replace(_unknown(desc, outcome[0], searches, nparts), engine=engine)
-        witness = redo
-        lin = tuple(redo.linearization())
+    if witness is None:
+        shown = Shown()
+    elif isinstance(witness, Witnessed):
+        shown = Shown(build=functools.partial(_replayed, witness, model, max_cache_entries))
+    else:
+        shown = Shown(tuple(witness.all_calls), tuple(witness.linearization()))
     return Result(True, desc, partitions=nparts, steps=sum(s.steps for s in searches),
                   cache_entries=sum(s.cache_entries for s in searches),
-                  partition=witness.key if witness else None,
-                  calls=tuple(witness.all_calls) if witness else (),
-                  linearization=lin, engine=engine)
+                  partition=witness.key if witness else None, shown=shown, engine=engine)
+
+
+def _replayed(witness: Witnessed, model: Model, max_cache_entries: int) -> tuple[tuple[Call, ...], Linearization]:
+    """A compiled witness's calls and linearization, stepped through the Python model.  A witness the model
+    refuses is a bug in the compiled core (the differential tests hold it to the Python search): the partition
+    is then searched in Python (its linearization is shown; none if it runs out of cache entries), and if it
+    proves the partition not linearizable, the verdict was wrong and this raises RuntimeError."""
+    calls = tuple(witness.all_calls)
+    try:
+        return calls, tuple(witness.linearization())
+    except ValueError as refused:
+        redo = RacedSearch(model, calls, witness.key)
+        outcome = _drive([redo], [redo], None, None, max_cache_entries)
+        if outcome is not None and outcome[0] != INVALID:
+            return calls, ()
+        if outcome is not None:
+            raise RuntimeError(f"the compiled search linearized partition {witness.key!r}, the Python search does "
+                               f"not ({refused}): a bug in native/lincheck; check with the compiled core "
+                               "uninstalled") from refused
+        return calls, tuple(redo.linearization())
 
 
 def _drive(
@@ -229,8 +241,7 @@ def _unknown(desc: str, cause: str, searches: list[RacedSearch], nparts: int) ->
         UNKNOWN_VERDICT, desc, cause=cause, partitions=nparts, steps=sum(s.steps for s in searches),
         cache_entries=sum(s.cache_entries for s in searches),
         partition=biggest.key if biggest else None,
-        calls=tuple(biggest.all_calls) if biggest else (),
-        linearization=tuple(biggest.linearization()) if biggest else (),
+        shown=Shown(tuple(biggest.all_calls), tuple(biggest.linearization())) if biggest else Shown(),
     )
 
 
@@ -245,7 +256,7 @@ def _invalid(desc: str, s: RacedSearch, searches: list[RacedSearch], nparts: int
     return Result(
         False, desc, op=call.completion or call.invoke, call=call,
         previous_ok=prev.completion if prev is not None else None, reason=reason, partition=s.key,
-        linearization=tuple(s.linearization()), calls=tuple(s.all_calls), partitions=nparts,
+        shown=Shown(tuple(s.all_calls), tuple(s.linearization())), partitions=nparts,
         steps=sum(x.steps for x in searches), cache_entries=sum(x.cache_entries for x in searches),
         frontier_states=tuple(s.frontier_states()),
     )

@@ -13,7 +13,8 @@ reference and never offers those keys to the compiled search again.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import functools
+from collections.abc import Callable, Hashable, Sequence
 
 from checker.history import Op
 from checker.linearizable._calls import Call, calls_of_pairs
@@ -37,9 +38,14 @@ def fast_witnesses(ops: Sequence[Op], model: Model, policy: str) -> tuple[list[W
     big = max(range(len(found)), key=lambda j: len(found[j][1]))
     out: list[Witnessed] = []
     for j, (key, ids, order, steps, cache_entries) in enumerate(found):
-        calls: list[Call] = []
+        calls: list[Call] | Callable[[], list[Call]] = []
         if j == big:
-            pairs = [(ops[kept[i][0]], ops[kept[i][1]] if kept[i][1] >= 0 else None) for i in ids]
-            calls = [c._replace(id=i) for c, i in zip(calls_of_pairs(pairs, policy), ids, strict=True)]
+            calls = functools.partial(_calls_of, ops, kept, ids, policy)
         out.append(Witnessed(model, calls, key, order, steps, cache_entries, size=len(ids)))
     return out, set()
+
+
+def _calls_of(ops: Sequence[Op], kept: list[tuple[int, int]], ids: list[int], policy: str) -> list[Call]:
+    """The Calls of one partition (``ids``: its call ids; ``kept``: each call's invoke and completion positions)."""
+    pairs = [(ops[kept[i][0]], ops[kept[i][1]] if kept[i][1] >= 0 else None) for i in ids]
+    return [c._replace(id=i) for c, i in zip(calls_of_pairs(pairs, policy), ids, strict=True)]

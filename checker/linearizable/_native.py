@@ -14,7 +14,7 @@ in Python.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from checker.linearizable._calls import Call
@@ -33,7 +33,7 @@ NOP, READ, WRITE, APPEND, _CAS_OK, _CAS_FAIL, _CAS_ANY = range(7)  # the op code
 # The compiled search is for the easy case, where it walks about one step per call; a partition that needs far
 # more goes to the Python search (with its look-ahead and dominance rules) without waiting long.
 _BUDGET_PER_CALL = 4
-_BUDGET_BASE = 2048
+_BUDGET_BASE = 16384
 _UNSET: Any = object()
 DEAD = "\x00"  # kv's stand-in for unobserved values: a value holding it is not plain text to the native model
 
@@ -145,21 +145,35 @@ class Witnessed:
 
     status = VALID
 
-    def __init__(self, model: Model, calls: list[Call], key: Hashable, order: list[int], steps: int,
-                 cache_entries: int, *, size: int | None = None) -> None:
-        """``calls`` may be empty for a partition whose witness no Result shows (then ``size`` is its size)."""
+    def __init__(self, model: Model, calls: list[Call] | Callable[[], list[Call]], key: Hashable, order: list[int],
+                 steps: int, cache_entries: int, *, size: int | None = None) -> None:
+        """``calls``: the partition's calls, or a function that builds them when they are first read, or none
+        for a partition no Result shows (for both, ``size`` is their number)."""
         self.model = model
         self.key = key
         self._calls = calls
-        self.n = self.size = len(calls) if size is None else size
+        self._built: list[Call] | None = calls if isinstance(calls, list) else None
+        self.n = self.size = size if size is not None else len(calls) if isinstance(calls, list) else 0
         self.steps = steps
         self.cache_entries = cache_entries
-        self._order = [calls[i] for i in order] if calls else []
+        self._witness = order
+
+    def _get_calls(self) -> list[Call]:
+        if self._built is None:
+            assert callable(self._calls)
+            self._built = self._calls()
+        return self._built
+
+    @property
+    def _order(self) -> list[Call]:
+        """The witness: the calls in the order the compiled search linearized them."""
+        calls = self._get_calls()
+        return [calls[i] for i in self._witness] if calls else []
 
     @property
     def all_calls(self) -> list[Call]:
         """The partition's calls in invoke order (read only for the partition a Result shows)."""
-        return sorted(self._calls, key=lambda c: (c.call_time, c.id))
+        return sorted(self._get_calls(), key=lambda c: (c.call_time, c.id))
 
     def linearization(self) -> list[tuple[Call, Hashable]]:
         """The witness with the Python model's state after each call; raises ValueError if the model refuses a

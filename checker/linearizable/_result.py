@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +10,49 @@ from checker.history import Op
 from checker.linearizable._calls import Call
 
 UNKNOWN_VERDICT = "unknown"
+Linearization = tuple[tuple[Call, Hashable], ...]
+
+
+class Shown:
+    """The partition a Result shows: its calls and a linearization, given or built on first read.
+
+    A valid history's witness is rarely looked at, and building it (a Call per operation, the Python model
+    stepped through the witness) cost more than the compiled search that found it, so the checker passes a
+    ``build`` function for it instead.  Two Shown are equal when their calls and linearizations are.
+    """
+
+    __slots__ = ("_build", "_calls", "_lin")
+
+    def __init__(self, calls: tuple[Call, ...] = (), linearization: Linearization = (), *,
+                 build: Callable[[], tuple[tuple[Call, ...], Linearization]] | None = None) -> None:
+        self._calls = calls
+        self._lin = linearization
+        self._build = build
+
+    def _get(self) -> None:
+        if self._build is not None:
+            self._calls, self._lin = self._build()
+            self._build = None
+
+    @property
+    def calls(self) -> tuple[Call, ...]:
+        self._get()
+        return self._calls
+
+    @property
+    def linearization(self) -> Linearization:
+        self._get()
+        return self._lin
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Shown):
+            return NotImplemented
+        return (self.calls, self.linearization) == (other.calls, other.linearization)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "Shown(...)" if self._build is not None else f"Shown({len(self._calls)} calls)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,8 +68,7 @@ class Result:
         previous_ok: the last ok op of that partition to complete before ``op``.
         reason: what the model said about ``op`` in the deepest state reached (one sentence).
         partition: key of the partition that decided the verdict (None = unpartitioned).
-        linearization: the longest linearizable prefix of that partition: (call, state after) pairs.
-        calls: every call of that partition (for the timeline view).
+        shown: that partition's calls and linearization (read them as ``calls`` and ``linearization``).
         partitions: number of partitions; steps: search nodes expanded; cache_entries: cache size.
         seconds: wall time, when a clock was given.
         engine: which search decided: ``"python"``, ``"native"`` (every partition linearized by the compiled
@@ -44,8 +86,7 @@ class Result:
     previous_ok: Op | None = None
     reason: str | None = None
     partition: Hashable = None
-    linearization: tuple[tuple[Call, Hashable], ...] = ()
-    calls: tuple[Call, ...] = ()
+    shown: Shown = field(default_factory=Shown)
     partitions: int = 0
     steps: int = 0
     cache_entries: int = 0
@@ -53,6 +94,17 @@ class Result:
     extra: dict[str, Any] = field(default_factory=dict)
     engine: str = "python"
     frontier_states: tuple[Hashable, ...] = ()
+
+    @property
+    def linearization(self) -> Linearization:
+        """The longest linearizable prefix of the partition shown: (call, state after) pairs (for a valid
+        history, a whole linearization of its largest partition)."""
+        return self.shown.linearization
+
+    @property
+    def calls(self) -> tuple[Call, ...]:
+        """Every call of the partition shown (for the timeline view)."""
+        return self.shown.calls
 
     def first_failure(self) -> dict[str, Any] | None:
         """JSON-ready summary of the failing op, or None if the history was not found invalid."""

@@ -35,10 +35,30 @@ fn plain_str<'py>(x: Bound<'py, PyAny>) -> Option<Bound<'py, PyString>> {
     Some(s)
 }
 
-/// (invoke position, completion position or None) per pair, in invoke order; None for a completion without
-/// an open invoke or a process that is neither an int nor "nemesis".
-fn pair_positions(py: Python<'_>, ops: &Bound<'_, PyList>) -> PyResult<Option<Vec<(usize, Option<usize>)>>> {
+const INVOKE: u8 = 0;
+const OK: u8 = 1; // any completion type but fail and info, as calls_of_pairs reads it
+const FAIL: u8 = 2;
+const INFO: u8 = 3;
+
+/// What the reader needs of one client op, read in one visit (a history's ops are read once each: on long
+/// histories the objects do not fit in the cache, and a second pass over them cost as much as the first).
+struct Rec<'py> {
+    pos: usize,
+    kind: u8,
+    time: f64,                             // NaN: not a finite number (an error only where it is needed)
+    f: Option<Bound<'py, PyString>>,       // invokes: f, if a plain str
+    value: Option<Bound<'py, PyAny>>,      // invokes and ok completions
+}
+
+/// The client ops of the history and their (invoke, completion or None) pairs in invoke order, as indices
+/// into the ops read; None for a completion without an open invoke, a process that is neither an int nor
+/// "nemesis", or a type that is not a plain str.
+#[allow(clippy::type_complexity)]
+fn read_pairs<'py>(
+    py: Python<'py>, ops: &Bound<'py, PyList>,
+) -> PyResult<Option<(Vec<Rec<'py>>, Vec<(usize, Option<usize>)>)>> {
     let mut open: FxMap<i64, usize> = FxMap::default();
+    let mut recs: Vec<Rec<'py>> = Vec::with_capacity(ops.len());
     let mut pairs: Vec<(usize, Option<usize>)> = Vec::with_capacity(ops.len() / 2 + 1);
     for (pos, op) in ops.iter().enumerate() {
         let process = op.getattr(intern!(py, "process"))?;
@@ -52,15 +72,31 @@ fn pair_positions(py: Python<'_>, ops: &Bound<'_, PyList>) -> PyResult<Option<Ve
             }
         };
         let Some(typ) = plain_str(op.getattr(intern!(py, "type"))?) else { return Ok(None) };
-        if typ.to_str()? == "invoke" {
+        let kind = match typ.to_str()? {
+            "invoke" => INVOKE,
+            "fail" => FAIL,
+            "info" => INFO,
+            _ => OK,
+        };
+        let time = match op.getattr(intern!(py, "time"))?.extract::<f64>() {
+            Ok(t) if t.is_finite() => t,
+            _ => f64::NAN,
+        };
+        let (f, value) = match kind {
+            INVOKE => (plain_str(op.getattr(intern!(py, "f"))?), Some(op.getattr(intern!(py, "value"))?)),
+            OK => (None, Some(op.getattr(intern!(py, "value"))?)),
+            _ => (None, None),
+        };
+        if kind == INVOKE {
             open.insert(p, pairs.len());
-            pairs.push((pos, None));
+            pairs.push((recs.len(), None));
         } else {
             let Some(i) = open.remove(&p) else { return Ok(None) };
-            pairs[i].1 = Some(pos);
+            pairs[i].1 = Some(recs.len());
         }
+        recs.push(Rec { pos, kind, time, f, value });
     }
-    Ok(Some(pairs))
+    Ok(Some((recs, pairs)))
 }
 
 /// kv_witnesses(ops, init, drop_fails, per_call, base) -> None | (missed key | None, parts, pairs)
@@ -73,62 +109,47 @@ fn pair_positions(py: Python<'_>, ops: &Bound<'_, PyList>) -> PyResult<Option<Ve
 pub fn kv_witnesses(
     py: Python<'_>, ops: &Bound<'_, PyList>, init: String, drop_fails: bool, per_call: u64, base: u64,
 ) -> PyResult<Option<(Option<String>, Vec<(String, Vec<u32>, Vec<u32>, u64, usize)>, Vec<(usize, i64)>)>> {
-    let Some(pairs) = pair_positions(py, ops)? else { return Ok(None) };
+    let Some((recs, pairs)) = read_pairs(py, ops)? else { return Ok(None) };
     let mut parts: Vec<Part<'_>> = Vec::new();
     let mut part_of: FxMap<String, usize> = FxMap::default();
     let mut kept: Vec<(usize, i64)> = Vec::with_capacity(pairs.len());
-    for &(ipos, cpos) in &pairs {
-        let inv = ops.get_item(ipos)?;
-        let comp = match cpos {
-            Some(c) => Some(ops.get_item(c)?),
-            None => None,
-        };
-        let mut value = inv.getattr(intern!(py, "value"))?;
-        let ctype_obj = match &comp {
-            Some(c) => match plain_str(c.getattr(intern!(py, "type"))?) {
-                Some(t) => Some(t),
-                None => return Ok(None),
-            },
-            None => None,
-        };
-        let ctype = match &ctype_obj {
-            Some(t) => t.to_str()?,
-            None => "info",
-        };
-        let mut out: Option<Bound<'_, PyAny>> = None; // the completion's value (ok completions only)
-        let ret: f64;
-        if ctype == "info" {
-            ret = f64::INFINITY;
-        } else {
-            if ctype == "fail" && drop_fails {
-                continue;
-            }
-            let c = comp.as_ref().expect("a completion");
-            ret = match c.getattr(intern!(py, "time"))?.extract::<f64>() {
-                Ok(t) if t.is_finite() => t,
-                _ => return Ok(None),
-            };
-            if ctype != "fail" {
-                let o = c.getattr(intern!(py, "value"))?;
-                if value.is_none() {
-                    value = o.clone();
+    for &(i, c) in &pairs {
+        let inv = &recs[i];
+        let comp = c.map(|c| &recs[c]);
+        let ctype = comp.map_or(INFO, |c| c.kind);
+        let mut value = inv.value.clone().expect("an invoke's value");
+        let mut out: Option<&Bound<'_, PyAny>> = None; // the completion's value (ok completions only)
+        let ret = match comp {
+            Some(c) if ctype != INFO => {
+                if ctype == FAIL && drop_fails {
+                    continue;
                 }
-                out = Some(o);
+                if c.time.is_nan() {
+                    return Ok(None);
+                }
+                if ctype == OK {
+                    let o = c.value.as_ref().expect("an ok completion's value");
+                    if value.is_none() {
+                        value = o.clone();
+                    }
+                    out = Some(o);
+                }
+                c.time
             }
-        }
+            _ => f64::INFINITY,
+        };
         if !value.is_exact_instance_of::<PyDict>() {
             return Ok(None);
         }
         let value = value.downcast::<PyDict>()?;
         let Some(key) = value.get_item(intern!(py, "key"))? else { return Ok(None) };
         let Some(key) = plain_str(key) else { return Ok(None) };
-        let f_obj = plain_str(inv.getattr(intern!(py, "f"))?);
-        let f = match &f_obj {
+        let f = match &inv.f {
             Some(f) => f.to_str()?,
             None => "",
         };
         // (code, argument): Some(Some(s)) a str, Some(None) the empty string, None not the plain case
-        let (code, arg): (u8, Option<Option<Bound<'_, PyString>>>) = if ctype == "fail" {
+        let (code, arg): (u8, Option<Option<Bound<'_, PyString>>>) = if ctype == FAIL {
             (NOP, Some(None))
         } else if f == "get" {
             match out {
@@ -139,7 +160,7 @@ pub fn kv_witnesses(
                         None => (READ, None),
                     }
                 }
-                Some(o) => (READ, plain_str(o).map(Some)),
+                Some(o) => (READ, plain_str(o.clone()).map(Some)),
             }
         } else if f == "append" || f == "put" {
             let arg = match value.get_item(intern!(py, "value"))? {
@@ -151,10 +172,10 @@ pub fn kv_witnesses(
             return Ok(None);
         };
         let Some(arg) = arg else { return Ok(None) };
-        let call = match inv.getattr(intern!(py, "time"))?.extract::<f64>() {
-            Ok(t) if t.is_finite() => t,
-            _ => return Ok(None),
-        };
+        let call = inv.time;
+        if call.is_nan() {
+            return Ok(None);
+        }
         let key = key.to_str()?;
         let j = match part_of.get(key) {
             Some(&j) => j,
@@ -171,7 +192,7 @@ pub fn kv_witnesses(
         part.args.push(arg);
         part.call_t.push(call);
         part.ret_t.push(ret);
-        kept.push((ipos, cpos.map(|c| c as i64).unwrap_or(-1)));
+        kept.push((inv.pos, comp.map_or(-1, |c| c.pos as i64)));
     }
     if parts.is_empty() {
         return Ok(None);

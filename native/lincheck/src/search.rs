@@ -127,7 +127,9 @@ struct Walk<'a> {
     head: usize,
     done: Vec<bool>,
     twin: Vec<u32>,
-    writes: Vec<u32>, // the WRITE calls by invoke time (rule 3)
+    writes: Vec<u32>,     // the WRITE calls by invoke time (rule 3)
+    write_at: Vec<u32>,   // per call: its place in `writes` (NO_TWIN: not a write)
+    first_open: usize,    // every write before this place in `writes` is linearized
     lookahead: bool,
     begins: FxMap<(u32, u32), bool>,
 }
@@ -143,6 +145,11 @@ impl Walk<'_> {
             }
         }
         self.done[c] = true;
+        if self.write_at[c] as usize == self.first_open {
+            while self.first_open < self.writes.len() && self.done[self.writes[self.first_open] as usize] {
+                self.first_open += 1;
+            }
+        }
     }
 
     /// Put call c back (the reverse of ``lift``).
@@ -155,6 +162,9 @@ impl Walk<'_> {
             self.next[p] = e;
         }
         self.done[c] = false;
+        if self.write_at[c] != NO_TWIN {
+            self.first_open = self.first_open.min(self.write_at[c] as usize);
+        }
     }
 
     /// Rule 3: is some unlinearized read among the first ones in the list unreachable from state s?
@@ -189,7 +199,7 @@ impl Walk<'_> {
 
     /// Was some unlinearized write whose value begins v invoked no later than `by`?
     fn rebuilt(&mut self, values: &Values, v: u32, by: f64) -> bool {
-        for k in 0..self.writes.len() {
+        for k in self.first_open..self.writes.len() {
             let w = self.writes[k] as usize;
             if self.call_t[w] > by {
                 return false;
@@ -304,13 +314,17 @@ fn new_walk<'a>(
             }
         }
     }
-    let writes = events
+    let writes: Vec<u32> = events
         .iter()
         .filter(|&&(_, kind, e)| kind == 0 && codes[(e / 2) as usize] == WRITE)
         .map(|&(_, _, e)| e / 2)
         .collect();
+    let mut write_at = vec![NO_TWIN; n];
+    for (k, &w) in writes.iter().enumerate() {
+        write_at[w as usize] = k as u32;
+    }
     Walk {
-        codes, av: av.to_vec(), call_t, ret_t, next, prev, head, done: vec![false; n], twin, writes, lookahead,
-        begins: FxMap::default(),
+        codes, av: av.to_vec(), call_t, ret_t, next, prev, head, done: vec![false; n], twin, writes, write_at,
+        first_open: 0, lookahead, begins: FxMap::default(),
     }
 }

@@ -18,9 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checker.history import Op
-from checker.linearizable import Call, build_calls, check
+from checker.linearizable import Call, _native, build_calls, check
 from checker.linearizable import _check as check_module
-from checker.linearizable import _native
 from checker.linearizable._search import RUNNING, PartitionSearch
 from checker.linearizable.gen import small_alphabet_history
 from checker.models import Branches, Inconsistent, Model, make_model

@@ -156,12 +156,26 @@ class _Backwards:
 
 
 def test_a_witness_the_python_model_refuses_is_searched_again_in_python() -> None:
+    """The witness is stepped through the Python model when the Result's linearization is first read; one the
+    model refuses is replaced by the Python search's."""
     ops = register_history(random.Random(4), clients=3, ops=120)
     model = make_model("cas-register")
     with patch.object(_native, "_impl", _Backwards), patch.object(check_module, "NATIVE_AVAILABLE", True):
         res = check(ops, model)
-    assert res.valid is True and res.engine == "python (a native witness was refused)"
-    assert _is_linearization(model, [c for c, _ in res.linearization])
+        assert res.valid is True and res.engine == "native"
+        assert _is_linearization(model, [c for c, _ in res.linearization])
+        assert len(res.linearization) == len(res.calls) == len(build_calls(ops, model))
+
+
+def test_a_witness_of_a_partition_python_proves_invalid_raises_when_read() -> None:
+    """A compiled core that linearizes what cannot be linearized is a bug: reading the witness says so."""
+    ops = [Op(0, 0, "invoke", 0, "write", 1), Op(1, 1, "ok", 0, "write", 1),
+           Op(2, 2, "invoke", 1, "read", None), Op(3, 3, "ok", 1, "read", 2)]
+    with patch.object(_native, "_impl", _Backwards), patch.object(check_module, "NATIVE_AVAILABLE", True):
+        res = check(ops, make_model("cas-register"))
+        assert res.valid is True and res.engine == "native"  # the broken core's verdict
+        with pytest.raises(RuntimeError, match="a bug in native/lincheck"):
+            _ = res.linearization
 
 
 @pytest.mark.parametrize(("model_name", "ops"), [
