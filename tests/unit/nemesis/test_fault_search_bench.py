@@ -162,6 +162,33 @@ def test_speedup_is_exact_or_bounded_by_the_budget() -> None:
     assert (exact["speedup_median"], exact["speedup_median_at_least"]) == (3.0, 3.0)
 
 
+def _both(r: list[float | None], g: list[float | None]) -> dict[str, Any]:
+    return {"random": fs.summarize(_searches(*r), 180.0), "guided": fs.summarize(_searches(*g), 180.0)}
+
+
+def test_speedup_median_needs_faults_leaves_out_the_cases_found_without_faults_beside_the_whole() -> None:
+    # speedups 4, 3, 1, 1: all four -> median 2; without the two no-fault cases -> median 3.5
+    per_case = {"a": _both([80.0], [20.0]), "b": _both([60.0], [20.0]), "c": _both([5.0], [5.0]),
+                "d": _both([2.0], [2.0])}
+    out = fs.figures(per_case, ["random", "guided"], no_faults_needed={"c", "d"})
+    assert (out["speedup_median"], out["speedup_median_needs_faults"]) == (2.0, 3.5)
+    assert out["needs_faults_cases"] == ["a", "b"]
+    assert (out["speedup_median_needs_faults_at_least"], out["speedup_median_needs_faults_at_most"]) == (3.5, 3.5)
+    censored = fs.figures({**per_case, "a": _both([None], [20.0])}, ["random", "guided"], no_faults_needed={"c", "d"})
+    assert (censored["speedup_median_needs_faults"], censored["speedup_median_needs_faults_at_least"],
+            censored["speedup_median_needs_faults_at_most"]) == (None, 6.0, None)  # (9 + 3) / 2 .. unbounded
+    none_need = fs.figures({"c": per_case["c"]}, ["random", "guided"], no_faults_needed={"c"})
+    assert none_need["needs_faults_cases"] == [] and none_need["speedup_median_needs_faults_at_least"] is None
+    assert none_need["speedup_median"] == 1.0
+
+
+def test_by_default_the_cases_marked_as_needing_no_faults_are_left_out() -> None:
+    no_faults = {n for n, c in fs.CASES.items() if not c.needs_faults}
+    assert no_faults == {"reuse-broker-id", "no-epoch-fencing"}
+    out = fs.figures({n: _both([60.0], [20.0]) for n in fs.CASES}, ["random", "guided"])
+    assert out["needs_faults_cases"] == [n for n in fs.CASES if n not in no_faults]
+
+
 def test_table_says_greater_than_budget_for_a_censored_median() -> None:
     cases = {"unclean-election": {"random": fs.summarize(_searches(None, None, 50.0), 180.0),
                                   "guided": fs.summarize(_searches(12.5, 30.0, None), 180.0)}}
@@ -171,6 +198,9 @@ def test_table_says_greater_than_budget_for_a_censored_median() -> None:
     text = "\n".join(fs.table(doc))
     assert "> 180 s" in text and "30.0 s" in text and "- - 50.0" in text and "12.5 30.0 -" in text
     assert ">= 6.0" in text and "target >= 2.0: met" in text and "target found >= 0.8: missed" in text
+    assert "median across the cases that need faults: unclean-election): >= 6.0" in text
+    old_doc = {k: v for k, v in doc.items() if not k.startswith(("speedup_median_needs", "needs_faults"))}
+    assert "need faults" not in "\n".join(fs.table(old_doc))  # a document from before the field still prints
 
 
 @pytest.mark.parametrize("argv", [["--cases", "nope"], ["--modes", "smart"], ["--seeds", "0"],
@@ -180,14 +210,25 @@ def test_bad_flags_exit_2_before_running(argv: list[str]) -> None:
     assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr
 
 
+TRIGGER_OPS_OFF = {"controller-register": {"follower_read_fraction": 0.0}, "broker-ids": {"failpoints": 0}}
+"""Workload options that, left on, make the workload inject a planted bug's trigger itself: reads sent to a named
+follower (stale-read) and lanes that crash brokers at each registration failpoint (non-atomic-meta)."""
+
+
 @pytest.mark.parametrize("name", sorted(fs.CASES))
 def test_every_case_spec_is_valid(name: str) -> None:
     from harness.commands._parts import validate_spec
     from harness.spec import spec_from_dict
+    from nemesis.packages import KINDS
 
-    raw = fs.spec_for(name, fs.CASES[name], run_s=30, interval_s=5)
+    case = fs.CASES[name]
+    raw = fs.spec_for(name, case, run_s=30, interval_s=5)
     for mode in ("random", "guided"):
         validate_spec(spec_from_dict({**raw, "nemesis": {**raw["nemesis"], "mode": mode}, "seed": 1}, file=name))
+    assert raw["nemesis"]["packages"] == list(case.packages) and set(case.packages) <= set(KINDS)
+    if case.needs_faults:  # the nemesis must create the trigger, so the workload's own trigger ops are off
+        for key, off in TRIGGER_OPS_OFF.get(case.workload["name"], {}).items():
+            assert case.workload.get("options", {}).get(key) == off, f"{name}: workload option {key}"
 
 
 @given(st.lists(st.tuples(st.sampled_from(["lost-write", "duplicate"]),
