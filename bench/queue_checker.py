@@ -14,17 +14,21 @@ The generator simulates a correct queue (producers, consumers with cursors, info
 happen, a final drain) and, for the "injected" variant, a broker that loses acknowledged writes and
 duplicates records at known rates; the run reports how many of each were injected and found.
 
-Each history is checked twice, each time in a fresh child process: with the default worker count of
-``check_queue_file`` (one per CPU for files over 64 MB; every worker decodes the whole file and checks a share
-of the queues) and with one process, the baseline.  Peak RSS is the child's own plus its largest worker's
-times the number of workers beyond the first (exact for 2 workers, the count on a 2-CPU machine); CPU seconds
-include the workers.  On a shared 2-vCPU machine wall time inflates with load, the parallel run most.
+Each history is checked twice, each time in a fresh child process: "primary" is ``check_queue_file`` as
+callers get it (the compiled pass of native/queuescan when it is installed, one process with a reader
+thread; else the Python pass with its default workers), "baseline" the Python pass with its default workers
+(one per CPU for files over 64 MB; every worker decodes the whole file and checks a share of the queues).
+Each run names the engine that ran.  Peak RSS is the child's own plus its largest worker's times the number of
+workers beyond the first (exact for 2 workers, the count on a 2-CPU machine); CPU seconds include the workers
+and threads.  On a shared 2-vCPU machine wall time inflates with load (each run prints the 1-minute load
+average before and after it), so CPU seconds are the fairer figure there.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import subprocess
@@ -145,30 +149,35 @@ def write_history(path: Path, n_ops: int, **kw: Any) -> dict[str, int]:
     return injected
 
 
-def _child(path: str, workers: int | None) -> None:
+def _child(path: str, workers: int | None, engine: str) -> None:
     from checker.queue import check_queue_file
     from checker.queue._parallel import auto_workers
 
     n = auto_workers(path) if workers is None else workers
     t0, c0 = time.perf_counter(), time.process_time()
-    r = check_queue_file(path, workers=n)
+    r = check_queue_file(path, workers=n, engine=engine)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    n = 1 if r.stats["engine"] == "native" else n
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     rss_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss + kids.ru_maxrss * (n - 1)) / 1024
-    print(json.dumps({"workers": n, "wall_s": wall, "cpu_s": cpu + kids.ru_utime + kids.ru_stime,
-                      "peak_rss_mb": rss_mb, "valid": r.valid, "counts": r.counts,
-                      "stats": {k: v for k, v in r.stats.items() if isinstance(v, int | bool)}}))
+    print(json.dumps({"workers": n, "engine": r.stats["engine"], "wall_s": wall,
+                      "cpu_s": cpu + kids.ru_utime + kids.ru_stime, "peak_rss_mb": rss_mb, "valid": r.valid,
+                      "counts": r.counts, "stats": {k: v for k, v in r.stats.items() if isinstance(v, int | bool)}}))
 
 
-def _check(path: Path, workers: int | None) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--child", str(path)] + ([] if workers is None else ["--workers", str(workers)])
+def _check(path: Path, workers: int | None, engine: str) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--child", str(path), "--engine", engine]
+    cmd += [] if workers is None else ["--workers", str(workers)]
+    load0 = os.getloadavg()[0]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     res: dict[str, Any] = json.loads(out.stdout)
+    res["load_1m"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
     return res
 
 
-def run_one(n_ops: int, *, seed: int, injected: bool, tmp: Path, workers: int | None) -> list[dict[str, Any]]:
-    """Generate one history; check it with ``workers`` (None: the default) and, as the baseline, one process."""
+def run_one(n_ops: int, *, seed: int, injected: bool, tmp: Path, workers: int | None, engine: str,
+            baseline: bool) -> list[dict[str, Any]]:
+    """Generate one history; check it with ``engine`` and, as the baseline, with the Python pass."""
     path = tmp / f"h-{n_ops}-{int(injected)}.jsonl"
     rates = {"lose_rate": 0.001, "dup_rate": 0.001} if injected else {}
     t0 = time.perf_counter()
@@ -176,15 +185,16 @@ def run_one(n_ops: int, *, seed: int, injected: bool, tmp: Path, workers: int | 
     gen_s = time.perf_counter() - t0
     ops = inj.pop("ops")
     runs = []
-    for mode, w in (("primary", workers), ("baseline", 1)):
-        if mode == "baseline" and workers == 1:
-            continue  # the primary run already was one process
-        res = _check(path, w)
-        runs.append({"variant": "injected" if injected else "clean", "mode": mode, "workers": res["workers"],
-                     "size": n_ops, "ops": ops, "injected": inj if injected else {}, "generate_s": round(gen_s, 2),
-                     "wall_s": round(res["wall_s"], 2), "cpu_s": round(res["cpu_s"], 2),
+    for mode, eng in (("primary", engine), ("baseline", "python")):
+        if mode == "baseline" and (engine == "python" or not baseline):
+            continue  # the primary run already was the Python pass, or no baseline was asked for
+        res = _check(path, workers, eng)
+        runs.append({"variant": "injected" if injected else "clean", "mode": mode, "engine": res["engine"],
+                     "workers": res["workers"], "size": n_ops, "ops": ops, "injected": inj if injected else {},
+                     "generate_s": round(gen_s, 2), "wall_s": round(res["wall_s"], 2), "cpu_s": round(res["cpu_s"], 2),
                      "ops_per_s": round(ops / res["wall_s"]), "peak_rss_mb": round(res["peak_rss_mb"]),
-                     "valid": res["valid"], "found": res["counts"], "summary": res["stats"]})
+                     "load_1m": res["load_1m"], "valid": res["valid"], "found": res["counts"],
+                     "summary": res["stats"]})
     path.unlink()
     return runs
 
@@ -193,7 +203,7 @@ def figures_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Headline figures: the worst run of each mode (primary, one-process baseline) at the largest size."""
     top = max(r["size"] for r in runs)  # the requested size: the variants' op counts differ a little
     figs: dict[str, Any] = {}
-    for mode, suffix in (("primary", ""), ("baseline", "_one_process")):
+    for mode, suffix in (("primary", ""), ("baseline", "_python")):
         mine = [r for r in runs if r["mode"] == mode]
         at_top = [r for r in mine if r["size"] == top]
         if not at_top:
@@ -201,8 +211,10 @@ def figures_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
         figs[f"ops_per_s{suffix}"] = min(r["ops_per_s"] for r in at_top)
         figs[f"peak_rss_mb{suffix}"] = max(r["peak_rss_mb"] for r in mine)
         figs[f"workers{suffix}"] = max(r["workers"] for r in at_top)
+        figs[f"engine{suffix}"] = sorted({r["engine"] for r in at_top})
         if top >= 10_000_000:
             figs[f"wall_s_at_10M{suffix}"] = max(r["wall_s"] for r in at_top)
+            figs[f"cpu_s_at_10M{suffix}"] = max(r["cpu_s"] for r in at_top)
     return figs
 
 
@@ -211,14 +223,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--full", action="store_true", help="also run 10M ops")
     ap.add_argument("--sizes", type=int, nargs="*", help="explicit op counts (overrides the defaults)")
     ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--workers", type=int, help="processes per check (default: check_queue_file's choice)")
+    ap.add_argument("--workers", type=int, help="processes per Python check (default: check_queue_file's choice)")
+    ap.add_argument("--engine", choices=("auto", "python"), default="auto",
+                    help="the primary run's engine (default: auto, the compiled pass when installed)")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the Python baseline run of each history")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.workers is not None and args.workers < 1:
         ap.error(f"--workers must be >= 1, got {args.workers}")
     if args.child:
-        _child(args.child, args.workers)
+        _child(args.child, args.workers, args.engine)
         return 0
     sizes = args.sizes or ([1_000_000, 10_000_000] if args.full else [1_000_000])
     if any(n <= 0 for n in sizes):
@@ -227,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-queue-") as d:
         for n in sizes:
             for injected in (False, True):
-                runs.extend(run_one(n, seed=args.seed, injected=injected, tmp=Path(d), workers=args.workers))
+                runs.extend(run_one(n, seed=args.seed, injected=injected, tmp=Path(d), workers=args.workers,
+                                    engine=args.engine, baseline=not args.no_baseline))
     targets = {"ops_per_s": round(TARGET_OPS_PER_S), "wall_s_at_10M": TARGET_10M_S, "peak_rss_mb": TARGET_RSS_MB}
     report = {"seed": args.seed, "figures": figures_of(runs), "targets": targets, "runs": runs}
     if args.json:
@@ -237,9 +253,13 @@ def main(argv: list[str] | None = None) -> int:
           f"(10M ops in <= {TARGET_10M_S:.0f} s), peak RSS <= {TARGET_RSS_MB:.0f} MB")
     for r in runs:
         ok = r["ops_per_s"] >= TARGET_OPS_PER_S and r["peak_rss_mb"] <= TARGET_RSS_MB
-        print(f"  {r['variant']:8} {r['ops']:>11,} ops  {r['workers']} proc  {r['wall_s']:7.2f} s  "
+        engine = "native" if r["engine"] == "native" else "python"
+        print(f"  {r['variant']:8} {r['ops']:>11,} ops  {engine:6} {r['workers']} proc  {r['wall_s']:7.2f} s  "
               f"{r['ops_per_s']:>10,} ops/s  (cpu {r['cpu_s']:.2f} s)  peak {r['peak_rss_mb']:>5} MB  "
-              f"valid={r['valid']}  {'MEETS' if ok else 'MISSES'} target  {r['mode']}")
+              f"load {r['load_1m'][0]:.1f}->{r['load_1m'][1]:.1f}  valid={r['valid']}  "
+              f"{'MEETS' if ok else 'MISSES'} target  {r['mode']}")
+        if r["engine"] not in ("native", "python"):
+            print(f"           engine: {r['engine']}")
         if r["injected"] and r["mode"] == "primary":
             print(f"           injected {r['injected']}  found {r['found']}")
     return 0

@@ -73,16 +73,20 @@ def check_queue(history: Iterable[Any], *, max_records: int = DEFAULT_MAX_RECORD
     return scan.result()
 
 
-def check_queue_file(path: str | Path, *, max_records: int = DEFAULT_MAX_RECORDS, workers: int | None = None) -> Result:
+def check_queue_file(path: str | Path, *, max_records: int = DEFAULT_MAX_RECORDS, workers: int | None = None,
+                     engine: str = "auto") -> Result:
     """Stream ``history.jsonl`` at ``path`` through the checker (a torn last line is ignored).
 
     Args:
-        workers: processes to use, this one included (each checks a share of the queues; see ``_parallel``).
-            None: one for files under 64 MB, else one per CPU this process may use, at most 4.
+        engine: ``"auto"``: the compiled pass (``native/queuescan``, one process) when it is installed and the
+            file has only the shapes it models, else the Python pass; ``"python"``: the Python pass.
+            ``Result.stats["engine"]`` says which ran (and why not the compiled one).
+        workers: processes of the Python pass, this one included (each checks a share of the queues; see
+            ``_parallel``).  None: one for files under 64 MB, else one per CPU this process may use, at most 4.
 
     Raises:
         HistoryError: a malformed line other than a torn last one.
-        ValueError: ``workers`` < 1.
+        ValueError: ``workers`` < 1, or an unknown ``engine``.
     """
     n = auto_workers(path) if workers is None else workers
-    return check_file(path, workers=n, max_records=max_records)
+    return check_file(path, workers=n, max_records=max_records, engine=engine)

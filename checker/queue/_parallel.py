@@ -16,6 +16,7 @@ in any part is raised here, and the other processes are killed.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import pickle
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from checker.compose import Result
+from checker.queue._native import ENGINE_MISSING, scan_file_native
 from checker.queue._scan import DEFAULT_MAX_RECORDS, QueueScan, ScanTally, iter_history_ops, merge_tallies
 
 PARALLEL_MIN_BYTES = 64 << 20  # below ~0.5M ops, starting a process costs more than it saves
@@ -62,13 +64,27 @@ def scan_file(path: str | Path, *, part: int = 0, parts: int = 1,
             gc.enable()
 
 
-def check_file(path: str | Path, *, workers: int = 1, max_records: int = DEFAULT_MAX_RECORDS) -> Result:
-    """Check ``path`` with ``workers`` processes (this one included); the result does not depend on how many,
-    except which anomaly records are kept when a type has more than ``max_records``."""
+def check_file(path: str | Path, *, workers: int = 1, max_records: int = DEFAULT_MAX_RECORDS,
+               engine: str = "auto") -> Result:
+    """Check ``path``; the result does not depend on the engine or on how many workers, except which anomaly
+    records are kept when a type has more than ``max_records``.  ``stats["engine"]`` says which pass ran.
+
+    ``engine="auto"`` runs the compiled pass (``_native``, one process) when it is installed and falls back to
+    the Python pass when it is not or when it hands the file back; ``"python"`` runs the Python pass.
+    ``workers``: processes of the Python pass, this one included.
+    """
     if workers < 1:
         raise ValueError(f"check_queue_file: workers must be >= 1, got {workers}")
+    if engine not in ("auto", "python"):
+        raise ValueError(f"check_queue_file: engine must be 'auto' or 'python', got {engine!r}")
+    how = "python"
+    if engine == "auto":
+        got = scan_file_native(path, max_records=max_records)
+        if isinstance(got, ScanTally):
+            return _with_engine(merge_tallies([got], max_records=max_records), "native")
+        how = got if got == ENGINE_MISSING else f"python (the native pass handed the file back: {got})"
     if workers == 1:
-        return merge_tallies([scan_file(path, max_records=max_records)], max_records=max_records)
+        return _with_engine(merge_tallies([scan_file(path, max_records=max_records)], max_records=max_records), how)
     root = str(Path(__file__).resolve().parents[2])  # the directory holding the checker package
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
     children = [subprocess.Popen([sys.executable, "-m", __name__, str(path), str(i), str(workers), str(max_records)],
@@ -84,7 +100,11 @@ def check_file(path: str | Path, *, workers: int = 1, max_records: int = DEFAULT
             if child.poll() is None:
                 child.kill()
                 child.wait()
-    return merge_tallies(tallies, max_records=max_records)
+    return _with_engine(merge_tallies(tallies, max_records=max_records), how)
+
+
+def _with_engine(r: Result, engine: str) -> Result:
+    return dataclasses.replace(r, stats={**r.stats, "engine": engine})
 
 
 def _child_tally(returncode: int, out: bytes, err: bytes) -> ScanTally:

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 from checker.compose import Anomaly, Result, result_from_anomalies
 from checker.history import HistoryError
 from checker.queue._lines import MISSING, QVal, as_dict, decode_records, iter_blocks
+from checker.queue._records import BUILDERS
 from checker.queue._types import ANOMALY_TYPES
 
 try:  # orjson is ~4x faster than json for the 10M-op target; the checker works without it
@@ -281,11 +282,13 @@ class QueueScan:
         return own
 
     # -- recording -------------------------------------------------------------------------------
-    def _add(self, type_: str, key: str, ops: tuple[int, ...], expected: Any, observed: Any, why: str) -> None:
+    def _add(self, code: str, key: Any, ops: tuple[int, ...], *args: Any) -> None:
+        """Count one anomaly of builder ``code`` (see ``_records``); keep its record if its type has room."""
+        type_, build = BUILDERS[code]
         n = self._counts.get(type_, 0)
         self._counts[type_] = n + 1
         if n < self._max_records:
-            self._anoms.setdefault(type_, []).append(Anomaly(type_, key, ops, expected, observed, why))
+            self._anoms.setdefault(type_, []).append(build(key, ops, *args))
 
     def _inconsistent(self, q: _Queue, off: int, old: int, new: int, idx: int) -> None:
         """Offset ``off`` holds the value of row ``old`` and now the value of row ``new`` (bases)."""
@@ -294,9 +297,7 @@ class QueueScan:
         q.reported.add((off, new))
         inv = q.st[old + _INV_IDX]
         ops = (inv, idx) if inv != _NONE else (idx,)
-        was, now = q.vals[old // _STRIDE], q.vals[new // _STRIDE]
-        self._add("inconsistent-offsets", q.name, ops, {"offset": off, "value": was}, {"offset": off, "value": now},
-                  f"offset {off} of {q.name} was seen holding {was!r} and later {now!r}")
+        self._add("inconsistent-offsets", q.name, ops, off, q.vals[old // _STRIDE], q.vals[new // _STRIDE])
 
     # -- the pass --------------------------------------------------------------------------------
     def feed(self, ops: Iterable[Any]) -> None:
@@ -478,8 +479,7 @@ class QueueScan:
         first = recs[0][0]
         if start is not None and first != start:
             if first < start:
-                self._add("nonmonotonic-poll", q.name, (idx,), {"from_offset": start}, {"first_offset": first},
-                          f"consumer {consumer!r} resumed at offset {start} but the poll returned offset {first} first")
+                self._add("nonmonotonic-poll", q.name, (idx,), start, first, consumer)
             else:
                 q.gaps.append((start - 1, first, "poll-skip", idx, consumer))
         offs = q.offs
@@ -512,8 +512,7 @@ class QueueScan:
             if s == _NONE:
                 st[b + _FIRST] = o
                 if st[b + _INV_IDX] == _NONE:
-                    self._add("unexpected", q.name, (idx,), None, {"offset": o, "value": val},
-                              f"poll read {val!r} at offset {o} of {q.name} but no send of that value was ever invoked")
+                    self._add("unexpected-unsent", q.name, (idx,), o, val)
                 elif st[b] == 0:
                     q.unacked_seen[val] = idx
             elif s != o:
@@ -524,8 +523,7 @@ class QueueScan:
                     ex[o] = idx
             if o != last + 1:
                 if o <= last:
-                    self._add("int-nonmonotonic-poll", q.name, (idx,), {"after_offset": last}, {"offset": o},
-                              f"one poll returned offset {o} after offset {last}")
+                    self._add("int-nonmonotonic-poll", q.name, (idx,), last, o)
                     if top is None or last > top:
                         top = last
                 else:
@@ -557,15 +555,9 @@ class QueueScan:
             st[b + _CMP_IDX] = idx
         last = q.last_send.get(p)
         if last is not None and off < last[0]:
-            self._add("nonmonotonic-send", q.name, (last[1], inv_idx, idx), {"offset_above": last[0]},
-                      {"offset": off, "value": q.vals[b // _STRIDE]},
-                      f"process {p} sent {q.vals[b // _STRIDE]!r} after a send acknowledged at offset {last[0]}, "
-                      f"but it landed at lower offset {off}")
+            self._add("nonmonotonic-send", q.name, (last[1], inv_idx, idx), last[0], off, q.vals[b // _STRIDE], p)
         elif m is not None and off < m[0]:
-            self._add("nonmonotonic-send-realtime", q.name, (m[1], inv_idx, idx), {"offset_above": m[0]},
-                      {"offset": off, "value": q.vals[b // _STRIDE]},
-                      f"send of {q.vals[b // _STRIDE]!r} was invoked after a send to {q.name} was acknowledged at "
-                      f"offset {m[0]}, yet it landed at lower offset {off}")
+            self._add("nonmonotonic-send-realtime", q.name, (m[1], inv_idx, idx), m[0], off, q.vals[b // _STRIDE])
         q.last_send[p] = (off, idx)
         if q.max_acked is None or off > q.max_acked[0]:
             q.max_acked = (off, idx)
@@ -609,9 +601,7 @@ class QueueScan:
                 if o == _NONE:
                     if ack != _NONE and ack < q.max_polled:
                         self._add("lost-write", q.name, (st[b + _INV_IDX], st[b + _CMP_IDX], q.max_polled_idx),
-                                  {"offset": ack, "value": val}, {"max_polled_offset": q.max_polled},
-                                  f"{val!r} was acknowledged at offset {ack} of {q.name} but never polled, "
-                                  f"although polls read up to offset {q.max_polled}")
+                                  ack, val, q.max_polled)
                     else:
                         self._unseen(q, b, val, summary)
                     continue
@@ -625,9 +615,7 @@ class QueueScan:
                     summary["recovered"] += 1
                 else:
                     poll_idx = q.unacked_seen.get(val, q.max_polled_idx)
-                    self._add("unexpected", q.name, (st[b + _INV_IDX], poll_idx), None, {"offset": o, "value": val},
-                              f"poll read {val!r} at offset {o} of {q.name} but every send of it definitely "
-                              f"failed (G1a-like aborted read)")
+                    self._add("unexpected-failed", q.name, (st[b + _INV_IDX], poll_idx), o, val)
         summary["delivered"] += delivered
         for val, ex in q.extra.items():
             b = q.rows[val]
@@ -637,9 +625,7 @@ class QueueScan:
             offsets = sorted({st[b + _FIRST], *ex})
             if len(offsets) > n_ok:
                 summary["duplicated"] += 1
-                self._add("duplicate", q.name, (st[b + _INV_IDX], *sorted(set(ex.values()))),
-                          {"copies": n_ok}, {"offsets": offsets, "value": val},
-                          f"{val!r} was acknowledged {n_ok} time(s) but appears at offsets {offsets} of {q.name}")
+                self._add("duplicate", q.name, (st[b + _INV_IDX], *sorted(set(ex.values()))), n_ok, offsets, val)
 
     def _unseen(self, q: _Queue, b: int, val: Any, summary: dict[str, int]) -> None:
         """An acknowledged send no poll read: bad only if a drain of its queue began after the acknowledgement."""
@@ -648,16 +634,11 @@ class QueueScan:
         ack = st[b + _ACK_OFF]
         ack_or_none = None if ack == _NONE else ack
         inv_idx, cmp_idx = st[b + _INV_IDX], st[b + _CMP_IDX]
-        at = f"at offset {ack}" if ack != _NONE else "(without an offset)"
         if cmp_idx < q.drain_inv:
             summary["unseen_after_drain"] += 1
-            self._add("unseen", q.name, (inv_idx, cmp_idx, q.drain_inv), {"offset": ack_or_none, "value": val},
-                      None, f"{val!r} was acknowledged {at} of {q.name} but no poll read it, not even the drain "
-                      f"invoked after the acknowledgement (op {q.drain_inv})")
+            self._add("unseen-after-drain", q.name, (inv_idx, cmp_idx, q.drain_inv), ack_or_none, val, q.drain_inv)
         else:
-            self._add("unseen", q.name, (inv_idx, cmp_idx), {"offset": ack_or_none, "value": val}, None,
-                      f"{val!r} was acknowledged {at} of {q.name} but no poll read it (yet: no drain of "
-                      f"{q.name} began after the acknowledgement)")
+            self._add("unseen", q.name, (inv_idx, cmp_idx), ack_or_none, val)
 
     def _resolve_gaps(self, q: _Queue) -> None:
         if not q.gaps:
@@ -675,7 +656,4 @@ class QueueScan:
                     missing.append(known[i])
                     i += 1
             if missing:
-                where = "between polls" if kind == "poll-skip" else "inside one poll"
-                self._add(kind, q.name, (idx,), {"offsets": missing[:10]}, {"jumped_from": lo, "to": hi},
-                          f"consumer {consumer!r} jumped {where} from offset {lo} to {hi} of {q.name}, skipping "
-                          f"known offset(s) {missing[:10]}")
+                self._add(kind, q.name, (idx,), missing, lo, hi, consumer)

@@ -416,7 +416,9 @@ def _describe(run: SimRun, result: Result) -> str:
 
 
 def _summary(r: Result) -> tuple[Any, ...]:
-    return (r.valid, r.counts, r.stats, {t: [a.to_dict() for a in v] for t, v in r.anomalies.items()})
+    """What must not depend on how a history is read; ``stats["engine"]`` (check_queue_file's) names the way."""
+    stats = {k: v for k, v in r.stats.items() if k != "engine"}
+    return (r.valid, r.counts, stats, {t: [a.to_dict() for a in v] for t, v in r.anomalies.items()})
 
 
 # ---------------------------------------------------------------------------------------------
