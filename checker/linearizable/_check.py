@@ -104,9 +104,15 @@ def _check(
     missed: set[Hashable] = set()  # partitions the fast path offered the compiled search in vain
     if NATIVE_AVAILABLE and partition:
         history = history if isinstance(history, list) else list(history)
-        found, missed = fast_witnesses(history, model, policy)
-        if found is not None:
-            return _valid(desc, found, len(found), "native", model, deadline, clock, max_cache_entries)
+        # The compiled search cannot be interrupted (its step budget bounds it): the deadline is read around it,
+        # as around each compiled search of the general path.
+        if not _late(deadline, clock):
+            found, missed = fast_witnesses(history, model, policy)
+            if found is not None and _late(deadline, clock):
+                decided: list[Any] = list(found)
+                return dataclasses.replace(_unknown(desc, "timeout", decided, len(found)), engine="native")
+            if found is not None:
+                return _valid(desc, found, len(found), "native", model, deadline, clock, max_cache_entries)
     calls = calls_of_pairs(pair_ops(history), policy)
     groups = partition_calls(calls, model) if partition else [(None, calls)]
     nparts = len(groups)
@@ -162,6 +168,10 @@ def _check(
             return dataclasses.replace(_unknown(desc, outcome[0], searches, nparts), engine=engine)
     assert all(s.status == VALID for s in searches)
     return _valid(desc, searches, nparts, engine, model, deadline, clock, max_cache_entries)
+
+
+def _late(deadline: float | None, clock: Callable[[], float] | None) -> bool:
+    return deadline is not None and clock is not None and clock() > deadline
 
 
 def _valid(

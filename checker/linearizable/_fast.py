@@ -18,13 +18,15 @@ from collections.abc import Callable, Hashable, Sequence
 
 from checker.history import Op
 from checker.linearizable._calls import Call, calls_of_pairs
-from checker.linearizable._native import DEAD, Witnessed, kv_witnesses
-from checker.models import KV, Model
+from checker.linearizable._native import DEAD, Witnessed, kv_witnesses, register_witness, spelled
+from checker.models import KV, Model, Register
 
 
 def fast_witnesses(ops: Sequence[Op], model: Model, policy: str) -> tuple[list[Witnessed] | None, set[Hashable]]:
     """One witness per partition (the largest partition's with its Calls, the others' without), or None and
     the keys of the partitions the compiled search missed (empty when the fast path does not apply)."""
+    if type(model) is Register and isinstance(ops, list):
+        return _register_witnesses(ops, model, policy)
     init = model.initial if type(model) is KV else None
     if type(init) is not str or DEAD in init or not isinstance(ops, list):
         return None, set()
@@ -43,6 +45,20 @@ def fast_witnesses(ops: Sequence[Op], model: Model, policy: str) -> tuple[list[W
             calls = functools.partial(_calls_of, ops, kept, ids, policy)
         out.append(Witnessed(model, calls, key, order, steps, cache_entries, size=len(ids)))
     return out, set()
+
+
+def _register_witnesses(ops: list[Op], model: Register, policy: str) -> tuple[list[Witnessed] | None, set[Hashable]]:
+    """The register case of ``fast_witnesses``: one partition, key None (registers do not partition)."""
+    init = spelled(model.initial)
+    answer = None if init is None else register_witness(ops, init, model.cas, model.nil_read_any, policy == "drop")
+    if answer is None:
+        return None, set()
+    found, order, steps, cache_entries, kept = answer
+    if not found:
+        return None, {None}
+    ids = list(range(len(kept)))
+    calls = functools.partial(_calls_of, ops, kept, ids, policy)
+    return [Witnessed(model, calls, None, order, steps, cache_entries, size=len(ids))], set()
 
 
 def _calls_of(ops: Sequence[Op], kept: list[tuple[int, int]], ids: list[int], policy: str) -> list[Call]:

@@ -93,7 +93,7 @@ def _encode_kv(model: KV, calls: Sequence[Call]) -> tuple[str, list[int], list[s
     return init, codes, first, [""] * len(codes)
 
 
-def _value(x: Any) -> str | None:
+def spelled(x: Any) -> str | None:
     """An int or nil as text (equal texts exactly when the values are equal), else None."""
     if x is None:
         return "nil"
@@ -103,7 +103,7 @@ def _value(x: Any) -> str | None:
 
 
 def _encode_register(model: Register, calls: Sequence[Call]) -> tuple[str, list[int], list[str], list[str]] | None:
-    init = _value(model.initial)
+    init = spelled(model.initial)
     if init is None:
         return None
     codes: list[int] = []
@@ -118,18 +118,18 @@ def _encode_register(model: Register, calls: Sequence[Call]) -> tuple[str, list[
             if out is FAILED or out is UNKNOWN or (out is None and model.nil_read_any):
                 code = NOP
             else:
-                code, a = READ, _value(out)
+                code, a = READ, spelled(out)
         elif f == "write":
-            code, a = (NOP, "") if out is FAILED else (WRITE, _value(c.input.value))
+            code, a = (NOP, "") if out is FAILED else (WRITE, spelled(c.input.value))
         elif f == "cas" and model.cas:
             pair = c.input.value
             if not isinstance(pair, list | tuple) or len(pair) != 2:
                 return None
-            a = _value(pair[0])
+            a = spelled(pair[0])
             if out is FAILED:
                 code = _CAS_FAIL
             else:
-                code, b = (_CAS_ANY if out is UNKNOWN else _CAS_OK), _value(pair[1])
+                code, b = (_CAS_ANY if out is UNKNOWN else _CAS_OK), spelled(pair[1])
         else:
             return None
         if a is None or b is None:
@@ -227,4 +227,19 @@ def kv_witnesses(ops: list[Any], init: str, drop_fails: bool) -> KvWitnesses | N
     if fn is None:
         return None
     answer: KvWitnesses | None = fn(ops, init, drop_fails, _BUDGET_PER_CALL, _BUDGET_BASE)
+    return answer
+
+
+RegisterWitness = tuple[bool, list[int], int, int, list[tuple[int, int]]]
+
+
+def register_witness(ops: list[Any], init: str, cas: bool, nil_read_any: bool, drop_fails: bool,
+                     ) -> RegisterWitness | None:
+    """The compiled reader and search of a whole register history (see ``_fast``): (found, order, steps, cache
+    entries, (invoke position, completion position or -1) per call id), or None when the history is not the
+    plain case it reads (or the module, or this function of it, is not installed)."""
+    fn = getattr(_impl, "register_witness", None)
+    if fn is None:
+        return None
+    answer: RegisterWitness | None = fn(ops, init, cas, nil_read_any, drop_fails, _BUDGET_PER_CALL, _BUDGET_BASE)
     return answer

@@ -35,26 +35,26 @@ fn plain_str<'py>(x: Bound<'py, PyAny>) -> Option<Bound<'py, PyString>> {
     Some(s)
 }
 
-const INVOKE: u8 = 0;
-const OK: u8 = 1; // any completion type but fail and info, as calls_of_pairs reads it
-const FAIL: u8 = 2;
-const INFO: u8 = 3;
+pub(crate) const INVOKE: u8 = 0;
+pub(crate) const OK: u8 = 1; // any completion type but fail and info, as calls_of_pairs reads it
+pub(crate) const FAIL: u8 = 2;
+pub(crate) const INFO: u8 = 3;
 
 /// What the reader needs of one client op, read in one visit (a history's ops are read once each: on long
 /// histories the objects do not fit in the cache, and a second pass over them cost as much as the first).
-struct Rec<'py> {
-    pos: usize,
-    kind: u8,
-    time: f64,                             // NaN: not a finite number (an error only where it is needed)
-    f: Option<Bound<'py, PyString>>,       // invokes: f, if a plain str
-    value: Option<Bound<'py, PyAny>>,      // invokes and ok completions
+pub(crate) struct Rec<'py> {
+    pub(crate) pos: usize,
+    pub(crate) kind: u8,
+    pub(crate) time: f64, // NaN: not a finite number (an error only where it is needed)
+    pub(crate) f: Option<Bound<'py, PyString>>, // invokes: f, if a plain str
+    pub(crate) value: Option<Bound<'py, PyAny>>, // invokes and ok completions
 }
 
 /// The client ops of the history and their (invoke, completion or None) pairs in invoke order, as indices
 /// into the ops read; None for a completion without an open invoke, a process that is neither an int nor
 /// "nemesis", or a type that is not a plain str.
 #[allow(clippy::type_complexity)]
-fn read_pairs<'py>(
+pub(crate) fn read_pairs<'py>(
     py: Python<'py>, ops: &Bound<'py, PyList>,
 ) -> PyResult<Option<(Vec<Rec<'py>>, Vec<(usize, Option<usize>)>)>> {
     let mut open: FxMap<i64, usize> = FxMap::default();

@@ -15,6 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 mod kv_history;
+mod register_history;
 mod search;
 
 /// A multiply-rotate hasher (as in rustc's FxHash) for the search's maps: their keys are our own interned
@@ -106,5 +107,6 @@ fn witness(
 fn lincheck_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(witness, m)?)?;
     m.add_function(wrap_pyfunction!(kv_history::kv_witnesses, m)?)?;
+    m.add_function(wrap_pyfunction!(register_history::register_witness, m)?)?;
     Ok(())
 }

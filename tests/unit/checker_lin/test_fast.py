@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from checker.history import Op
 from checker.linearizable import _check as check_module
 from checker.linearizable import _native, check
-from checker.linearizable.gen import kv_history, small_alphabet_history
+from checker.linearizable.gen import kv_history, register_history, small_alphabet_history
 from checker.models import make_model
 
 needs_native = pytest.mark.skipif(not _native.NATIVE_AVAILABLE,
@@ -94,3 +94,68 @@ def test_the_fast_path_on_generated_histories(seed: int) -> None:
                                                                         linearizable=False),
                 small_alphabet_history(rng, model="kv", clients=3, ops=80)):
         _same(*_both(ops, model))
+
+
+@st.composite
+def _register_ops(draw: st.DrawFn) -> list[Op]:
+    """Up to 30 register ops (read / write / cas of 0..2 and None) with a few nemesis ops, some completions fail
+    or info, some never complete, an invoke value sometimes None (the completion's is used), and some shapes
+    the compiled reader does not take (a bool or str value, a cas argument that is not a pair, a tuple pair,
+    an unknown f, a huge int)."""
+    n_proc = draw(st.integers(1, 4))
+    open_: dict[int, Op] = {}
+    ops: list[Op] = []
+    t = 0
+    value = st.sampled_from([0, 1, 2, None] * 8 + [True, "1", 2**70])
+    for _ in range(draw(st.integers(1, 30))):
+        p = draw(st.integers(0, n_proc - 1))
+        t += draw(st.integers(0, 2))
+        if draw(st.integers(0, 15)) == 0:
+            ops.append(Op(len(ops), t, draw(st.sampled_from(["invoke", "info"])), "nemesis", "kill", None))
+            continue
+        if p in open_:
+            inv = open_.pop(p)
+            typ = draw(st.sampled_from(["ok", "ok", "ok", "fail", "info"]))
+            out = draw(value) if inv.f == "read" and typ == "ok" else inv.value
+            if inv.value is None and inv.f == "write" and typ == "ok":
+                out = draw(value)
+            ops.append(Op(len(ops), t, typ, p, inv.f, out))
+            continue
+        f = draw(st.sampled_from(["read", "write", "cas"] * 10 + ["add"]))
+        arg: Any = None
+        if f == "write":
+            arg = draw(value)
+        elif f == "cas":
+            arg = draw(st.sampled_from([[draw(value), draw(value)]] * 8 + [(draw(value), draw(value)), [1], 3]))
+        op = Op(len(ops), t, "invoke", p, f, arg)
+        open_[p] = op
+        ops.append(op)
+    return ops
+
+
+@needs_native
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=_register_ops(), name=st.sampled_from(["cas-register", "register"]),
+       fail=st.sampled_from(["drop", "definite"]), nil_any=st.booleans())
+def test_the_register_fast_path_gives_what_the_general_path_gives(
+    ops: list[Op], name: str, fail: str, nil_any: bool,
+) -> None:
+    kwargs: dict[str, Any] = {"fail_policy": fail}
+    if nil_any:
+        kwargs["nil_read_any"] = True
+    fast, general = _both(ops, make_model(name, **kwargs))
+    _same(fast, general)
+
+
+@needs_native
+@pytest.mark.parametrize("fail", ["drop", "definite"])
+@pytest.mark.parametrize("seed", range(4))
+def test_the_register_fast_path_on_generated_histories(seed: int, fail: str) -> None:
+    """Valid histories (the drawn ones above are mostly invalid), with their failed cas kept or dropped."""
+    rng = random.Random(seed)
+    model = make_model("cas-register", fail_policy=fail)
+    for ops in (register_history(rng, clients=5, ops=600),
+                small_alphabet_history(rng, model="register", clients=3, ops=80),
+                small_alphabet_history(rng, model="register", clients=3, ops=80, corrupt=True)):
+        fast, general = _both(ops, model)
+        _same(fast, general)
