@@ -18,15 +18,17 @@ sees the observed event stream (:mod:`harness.observe`) and the coverage it prod
 2. *Preconditions are kept.*  A fault is undone -- by a decision or at the end of its hold -- only after the
    cluster has *reacted* to it (a trigger the cluster raised after the fault began), or after the longest hold:
    a partition undone before the SyncStateSet had time to shrink, or a killed master restarted before the
-   controller chose its successor, taught nothing.  And a *narrowing* trigger (:data:`NARROWING`: the
-   SyncStateSet shrank, a broker was fenced) is a moment to stack or hold, never to undo: the fault that cut
-   the redundancy is what makes the next fault dangerous; and one that leaves some redundancy is no moment at
-   all: the narrowing is still under way (the slaves' leases expire before the master drops them from the
-   SyncStateSet), and the decision waits for the state it leads to -- a hold that ends at such a trigger runs on
-   (``max_wait_s``) so the trigger, not the clock, decides.  A stack unwinds from the
-   bottom: only the oldest fault is a candidate to undo, and a stacked fault's hold outlasts the one below, so
-   the cluster recovers from the precondition while the aimed fault is still in force (the partition that cut
-   the slaves off heals while the master is still dead: the out-of-sync slaves are what the controller finds).
+   controller chose its successor, taught nothing.  A decision lifts a fault no sooner than the shortest hold
+   either: any trigger counts as a reaction, and one fault has several (killing the primaries elects a new
+   controller leader at once, but the master's successor only after its lease, which a restart 0.4 s in undid).
+   And a *narrowing* trigger (:data:`NARROWING`: the SyncStateSet shrank, a broker was fenced) is a moment to stack
+   or hold, never to undo: the fault that cut the redundancy is what makes the next fault dangerous; and one that
+   leaves some redundancy is no moment at all: the narrowing is still under way (the slaves' leases expire before the
+   master drops them from the SyncStateSet), and the decision waits for the state it leads to -- a hold that ends at
+   such a trigger runs on (``max_wait_s``) so the trigger, not the clock, decides. A stack unwinds from the bottom:
+   only the oldest fault is a candidate to undo, and a stacked fault's hold outlasts the one below, so the cluster
+   recovers from the precondition while the aimed fault is still in force (the partition that cut the slaves off
+   heals while the master is still dead: the out-of-sync slaves are what the controller finds).
 3. *Choice.*  A move that names the node that raised the trigger (the master after a SyncStateSet shrink or a
    master election, the controller leader after a leader election: :data:`AIM`) gets a prior bonus; when the
    master holds the only copy (a shrink to the master alone, :data:`nemesis.coverage.MASTER_ONLY`) only the
@@ -350,8 +352,8 @@ def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s
             return None, wake, replace(st, trigger=None)
         families = {a.move.family for a in st.active}
         bottom = st.active[0]
-        candidates = ([f"{UNDO_PREFIX}{bottom.move.key}"] if not narrowing and _releasable(bottom, cfg, now_s)
-                      else []) + [HOLD]
+        early_undo = not narrowing and _releasable(bottom, cfg, now_s) and now_s >= bottom.at_s + min(cfg.holds_s)
+        candidates = ([f"{UNDO_PREFIX}{bottom.move.key}"] if early_undo else []) + [HOLD]
         if len(st.active) < cfg.max_depth:
             candidates += [m.key for m in cfg.moves if m.family not in families]
     else:
