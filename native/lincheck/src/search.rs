@@ -35,16 +35,24 @@ const NO_TWIN: u32 = u32::MAX;
 const MAX_ASKS: usize = 8;
 const MAX_SEEN: usize = 64;
 
-/// Interned values: the search only compares ids.  With `reads` set (rule 2), values are collapsed to DEAD.
-struct Values {
+/// Interned values: the search only compares ids.
+///
+/// In a plain partition (rule 2) a state is a prefix of the sorted, distinct values reads return, kept as
+/// (k, l, hi): its length l and the block reads[k..hi] of the values that begin with it (k the first, so
+/// equal prefixes get one id), or DEAD.  An append then narrows the block by comparing only its own
+/// characters, never copying or hashing the whole value (kv values grow to tens of kilobytes), and "the
+/// state begins read value v" is k <= v < hi.  Elsewhere (cas) values are interned strings.
+struct Values<'a> {
     ids: FxMap<String, u32>,
     text: Vec<String>,
     concat: FxMap<(u32, u32), u32>,
-    reads: Option<Vec<String>>, // the distinct values reads return, sorted
-    live: Vec<u8>,              // per id: 0 not asked yet, 1 begins some read value, 2 dead
+    plain: bool,
+    reads: Vec<&'a str>,               // plain: the distinct values reads return, sorted
+    prefixes: Vec<(u32, u32, u32)>,    // plain: (k, l, hi) per state id
+    prefix_ids: FxMap<(u32, u32), u32>, // plain: (k, l) -> state id
 }
 
-impl Values {
+impl Values<'_> {
     fn intern(&mut self, s: &str) -> u32 {
         if let Some(&id) = self.ids.get(s) {
             return id;
@@ -55,51 +63,88 @@ impl Values {
         id
     }
 
+    /// A value as a state: its interned id, or in a plain partition its prefix state (DEAD if it begins no
+    /// value read).
+    fn state_of(&mut self, t: &str) -> u32 {
+        if !self.plain {
+            return self.intern(t);
+        }
+        let b = t.as_bytes();
+        let k = self.reads.partition_point(|r| r.as_bytes() < b);
+        if k == self.reads.len() || !self.reads[k].as_bytes().starts_with(b) {
+            return DEAD;
+        }
+        let hi = k + self.reads[k..].partition_point(|r| r.as_bytes().starts_with(b));
+        self.prefix(k as u32, b.len() as u32, hi as u32)
+    }
+
+    fn prefix(&mut self, k: u32, l: u32, hi: u32) -> u32 {
+        let next = self.prefixes.len() as u32;
+        let id = *self.prefix_ids.entry((k, l)).or_insert(next);
+        if id == next {
+            self.prefixes.push((k, l, hi));
+        }
+        id
+    }
+
+    /// State s followed by the interned text v (memoised).
     fn append(&mut self, s: u32, v: u32) -> u32 {
+        if s == DEAD {
+            return DEAD;
+        }
         if let Some(&id) = self.concat.get(&(s, v)) {
             return id;
         }
-        let joined = format!("{}{}", self.text[s as usize], self.text[v as usize]);
-        let id = self.intern(&joined);
+        let id = if self.plain {
+            let (k, l, hi) = self.prefixes[s as usize];
+            let piece = self.text[v as usize].as_bytes();
+            // the reads of the block all share the state's l bytes, and in sorted order their next |piece|
+            // bytes never decrease: those equal to the piece are one run
+            let block = &self.reads[k as usize..hi as usize];
+            let lo = block.partition_point(|r| window(r, l as usize, piece.len()) < piece);
+            let up = block.partition_point(|r| window(r, l as usize, piece.len()) <= piece);
+            if lo == up {
+                DEAD
+            } else {
+                let (lo, up, l2) = (k + lo as u32, k + up as u32, l + piece.len() as u32);
+                self.prefix(lo, l2, up)
+            }
+        } else {
+            let joined = format!("{}{}", self.text[s as usize], self.text[v as usize]);
+            self.intern(&joined)
+        };
         self.concat.insert((s, v), id);
         id
     }
 
-    /// The state as the search keeps it: DEAD for a value that begins no value read (rule 2).
-    fn canon(&mut self, s: u32) -> u32 {
-        let Some(reads) = &self.reads else { return s };
-        if s == DEAD {
-            return DEAD;
+    /// Does state x begin the value of read state v (plain partitions only)?
+    fn begins(&self, x: u32, v: u32) -> bool {
+        if x == DEAD || v == DEAD {
+            return false;
         }
-        let i = s as usize;
-        if i >= self.live.len() {
-            self.live.resize(self.text.len(), 0);
-        }
-        if self.live[i] == 0 {
-            let t = self.text[i].as_str();
-            // the least read value >= t begins with t if any does (those form one block at t's place)
-            let k = reads.partition_point(|r| r.as_str() < t);
-            self.live[i] = if k < reads.len() && reads[k].starts_with(t) { 1 } else { 2 };
-        }
-        if self.live[i] == 1 { s } else { DEAD }
+        let (k, _, hi) = self.prefixes[x as usize];
+        let (kv, _, _) = self.prefixes[v as usize];
+        k <= kv && kv < hi
     }
 
     fn step(&mut self, code: u8, a: u32, b: u32, s: u32) -> Option<u32> {
         match code {
             NOP => Some(s),
             READ => (s == a).then_some(s),
-            WRITE => Some(self.canon(a)),
-            APPEND if s == DEAD => Some(DEAD),
-            APPEND => {
-                let joined = self.append(s, a);
-                Some(self.canon(joined))
-            }
+            WRITE => Some(a),
+            APPEND => Some(self.append(s, a)),
             CAS_OK => (s == a).then_some(b),
             CAS_FAIL => (s != a).then_some(s),
             CAS_ANY => Some(if s == a { b } else { s }),
             _ => None,
         }
     }
+}
+
+/// The bytes of r from l on, at most n of them.
+fn window(r: &str, l: usize, n: usize) -> &[u8] {
+    let r = r.as_bytes();
+    &r[l..r.len().min(l + n)]
 }
 
 /// splitmix64: the Zobrist keys, from a fixed seed (the search is deterministic).
@@ -131,7 +176,6 @@ struct Walk<'a> {
     write_at: Vec<u32>,   // per call: its place in `writes` (NO_TWIN: not a write)
     first_open: usize,    // every write before this place in `writes` is linearized
     lookahead: bool,
-    begins: FxMap<(u32, u32), bool>,
 }
 
 impl Walk<'_> {
@@ -168,7 +212,7 @@ impl Walk<'_> {
     }
 
     /// Rule 3: is some unlinearized read among the first ones in the list unreachable from state s?
-    fn doomed(&mut self, values: &Values, s: u32) -> bool {
+    fn doomed(&self, values: &Values<'_>, s: u32) -> bool {
         if !self.lookahead {
             return false;
         }
@@ -180,7 +224,7 @@ impl Walk<'_> {
             if e & 1 == 0 && self.codes[c] == READ {
                 asked += 1;
                 let v = self.av[c];
-                let reachable = (s != DEAD && self.begins(values, s, v)) || self.rebuilt(values, v, self.ret_t[c]);
+                let reachable = values.begins(s, v) || self.rebuilt(values, v, self.ret_t[c]);
                 if !reachable {
                     return true;
                 }
@@ -190,21 +234,14 @@ impl Walk<'_> {
         false
     }
 
-    /// Does value x begin value v (memoised)?
-    fn begins(&mut self, values: &Values, x: u32, v: u32) -> bool {
-        *self.begins.entry((x, v)).or_insert_with(|| {
-            values.text[v as usize].starts_with(values.text[x as usize].as_str())
-        })
-    }
-
     /// Was some unlinearized write whose value begins v invoked no later than `by`?
-    fn rebuilt(&mut self, values: &Values, v: u32, by: f64) -> bool {
+    fn rebuilt(&self, values: &Values<'_>, v: u32, by: f64) -> bool {
         for k in self.first_open..self.writes.len() {
             let w = self.writes[k] as usize;
             if self.call_t[w] > by {
                 return false;
             }
-            if !self.done[w] && self.begins(values, self.av[w], v) {
+            if !self.done[w] && values.begins(self.av[w], v) {
                 return true;
             }
         }
@@ -220,19 +257,22 @@ pub(crate) fn search<S: AsRef<str>>(
 ) -> Option<(Vec<u32>, u64, usize)> {
     let n = codes.len();
     let plain = codes.iter().all(|&c| c <= APPEND); // rules 2 and 3 hold for these ops only
-    let reads = plain.then(|| {
-        let mut r: Vec<String> =
-            (0..n).filter(|&i| codes[i] == READ).map(|i| a[i].as_ref().to_owned()).collect();
-        r.sort_unstable();
-        r.dedup();
-        r
-    });
-    let mut values =
-        Values { ids: FxMap::default(), text: Vec::new(), concat: FxMap::default(), reads, live: Vec::new() };
-    let first = values.intern(init);
-    let mut state = values.canon(first);
-    let av: Vec<u32> = a.iter().map(|s| values.intern(s.as_ref())).collect();
-    let bv: Vec<u32> = b.iter().map(|s| values.intern(s.as_ref())).collect();
+    let mut reads: Vec<&str> = Vec::new();
+    if plain {
+        reads = (0..n).filter(|&i| codes[i] == READ).map(|i| a[i].as_ref()).collect();
+        reads.sort_unstable();
+        reads.dedup();
+    }
+    let mut values = Values {
+        ids: FxMap::default(), text: Vec::new(), concat: FxMap::default(), plain, reads,
+        prefixes: Vec::new(), prefix_ids: FxMap::default(),
+    };
+    let mut state = values.state_of(init);
+    // an append's argument is a text; every other argument is a value as a state
+    let av: Vec<u32> = (0..n)
+        .map(|i| if codes[i] == APPEND { values.intern(a[i].as_ref()) } else { values.state_of(a[i].as_ref()) })
+        .collect();
+    let bv: Vec<u32> = b.iter().map(|s| values.state_of(s.as_ref())).collect();
     let mut walk = new_walk(codes, &av, &bv, call_t, ret_t, plain);
     let keys = zobrist(n);
     let mut hash: u64 = 0;
@@ -325,6 +365,6 @@ fn new_walk<'a>(
     }
     Walk {
         codes, av: av.to_vec(), call_t, ret_t, next, prev, head, done: vec![false; n], twin, writes, write_at,
-        first_open: 0, lookahead, begins: FxMap::default(),
+        first_open: 0, lookahead,
     }
 }
