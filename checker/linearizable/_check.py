@@ -102,27 +102,32 @@ def _check(
     policy = fail_policy or model.fail_policy
     desc = model.describe()
     missed: set[Hashable] = set()  # partitions the fast path offered the compiled search in vain
+    known: dict[Hashable, Witnessed] = {}  # and those it linearized
     if NATIVE_AVAILABLE and partition:
         history = history if isinstance(history, list) else list(history)
         # The compiled search cannot be interrupted (its step budget bounds it): the deadline is read around it,
         # as around each compiled search of the general path.
-        if not _late(deadline, clock):
-            found, missed = fast_witnesses(history, model, policy)
-            if found is not None and _late(deadline, clock):
+        fast = None if _late(deadline, clock) else fast_witnesses(history, model, policy)
+        if fast is not None:
+            found, missed = fast
+            if not missed and _late(deadline, clock):
                 decided: list[Any] = list(found)
                 return dataclasses.replace(_unknown(desc, "timeout", decided, len(found)), engine="native")
-            if found is not None:
+            if not missed:
                 return _valid(desc, found, len(found), "native", model, deadline, clock, max_cache_entries)
+            known = {w.key: w for w in found}
     calls = calls_of_pairs(pair_ops(history), policy)
     groups = partition_calls(calls, model) if partition else [(None, calls)]
     nparts = len(groups)
     # Partitions the model's cheap pre-check proves invalid are searched first (each stops at its impossible
     # call), before the others are even set up.  (A history whose partitions all have a compiled witness never
-    # gets here when the fast path reads it; this path is for the others, where the pre-check pays.)
+    # gets here when the fast path reads it; this path is for the others, where the pre-check pays, and only
+    # the partitions the fast path missed are pre-checked.)
     hinted: list[tuple[float, Hashable, list[Call], Call]] = []
     plain: list[tuple[Hashable, list[Call]]] = []
     for key, group in groups:
-        hit = model.impossible(list(map(_INTERVAL, group)))
+        # a partition the fast path linearized has no impossible call (the pre-check is sound): not asked
+        hit = None if key in known else model.impossible(list(map(_INTERVAL, group)))
         if hit is not None and group[hit].determinate:
             hinted.append((group[hit].ret_time, key, group, group[hit]))
         else:
@@ -139,7 +144,7 @@ def _check(
         for key, group in plain:
             if deadline is not None and clock is not None and clock() > deadline:
                 return dataclasses.replace(_unknown(desc, "timeout", searches, nparts), engine="native")
-            w = None if key in missed else native_witness(model, group, key)
+            w = known[key] if key in known else None if key in missed else native_witness(model, group, key)
             if w is None:
                 rest.append((key, group))
             else:

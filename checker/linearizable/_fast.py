@@ -14,7 +14,7 @@ reference and never offers those keys to the compiled search again.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 from checker.history import Op
 from checker.linearizable._calls import Call, calls_of_pairs
@@ -22,40 +22,33 @@ from checker.linearizable._native import DEAD, Witnessed, kv_witnesses, register
 from checker.models import KV, Model, Register
 
 
-def fast_witnesses(ops: Sequence[Op], model: Model, policy: str) -> tuple[list[Witnessed] | None, set[Hashable]]:
-    """One witness per partition (the largest partition's with its Calls, the others' without), or None and
-    the keys of the partitions the compiled search missed (empty when the fast path does not apply)."""
+def fast_witnesses(ops: Sequence[Op], model: Model, policy: str) -> tuple[list[Witnessed], set[Hashable]] | None:
+    """A witness per partition the compiled search linearized and the keys of those it missed (the history is
+    linearizable when it missed none), or None when the fast path does not apply.  Calls are built only for
+    the partition a Result shows, when it is read."""
     if type(model) is Register and isinstance(ops, list):
         return _register_witnesses(ops, model, policy)
     init = model.initial if type(model) is KV else None
     if type(init) is not str or DEAD in init or not isinstance(ops, list):
-        return None, set()
+        return None
     answer = kv_witnesses(ops, init, policy == "drop")
     if answer is None:
-        return None, set()
+        return None
     missed, found, kept = answer
-    if missed is not None:
-        return None, {missed}
-    # the largest partition (the first of equal size), as check shows it: with its Calls
-    big = max(range(len(found)), key=lambda j: len(found[j][1]))
-    out: list[Witnessed] = []
-    for j, (key, ids, order, steps, cache_entries) in enumerate(found):
-        calls: list[Call] | Callable[[], list[Call]] = []
-        if j == big:
-            calls = functools.partial(_calls_of, ops, kept, ids, policy)
-        out.append(Witnessed(model, calls, key, order, steps, cache_entries, size=len(ids)))
-    return out, set()
+    out = [Witnessed(model, functools.partial(_calls_of, ops, kept, ids, policy), key, order, steps, cache_entries,
+                     size=len(ids)) for key, ids, order, steps, cache_entries in found]
+    return out, set(missed)
 
 
-def _register_witnesses(ops: list[Op], model: Register, policy: str) -> tuple[list[Witnessed] | None, set[Hashable]]:
+def _register_witnesses(ops: list[Op], model: Register, policy: str) -> tuple[list[Witnessed], set[Hashable]] | None:
     """The register case of ``fast_witnesses``: one partition, key None (registers do not partition)."""
     init = spelled(model.initial)
     answer = None if init is None else register_witness(ops, init, model.cas, model.nil_read_any, policy == "drop")
     if answer is None:
-        return None, set()
+        return None
     found, order, steps, cache_entries, kept = answer
     if not found:
-        return None, {None}
+        return [], {None}
     ids = list(range(len(kept)))
     calls = functools.partial(_calls_of, ops, kept, ids, policy)
     return [Witnessed(model, calls, None, order, steps, cache_entries, size=len(ids))], set()

@@ -215,12 +215,12 @@ def witness_of(init: str, codes: Sequence[int], first: Sequence[str], second: Se
     return found
 
 
-KvWitnesses = tuple[str | None, list[tuple[str, list[int], list[int], int, int]], list[tuple[int, int]]]
+KvWitnesses = tuple[list[str], list[tuple[str, list[int], list[int], int, int]], list[tuple[int, int]]]
 
 
 def kv_witnesses(ops: list[Any], init: str, drop_fails: bool) -> KvWitnesses | None:
-    """The compiled reader and search of a whole kv history (see ``_fast``): (the key of the first partition
-    it missed or None, (key, call ids, order, steps, cache entries) per partition searched, (invoke position,
+    """The compiled reader and search of a whole kv history (see ``_fast``): (the keys of the partitions it
+    missed, (key, call ids, order, steps, cache entries) per partition it linearized, (invoke position,
     completion position or -1) per call id), or None when the history is not the plain case it reads (or the
     module, or this function of it, is not installed)."""
     fn = getattr(_impl, "kv_witnesses", None)

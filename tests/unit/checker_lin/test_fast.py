@@ -25,8 +25,8 @@ needs_native = pytest.mark.skipif(not _native.NATIVE_AVAILABLE,
                                   reason="lincheck_native is not built (scripts/build_native.sh)")
 
 
-def _no_fast(*_: Any) -> tuple[None, set[Any]]:
-    return None, set()
+def _no_fast(*_: Any) -> None:
+    return None
 
 
 def _both(ops: list[Op], model: Any) -> tuple[Any, Any]:
