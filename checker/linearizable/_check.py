@@ -101,34 +101,39 @@ def _check(
 ) -> Result:
     policy = fail_policy or model.fail_policy
     desc = model.describe()
-    missed: set[Hashable] = set()  # partitions the fast path offered the compiled search in vain
-    known: dict[Hashable, Witnessed] = {}  # and those it linearized
+    known: dict[Hashable, Witnessed] = {}  # partitions the fast path linearized
+    fast = None
     if NATIVE_AVAILABLE and partition:
         history = history if isinstance(history, list) else list(history)
         # The compiled search cannot be interrupted (its step budget bounds it): the deadline is read around it,
         # as around each compiled search of the general path.
         fast = None if _late(deadline, clock) else fast_witnesses(history, model, policy)
-        if fast is not None:
-            found, missed = fast
-            if not missed and _late(deadline, clock):
-                decided: list[Any] = list(found)
-                return dataclasses.replace(_unknown(desc, "timeout", decided, len(found)), engine="native")
-            if not missed:
-                return _valid(desc, found, len(found), "native", model, deadline, clock, max_cache_entries)
-            known = {w.key: w for w in found}
-    calls = calls_of_pairs(pair_ops(history), policy)
-    groups = partition_calls(calls, model) if partition else [(None, calls)]
+        if fast is not None and not fast.missed:
+            if _late(deadline, clock):
+                decided: list[Any] = list(fast.found)
+                return dataclasses.replace(_unknown(desc, "timeout", decided, len(fast.found)), engine="native")
+            return _valid(desc, fast.found, len(fast.found), "native", model, deadline, clock, max_cache_entries)
+    # Partitions as (key, calls); a partition the fast path linearized has its witness in ``known`` and its
+    # calls are built only if a search needs them (None here).
+    groups: list[tuple[Hashable, list[Call] | None]]
+    if fast is not None:
+        known = {w.key: w for w in fast.found}
+        groups = [(key, fast.missed.get(key)) for key in fast.keys]
+    else:
+        calls = calls_of_pairs(pair_ops(history), policy)
+        groups = list(partition_calls(calls, model)) if partition else [(None, calls)]
+    missed = fast.missed if fast is not None else {}  # offered to the compiled search in vain: not again
     nparts = len(groups)
     # Partitions the model's cheap pre-check proves invalid are searched first (each stops at its impossible
     # call), before the others are even set up.  (A history whose partitions all have a compiled witness never
     # gets here when the fast path reads it; this path is for the others, where the pre-check pays, and only
     # the partitions the fast path missed are pre-checked.)
     hinted: list[tuple[float, Hashable, list[Call], Call]] = []
-    plain: list[tuple[Hashable, list[Call]]] = []
+    plain: list[tuple[Hashable, list[Call] | None]] = []
     for key, group in groups:
         # a partition the fast path linearized has no impossible call (the pre-check is sound): not asked
-        hit = None if key in known else model.impossible(list(map(_INTERVAL, group)))
-        if hit is not None and group[hit].determinate:
+        hit = None if group is None else model.impossible(list(map(_INTERVAL, group)))
+        if hit is not None and group is not None and group[hit].determinate:
             hinted.append((group[hit].ret_time, key, group, group[hit]))
         else:
             plain.append((key, group))
@@ -140,11 +145,14 @@ def _check(
     # compiled search cannot be interrupted (its step budget bounds it), so the deadline is read around each call.
     native = 0
     if NATIVE_AVAILABLE and not hinted:
-        rest: list[tuple[Hashable, list[Call]]] = []
+        rest: list[tuple[Hashable, list[Call] | None]] = []
         for key, group in plain:
             if deadline is not None and clock is not None and clock() > deadline:
                 return dataclasses.replace(_unknown(desc, "timeout", searches, nparts), engine="native")
-            w = known[key] if key in known else None if key in missed else native_witness(model, group, key)
+            if group is None:
+                w: Witnessed | None = known[key]
+            else:
+                w = None if key in missed else native_witness(model, group, key)
             if w is None:
                 rest.append((key, group))
             else:
@@ -155,13 +163,13 @@ def _check(
         "native" if native == nparts else ("native+python" if native else "python"))
     if native and deadline is not None and clock is not None and clock() > deadline:
         return dataclasses.replace(_unknown(desc, "timeout", searches, nparts), engine=engine)
-    batches: list[list[tuple[Hashable, list[Call], Call | None]]] = [
+    batches: list[list[tuple[Hashable, list[Call] | None, Call | None]]] = [
         [(key, group, hint) for _, key, group, hint in hinted], [(key, group, None) for key, group in plain],
     ]
     for batch in batches:
         live: list[RacedSearch] = []
         for key, group, hint in batch:
-            s = RacedSearch(model, group, key, hint)
+            s = RacedSearch(model, known[key].built_calls() if group is None else group, key, hint)
             searches.append(s)
             live.append(s)
             if deadline is not None and clock is not None and clock() > deadline:

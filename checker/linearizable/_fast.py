@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Hashable, Sequence
+from typing import NamedTuple
 
 from checker.history import Op
 from checker.linearizable._calls import Call, calls_of_pairs
@@ -22,10 +23,19 @@ from checker.linearizable._native import DEAD, Witnessed, kv_witnesses, register
 from checker.models import KV, Model, Register
 
 
-def fast_witnesses(ops: Sequence[Op], model: Model, policy: str) -> tuple[list[Witnessed], set[Hashable]] | None:
-    """A witness per partition the compiled search linearized and the keys of those it missed (the history is
-    linearizable when it missed none), or None when the fast path does not apply.  Calls are built only for
-    the partition a Result shows, when it is read."""
+class FastAnswer(NamedTuple):
+    """What the fast path found: a witness per partition it linearized, the Calls of each partition it missed
+    (the general path pre-checks and searches only those), and every partition's key in order of first
+    appearance (the order ``partition_calls`` gives)."""
+
+    found: list[Witnessed]
+    missed: dict[Hashable, list[Call]]
+    keys: list[Hashable]
+
+
+def fast_witnesses(ops: Sequence[Op], model: Model, policy: str) -> FastAnswer | None:
+    """The fast path's answer (the history is linearizable when it missed no partition), or None when it does
+    not apply.  Calls are built only for the partitions it missed and, when read, the one a Result shows."""
     if type(model) is Register and isinstance(ops, list):
         return _register_witnesses(ops, model, policy)
     init = model.initial if type(model) is KV else None
@@ -34,24 +44,31 @@ def fast_witnesses(ops: Sequence[Op], model: Model, policy: str) -> tuple[list[W
     answer = kv_witnesses(ops, init, policy == "drop")
     if answer is None:
         return None
-    missed, found, kept = answer
-    out = [Witnessed(model, functools.partial(_calls_of, ops, kept, ids, policy), key, order, steps, cache_entries,
-                     size=len(ids)) for key, ids, order, steps, cache_entries in found]
-    return out, set(missed)
+    parts, kept = answer
+    found: list[Witnessed] = []
+    missed: dict[Hashable, list[Call]] = {}
+    for key, ids, witness in parts:
+        if witness is None:
+            missed[key] = _calls_of(ops, kept, ids, policy)
+            continue
+        order, steps, cache_entries = witness
+        calls = functools.partial(_calls_of, ops, kept, ids, policy)
+        found.append(Witnessed(model, calls, key, order, steps, cache_entries, size=len(ids)))
+    return FastAnswer(found, missed, [key for key, _, _ in parts])
 
 
-def _register_witnesses(ops: list[Op], model: Register, policy: str) -> tuple[list[Witnessed], set[Hashable]] | None:
+def _register_witnesses(ops: list[Op], model: Register, policy: str) -> FastAnswer | None:
     """The register case of ``fast_witnesses``: one partition, key None (registers do not partition)."""
     init = spelled(model.initial)
     answer = None if init is None else register_witness(ops, init, model.cas, model.nil_read_any, policy == "drop")
     if answer is None:
         return None
     found, order, steps, cache_entries, kept = answer
-    if not found:
-        return [], {None}
     ids = list(range(len(kept)))
+    if not found:
+        return FastAnswer([], {None: _calls_of(ops, kept, ids, policy)}, [None])
     calls = functools.partial(_calls_of, ops, kept, ids, policy)
-    return [Witnessed(model, calls, None, order, steps, cache_entries, size=len(ids))], set()
+    return FastAnswer([Witnessed(model, calls, None, order, steps, cache_entries, size=len(ids))], {}, [None])
 
 
 def _calls_of(ops: Sequence[Op], kept: list[tuple[int, int]], ids: list[int], policy: str) -> list[Call]:

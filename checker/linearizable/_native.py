@@ -158,7 +158,8 @@ class Witnessed:
         self.cache_entries = cache_entries
         self._witness = order
 
-    def _get_calls(self) -> list[Call]:
+    def built_calls(self) -> list[Call]:
+        """The partition's calls in call id order (built on the first read)."""
         if self._built is None:
             assert callable(self._calls)
             self._built = self._calls()
@@ -167,13 +168,13 @@ class Witnessed:
     @property
     def _order(self) -> list[Call]:
         """The witness: the calls in the order the compiled search linearized them."""
-        calls = self._get_calls()
+        calls = self.built_calls()
         return [calls[i] for i in self._witness] if calls else []
 
     @property
     def all_calls(self) -> list[Call]:
         """The partition's calls in invoke order (read only for the partition a Result shows)."""
-        return sorted(self._get_calls(), key=lambda c: (c.call_time, c.id))
+        return sorted(self.built_calls(), key=lambda c: (c.call_time, c.id))
 
     def linearization(self) -> list[tuple[Call, Hashable]]:
         """The witness with the Python model's state after each call; raises ValueError if the model refuses a
@@ -215,14 +216,14 @@ def witness_of(init: str, codes: Sequence[int], first: Sequence[str], second: Se
     return found
 
 
-KvWitnesses = tuple[list[str], list[tuple[str, list[int], list[int], int, int]], list[tuple[int, int]]]
+KvWitnesses = tuple[list[tuple[str, list[int], tuple[list[int], int, int] | None]], list[tuple[int, int]]]
 
 
 def kv_witnesses(ops: list[Any], init: str, drop_fails: bool) -> KvWitnesses | None:
-    """The compiled reader and search of a whole kv history (see ``_fast``): (the keys of the partitions it
-    missed, (key, call ids, order, steps, cache entries) per partition it linearized, (invoke position,
-    completion position or -1) per call id), or None when the history is not the plain case it reads (or the
-    module, or this function of it, is not installed)."""
+    """The compiled reader and search of a whole kv history (see ``_fast``): ((key, call ids, witness or None
+    where the search missed) per partition in order of first appearance, (invoke position, completion
+    position or -1) per call id), or None when the history is not the plain case it reads (or the module, or
+    this function of it, is not installed).  A witness is (order, steps, cache entries)."""
     fn = getattr(_impl, "kv_witnesses", None)
     if fn is None:
         return None

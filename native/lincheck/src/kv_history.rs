@@ -99,17 +99,17 @@ pub(crate) fn read_pairs<'py>(
     Ok(Some((recs, pairs)))
 }
 
-/// kv_witnesses(ops, init, drop_fails, per_call, base) -> None | (missed keys, parts, pairs)
+/// kv_witnesses(ops, init, drop_fails, per_call, base) -> None | (parts, pairs)
 ///
-/// parts: (key, call ids, witness order, steps, cache entries) per partition the search linearized, in order
-/// of first appearance; missed keys: the others' (the checker's general path pre-checks and searches only
+/// parts: (key, call ids, witness) per partition in order of first appearance, the witness (order, steps,
+/// cache entries) or None where the search missed (the checker's general path pre-checks and searches only
 /// those); pairs: (invoke position, completion position or -1) of each call id.  None: the history is not the
 /// plain case (see the module docs).
 #[pyfunction]
 #[allow(clippy::type_complexity)]
 pub fn kv_witnesses(
     py: Python<'_>, ops: &Bound<'_, PyList>, init: String, drop_fails: bool, per_call: u64, base: u64,
-) -> PyResult<Option<(Vec<String>, Vec<(String, Vec<u32>, Vec<u32>, u64, usize)>, Vec<(usize, i64)>)>> {
+) -> PyResult<Option<(Vec<(String, Vec<u32>, Option<(Vec<u32>, u64, usize)>)>, Vec<(usize, i64)>)>> {
     let Some((recs, pairs)) = read_pairs(py, ops)? else { return Ok(None) };
     let mut parts: Vec<Part<'_>> = Vec::new();
     let mut part_of: FxMap<String, usize> = FxMap::default();
@@ -199,16 +199,13 @@ pub fn kv_witnesses(
         return Ok(None);
     }
     let mut found = Vec::with_capacity(parts.len());
-    let mut missed = Vec::new();
     for part in parts {
         let n = part.codes.len();
         let empty = vec![""; n];
         let args: Vec<&str> = part.args.iter().map(|a| a.as_ref().map_or(Ok(""), |s| s.to_str())).collect::<PyResult<_>>()?;
         let max_steps = per_call * n as u64 + base;
-        match search(&init, &part.codes, &args, &empty, &part.call_t, &part.ret_t, max_steps) {
-            Some((order, steps, cache)) => found.push((part.key, part.ids, order, steps, cache)),
-            None => missed.push(part.key),
-        }
+        let witness = search(&init, &part.codes, &args, &empty, &part.call_t, &part.ret_t, max_steps);
+        found.push((part.key, part.ids, witness));
     }
-    Ok(Some((missed, found, kept)))
+    Ok(Some((found, kept)))
 }
