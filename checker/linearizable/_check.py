@@ -1,10 +1,12 @@
 """The entry point: build calls, partition them, and schedule one WGL search per partition fairly.
 
-When the compiled witness search is installed (``_native``), a kv history goes first to the fast path
-(``_fast``: the compiled core reads it and searches every partition; a witness for each is the verdict).
-Otherwise, and when the pre-check doubts no partition, each partition it covers (and the fast path did not
-miss) is offered to it: a witness it finds is a proof that the partition is linearizable, and a partition
-it misses goes on to the Python search as if it had not been tried (``Result.engine`` says which decided).
+When the compiled witness search is installed (``_native``), a kv or register history goes first to the fast
+path (``_fast``: the compiled core reads it and searches every partition; a witness for each is the verdict).
+Otherwise only the partitions the fast path missed get Calls, the pre-check and the Python search; without a
+fast path, and when the pre-check doubts no partition, each partition the compiled search covers is offered
+to it: a witness it finds is a proof that the partition is linearizable, and a partition it misses goes on to
+the Python search as if it had not been tried (``Result.engine`` says which decided).  A valid Result's
+linearization of a compiled witness is built, and checked against the Python model, when first read.
 
 Scheduling: partitions that the model's cheap ``impossible`` pre-check proves invalid go first (each search
 stops where its frontier reaches the impossible call, having found the first op that cannot be linearized;
