@@ -9,6 +9,7 @@ Usage::
     python3 bench/queue_checker.py --full          # also 10M ops
     python3 bench/queue_checker.py --json          # one JSON object on stdout ("figures", "targets", "runs")
     python3 bench/queue_checker.py --sizes 200000 --seed 7 --workers 2
+    python3 bench/queue_checker.py --engine python --no-baseline   # the Python pass alone
 
 The generator simulates a correct queue (producers, consumers with cursors, info sends that did or did not
 happen, a final drain) and, for the "injected" variant, a broker that loses acknowledged writes and

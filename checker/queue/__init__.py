@@ -26,9 +26,12 @@ indeterminate, delivered, lost (lost-write + unseen_after_drain), duplicated, re
 unseen_after_drain, plus polls, records_read, drained (any ok drain) and drained_queues.
 
 Cost: one pass, O(1) work per op and per polled record, memory O(sends + distinct offsets).  Use
-:func:`check_queue_file` for large histories: it streams the file without building ``Op`` objects, decoding
-whole blocks of lines into slotted structs when msgspec is installed (``_lines``), and for files over 64 MB it
-splits the queues between one process per CPU (``_parallel``; figures in docs/anomalies.md).
+:func:`check_queue_file` for large histories.  When the compiled pass (``native/queuescan``, built by
+``scripts/build_native.sh``) is installed it reads, decodes and checks the file in one process (``_native``),
+about 1 us of CPU per op; it hands back any file with a shape it does not model exactly, and then, as without
+it, the Python pass streams the file without building ``Op`` objects, decoding whole blocks of lines into
+slotted structs when msgspec is installed (``_lines``), and for files over 64 MB splits the queues between one
+process per CPU (``_parallel``).  ``stats["engine"]`` says which ran; figures in docs/anomalies.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """The compiled queue pass (``native/queuescan``, built by ``scripts/build_native.sh``), when it is installed.
 
 Why: the Python pass costs about 4 us per op per process (a third of it decoding JSON), so a 10M-op history
-took 25-35 s in two processes.  The compiled pass reads, decodes and checks the whole file in one process,
-without the GIL, in a few seconds.  It models the common shapes exactly -- integer and string values, queues,
-processes and consumers; 64-bit op indices; offsets within +-2^62 -- and hands anything else back with the
-reason (malformed JSON, a torn last line, a float value, a send completing a poll ...); the caller then runs
-the Python pass over the whole file.  The Python pass is the reference the compiled one is property-tested
-against (tests/unit/checker_queue/test_queue_native.py); both word their records with ``_records``.
+took 25-35 s in two processes.  The compiled pass reads, decodes and checks the whole file in one process
+(a reader thread and the pass, without the GIL), at about 1 us of CPU per op.  It models the common shapes
+exactly -- integer and string values, queues, processes and consumers; 64-bit op indices; offsets within
++-2^62 -- and hands anything else back with the reason (malformed JSON, a torn last line, a float value, a
+send completing a poll ...); the caller then runs the Python pass over the whole file.  The Python pass is
+the reference the compiled one is property-tested against (tests/unit/checker_queue/test_queue_native.py);
+both word their records with ``_records``.
 """
 
 from __future__ import annotations
