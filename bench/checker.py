@@ -21,7 +21,7 @@ Rows of issue 19 (one run each, seed ``--seed``; targets are porcupine's times f
 * ``family_{kv,register}_{worst,p99}_s``: ``small_alphabet_history`` (one key, tiny alphabet, a quarter of the
   writes info), 2-5 clients, 60-300 ops, ``--family-seeds`` seeds each (default 1,000 per model), 1 s limit per
   history; targets: worst <= 1 s (the issue's limit) with no unknown verdict, p99 <= 1 ms (porcupine answers
-  such histories in about 1 ms).
+  such histories in about 1 ms).  ``family_*_native_share``: the share the compiled search decided.
 
 ``native_core`` says whether the compiled witness search (``scripts/build_native.sh``) is installed, and
 ``*_engine`` which search decided each per-op row.  CPU seconds of the same runs are printed alongside: on a
@@ -123,21 +123,28 @@ def bench_issue19(seed: int, family_seeds: int) -> dict[str, Any]:
         _CPU[name] = round(cpu, 3)
     unknown = 0
     for kind, model in (("kv", kv), ("register", reg)):
-        times = []
+        times, cpus, engines = [], [], 0
         for s in range(seed, seed + family_seeds):
             rng = random.Random(s)
             n = rng.randint(60, 300)
             ops = small_alphabet_history(rng, model=kind, clients=rng.randint(2, 5), ops=n)
-            wall, _, res = _timed(lambda h=ops, m=model: check(  # type: ignore[misc]
+            wall, cpu, res = _timed(lambda h=ops, m=model: check(  # type: ignore[misc]
                 h, m, time_limit_s=1.0, clock=time.perf_counter))
             if res.valid is False:
                 raise SystemExit(f"family {kind} seed {s}: wrong verdict {res.describe()}")
             unknown += res.valid is not True
+            engines += res.engine == "native"
             times.append(wall)
+            cpus.append(cpu)
         times.sort()
+        cpus.sort()
+        p99 = min(len(times) - 1, int(len(times) * 0.99))
         figures[f"family_{kind}_worst_s"] = round(times[-1], 4)
-        figures[f"family_{kind}_p99_s"] = round(times[min(len(times) - 1, int(len(times) * 0.99))], 4)
+        figures[f"family_{kind}_p99_s"] = round(times[p99], 4)
         figures[f"family_{kind}_median_s"] = round(times[len(times) // 2], 4)
+        figures[f"family_{kind}_native_share"] = round(engines / len(times), 3)
+        _CPU[f"family_{kind}_worst_s"] = round(cpus[-1], 4)
+        _CPU[f"family_{kind}_p99_s"] = round(cpus[p99], 4)
     figures["family_unknown"] = unknown
     return figures
 
