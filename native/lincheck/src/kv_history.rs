@@ -47,7 +47,7 @@ pub(crate) struct Rec<'py> {
     pub(crate) kind: u8,
     pub(crate) time: f64, // NaN: not a finite number (an error only where it is needed)
     pub(crate) f: Option<Bound<'py, PyString>>, // invokes: f, if a plain str
-    pub(crate) value: Option<Bound<'py, PyAny>>, // invokes and ok completions
+    pub(crate) value: Option<Bound<'py, PyAny>>, // invokes, and ok completions whose value is used
 }
 
 /// The client ops of the history and their (invoke, completion or None) pairs in invoke order, as indices
@@ -82,19 +82,23 @@ pub(crate) fn read_pairs<'py>(
             Ok(t) if t.is_finite() => t,
             _ => f64::NAN,
         };
-        let (f, value) = match kind {
-            INVOKE => (plain_str(op.getattr(intern!(py, "f"))?), Some(op.getattr(intern!(py, "value"))?)),
-            OK => (None, Some(op.getattr(intern!(py, "value"))?)),
-            _ => (None, None),
-        };
         if kind == INVOKE {
+            let f = plain_str(op.getattr(intern!(py, "f"))?);
+            let value = Some(op.getattr(intern!(py, "value"))?);
             open.insert(p, pairs.len());
             pairs.push((recs.len(), None));
-        } else {
-            let Some(i) = open.remove(&p) else { return Ok(None) };
-            pairs[i].1 = Some(recs.len());
+            recs.push(Rec { pos, kind, time, f, value });
+            continue;
         }
-        recs.push(Rec { pos, kind, time, f, value });
+        let Some(i) = open.remove(&p) else { return Ok(None) };
+        pairs[i].1 = Some(recs.len());
+        // An ok completion's value is read only where it is used: a read's output, or the input of an invoke
+        // without one (touching the value object of every completion was a cache miss each on long histories).
+        let inv = &recs[pairs[i].0];
+        let writes = inv.f.as_ref().is_some_and(|f| matches!(f.to_str(), Ok("put" | "append" | "write" | "cas")));
+        let needed = kind == OK && (!writes || inv.value.as_ref().is_some_and(|v| v.is_none()));
+        let value = if needed { Some(op.getattr(intern!(py, "value"))?) } else { None };
+        recs.push(Rec { pos, kind, time, f: None, value });
     }
     Ok(Some((recs, pairs)))
 }
@@ -128,8 +132,7 @@ pub fn kv_witnesses(
                 if c.time.is_nan() {
                     return Ok(None);
                 }
-                if ctype == OK {
-                    let o = c.value.as_ref().expect("an ok completion's value");
+                if let Some(o) = c.value.as_ref() {
                     if value.is_none() {
                         value = o.clone();
                     }

@@ -65,8 +65,7 @@ pub fn register_witness(
                 if c.time.is_nan() {
                     return Ok(None);
                 }
-                if ctype == OK {
-                    let o = c.value.as_ref().expect("an ok completion's value");
+                if let Some(o) = c.value.as_ref() {
                     if input.is_none() {
                         input = o.clone();
                     }
