@@ -38,4 +38,4 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! "$PY" -c 'import sy
   touch "$stamp"
 fi
 # The linearizability checker's compiled core (optional: without it the checker uses its Python search, and says so).
-PYTHON="$PY" scripts/build_native.sh || echo "setup: native/lincheck did not build; the lin checker falls back to Python" >&2
+PYTHON="$PY" scripts/build_native.sh || echo "setup: a compiled checker core (native/*) did not build; the checkers fall back to Python (see above)" >&2
