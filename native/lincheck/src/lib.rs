@@ -11,64 +11,16 @@
 //! stays the oracle.  `kv_witnesses` (`kv_history.rs`) reads a whole kv history straight from its `Op`s.
 
 use pyo3::prelude::*;
-use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
 
 mod kv_history;
 mod register_history;
 mod search;
 
-/// A multiply-rotate hasher (as in rustc's FxHash) for the search's maps: their keys are our own interned
-/// values and Zobrist hashes, never attacker-chosen, and with std's SipHash, hashing the long strings that
-/// kv appends build (hundreds of bytes) was half of a partition's search time.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct Fx(u64);
-
-impl Fx {
-    #[inline]
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for Fx {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut buf = [0u8; 8];
-            buf[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(buf) ^ ((rest.len() as u64) << 59));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.add(i as u64);
-    }
-    #[inline]
-    fn write_u32(&mut self, i: u32) {
-        self.add(i as u64);
-    }
-    #[inline]
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-    #[inline]
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
-pub(crate) type FxSet<K> = HashSet<K, BuildHasherDefault<Fx>>;
+/// The search's maps hash with rustc's Fx scheme (the `rustc-hash` crate): their keys are our own interned values
+/// and Zobrist hashes, never attacker-chosen, and with std's SipHash, hashing the long strings that kv appends
+/// build (hundreds of bytes) was half of a partition's search time.
+pub(crate) type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
+pub(crate) type FxSet<K> = rustc_hash::FxHashSet<K>;
 
 pub(crate) use search::{search, APPEND, CAS_ANY, NOP, READ, WRITE};
 
