@@ -9,7 +9,9 @@ sees the observed event stream (:mod:`harness.observe`) and the coverage it prod
    ``max_wait_s`` longer), forgetting the triggers it saw meanwhile, then strikes at the first
    *trigger* -- an event worth aiming at (:data:`TRIGGERS`: a SyncStateSet shrink or expansion, a master
    election, a new controller leader, a fencing, a failpoint armed, a truncation, a restart, clients
-   starting to see ``info``/``fail``) -- or, if none comes, after ``max_wait_s`` (context ``quiet``).
+   starting to see ``info``/``fail``) -- or, if none comes, after ``quiet_wait_s`` (context ``quiet``): a
+   settled cluster rarely raises one by itself, and every second waited for it is a second of the budget
+   (waiting ``max_wait_s`` made guided runs strike half as often as random ones).
    With faults active, each trigger the cluster itself raises (client outcomes do not count: any fault makes
    clients time out) is a moment too: undo the oldest now (heal the partition once the killed master's
    absence is seen, so an out-of-sync slave can be elected), *stack* a fault of another family (isolate
@@ -30,7 +32,10 @@ sees the observed event stream (:mod:`harness.observe`) and the coverage it prod
    recovers from the precondition while the aimed fault is still in force (the partition that cut the slaves off
    heals while the master is still dead: the out-of-sync slaves are what the controller finds).
 3. *Choice.*  A move that names the node that raised the trigger (the master after a SyncStateSet shrink or a
-   master election, the controller leader after a leader election: :data:`AIM`) gets a prior bonus; when the
+   master election, the controller leader after a leader election: :data:`AIM`) gets a prior bonus -- and on the
+   quiet, with nothing to aim at, a move that names a node holding authority (a master or the controller
+   leader: :data:`QUIET_AIM`), since what a fault can break is what such a node holds alone (unreplicated
+   acknowledged writes, a lease, the controller's latest decisions); when the
    master holds the only copy (a shrink to the master alone, :data:`nemesis.coverage.MASTER_ONLY`) only the
    moves aimed at it are candidates, if there are any (the optimism for untried moves outbid a mere bonus).
    The context of a decision is what is active plus the trigger (``partition:isolate-master|
@@ -73,6 +78,10 @@ AIM: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """Trigger label prefix -> what a move must name (kind or selector) to aim at the node that raised it: right
 after a SyncStateSet shrink or a master election, hit the master; right after a leader election, the leader."""
+QUIET_AIM = ("master", "primaries", "controller-leader")
+"""What a move must name to be aimed on the quiet (no trigger, no fault active): the nodes holding authority.
+Untried moves are otherwise tried in random order, and with 20 moves a run spent its first minute on faults that
+cannot lose anything (a slave killed, a follower cut off) before it reached the master."""
 AIM_BONUS = 1.0
 """Added to an aimed move's score: a prior tilt (rewards are log(1 + new points), about 2-3 for a fault that
 reaches something new), which learning can overrule."""
@@ -115,13 +124,16 @@ class Move:
 @dataclass(frozen=True)
 class Config:
     """``moves``: the faults to choose from; ``settle_s``: quiet time after an undo before the next fault;
-    ``max_wait_s``: strike anyway after this long without a trigger; ``holds_s``: longest holds to draw from
+    ``max_wait_s``: the longest the cluster's aftermath delays a fault, and the longest a hold runs on at a
+    narrowing trigger; ``quiet_wait_s``: once settled, strike on the quiet after this long without a trigger;
+    ``holds_s``: longest holds to draw from
     (a fault is undone then unless a decision undid it earlier);
     ``max_depth``: faults active at once; ``explore``: weight of the exploration bonus."""
 
     moves: tuple[Move, ...]
     settle_s: float = 1.0
     max_wait_s: float = 4.0
+    quiet_wait_s: float = 1.0
     holds_s: tuple[float, ...] = (4.0, 8.0, 12.0)
     max_depth: int = 2
     explore: float = 1.0
@@ -265,9 +277,12 @@ def _score(stats: Mapping[tuple[str, str], tuple[int, float]], context: str, key
 
 def _aim(trigger: str | None, key: str) -> float:
     """The prior bonus of move ``key`` at ``trigger``: it names the node that raised it (:data:`AIM`), more when
-    the master was left alone in the SyncStateSet; undo and hold are never aimed."""
-    if trigger is None or key == HOLD or key.startswith(UNDO_PREFIX):
+    the master was left alone in the SyncStateSet; on the quiet (``trigger`` None) it names a node holding
+    authority (:data:`QUIET_AIM`); undo and hold are never aimed."""
+    if key == HOLD or key.startswith(UNDO_PREFIX):
         return 0.0
+    if trigger is None:
+        return AIM_BONUS if any(w in key for w in QUIET_AIM) else 0.0
     words = next((w for prefix, w in AIM if trigger.startswith(prefix)), ())
     if not any(w in key for w in words):
         return 0.0
@@ -360,8 +375,8 @@ def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s
         ready_at = min(settled_from, st.quiet_since_s + cfg.max_wait_s) + cfg.settle_s
         if now_s < ready_at:  # still settling: what it raises meanwhile is the last fault's aftermath
             return None, max(now_s, ready_at), replace(st, trigger=None)
-        if trig is None and now_s < ready_at + cfg.max_wait_s:
-            return None, ready_at + cfg.max_wait_s, st
+        if trig is None and now_s < ready_at + cfg.quiet_wait_s:
+            return None, ready_at + cfg.quiet_wait_s, st
         candidates = [m.key for m in cfg.moves]
     if trig is not None and trig.endswith(MASTER_ONLY):  # the master holds the only copy: the moment is for it
         candidates = [c for c in candidates if _aim(trig, c)] or candidates

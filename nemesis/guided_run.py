@@ -152,8 +152,9 @@ def save_memory(path: str, state: State) -> None:
 
 def guided(defs: Sequence[Any], *, seed: int, interval_s: float,
            start: State | None = None) -> tuple[GuidedGen, Feed, tuple[Move, ...]]:
-    """The guided generator for packages ``defs``: moves from their vocabulary, waiting at most about half an
-    ``interval_s`` for a trigger, holding a fault 0.6, 1.2 or 2.0 intervals (drawn) unless a decision undoes it
+    """The guided generator for packages ``defs``: moves from their vocabulary, letting the cluster settle at
+    most about half an ``interval_s`` after a fault, then waiting a quarter of one (at most 1 s) for a trigger
+    before striking on the quiet, holding a fault 0.6, 1.2 or 2.0 intervals (drawn) unless a decision undoes it
     earlier (not before the shortest hold) -- but never undoing it before the cluster reacted to it, up to the
     longest hold; ``start`` is what earlier runs taught it (:func:`load_memory`).
 
@@ -162,7 +163,8 @@ def guided(defs: Sequence[Any], *, seed: int, interval_s: float,
     intervals a run held faults 8-12 s past their effect).  The shortest (3 s at the default interval of 5) still
     outlasts a broker's lease (2 s), so a killed master's successor can be elected before it returns."""
     ms = moves(defs, seed=seed)
-    cfg = Config(ms, settle_s=min(1.0, interval_s / 4), max_wait_s=max(0.5, interval_s / 2),
+    settle = min(1.0, interval_s / 4)
+    cfg = Config(ms, settle_s=settle, max_wait_s=max(0.5, interval_s / 2), quiet_wait_s=settle,
                  holds_s=tuple(round(interval_s * f, 3) for f in (0.6, 1.2, 2.0)))
     feed = Feed()
     return GuidedGen(cfg, feed, seed, start or State()), feed, ms

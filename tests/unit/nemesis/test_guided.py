@@ -36,10 +36,10 @@ def step(st_: State, events: list[dict[str, Any]], now_s: float, cfg: Config = C
 def test_waits_to_settle_then_strikes_when_quiet() -> None:
     d, wake, s = step(State(), [], 0.5)
     assert d is None and wake == 1.0
-    d, wake, s = step(s, [], 2.0)
-    assert d is None and wake == 5.0  # no trigger: wait up to max_wait_s
-    d, _, s = step(s, [], 5.0)
-    assert d is not None and d.context == "none|quiet" and d.step.at_s == 5.0
+    d, wake, s = step(s, [], 1.5)
+    assert d is None and wake == 2.0  # no trigger: wait up to quiet_wait_s, not max_wait_s
+    d, _, s = step(s, [], 2.0)
+    assert d is not None and d.context == "none|quiet" and d.step.at_s == 2.0
 
 
 def test_a_trigger_opens_the_moment() -> None:
@@ -301,3 +301,20 @@ def test_a_hold_that_ends_as_the_narrowing_arrives_gives_way_to_the_trigger() ->
         assert d is None and [a.move for a in s3.active] == [ISOLATE] and wake == pytest.approx(9.0)
         d, _, _ = step(s3, [ev(6.95, "sync-state-set", change="shrink", members=[1, 2])], 9.0, cfg=cfg, seed=seed)
         assert d is not None and d.step.f == UNDO[ISOLATE.f]  # nothing more came: healed after the extension
+
+
+def test_on_the_quiet_moves_at_nodes_holding_authority_are_tried_first() -> None:
+    """With nothing to aim at, the untried moves naming a master or the controller leader come before the rest."""
+    aimed = (Move("kill", "masters"), Move("start-partition", {"kind": "isolate", "targets": "controller-leader"}))
+    cfg = Config((Move("kill", "slaves"), *aimed, Move("kill", "one"), HALVES), settle_s=1.0, holds_s=(3.0,))
+    for seed in range(20):
+        s, t, chosen = State(), 0.0, []
+        for _ in range(2):
+            t = max(t + 0.1, s.quiet_since_s + cfg.settle_s + cfg.quiet_wait_s)
+            d, _, s = step(s, [], t, cfg=cfg, seed=seed)
+            assert d is not None and d.context == "none|quiet"
+            chosen.append(d.move_key)
+            while s.active:
+                t = min(a.undo_at_s for a in s.active)
+                _, _, s = step(s, [], t, cfg=cfg, seed=seed)
+        assert sorted(chosen) == sorted(m.key for m in aimed)
