@@ -190,15 +190,18 @@ class Witnessed:
         return out
 
 
-def native_witness(model: Model, calls: list[Call], key: Hashable) -> Witnessed | None:
-    """Ask the compiled search for a linearization of one partition (None: not covered, or none found)."""
+def native_witness(model: Model, calls: list[Call], key: Hashable, *, count_after: int | None = None,
+                   ) -> Witnessed | None:
+    """Ask the compiled search for a linearization of one partition (None: not covered, or none found);
+    ``count_after`` as for ``witness_of``."""
     if _impl is None:
         return None
     enc = encode(model, calls)
     if enc is None:
         return None
     init, codes, first, second = enc
-    found = witness_of(init, codes, first, second, [c.call_time for c in calls], [c.ret_time for c in calls])
+    found = witness_of(init, codes, first, second, [c.call_time for c in calls], [c.ret_time for c in calls],
+                       count_after=count_after)
     if found is None:
         return None
     order, steps, cache_entries = found
@@ -206,13 +209,15 @@ def native_witness(model: Model, calls: list[Call], key: Hashable) -> Witnessed 
 
 
 def witness_of(init: str, codes: Sequence[int], first: Sequence[str], second: Sequence[str],
-               call_t: Sequence[float], ret_t: Sequence[float]) -> tuple[list[int], int, int] | None:
+               call_t: Sequence[float], ret_t: Sequence[float], *, count_after: int | None = None,
+               ) -> tuple[list[int], int, int] | None:
     """The compiled search on one spelled partition: (order, steps, cache entries), or None if it found none
-    within its step budget (or is not installed)."""
+    within its step budget (or is not installed).  ``count_after``: the steps after which its counting
+    look-ahead starts (None: its own choice; the tests pass 0 so that small histories exercise it)."""
     if _impl is None:
         return None
     found: tuple[list[int], int, int] | None = _impl.witness(
-        init, codes, first, second, call_t, ret_t, _BUDGET_PER_CALL * len(codes) + _BUDGET_BASE)
+        init, codes, first, second, call_t, ret_t, _BUDGET_PER_CALL * len(codes) + _BUDGET_BASE, count_after)
     return found
 
 

@@ -207,7 +207,7 @@ pub fn kv_witnesses(
         let empty = vec![""; n];
         let args: Vec<&str> = part.args.iter().map(|a| a.as_ref().map_or(Ok(""), |s| s.to_str())).collect::<PyResult<_>>()?;
         let max_steps = per_call * n as u64 + base;
-        let witness = search(&init, &part.codes, &args, &empty, &part.call_t, &part.ret_t, max_steps);
+        let witness = search(&init, &part.codes, &args, &empty, &part.call_t, &part.ret_t, max_steps, None);
         found.push((part.key, part.ids, witness));
     }
     Ok(Some((found, kept)))

@@ -24,16 +24,19 @@ pub(crate) type FxSet<K> = rustc_hash::FxHashSet<K>;
 
 pub(crate) use search::{search, APPEND, CAS_ANY, NOP, READ, WRITE};
 
-/// witness(init, codes, a, b, call_t, ret_t, max_steps) -> (order, steps, cache_entries) | None
+/// witness(init, codes, a, b, call_t, ret_t, max_steps, count_after=None) -> (order, steps, cache_entries) | None
 ///
 /// codes[i]: 0 nop, 1 read a, 2 write a, 3 append a, 4 cas a -> b (ok), 5 cas a failed, 6 cas a -> b with an
 /// unknown outcome; values are strings compared exactly (the caller encodes other values so that equal strings
-/// mean equal values); ret_t[i] is +inf for an indeterminate call.
+/// mean equal values); ret_t[i] is +inf for an indeterminate call.  count_after: the steps after which the
+/// counting look-ahead starts (search.rs, rule 5; None: once the walk has taken more steps than there are
+/// calls; the tests pass 0 to hold it to the oracle on small histories).
 #[pyfunction]
+#[pyo3(signature = (init, codes, a, b, call_t, ret_t, max_steps, count_after=None))]
 #[allow(clippy::too_many_arguments)]
 fn witness(
     py: Python<'_>, init: String, codes: Vec<u8>, a: Vec<String>, b: Vec<String>, call_t: Vec<f64>,
-    ret_t: Vec<f64>, max_steps: u64,
+    ret_t: Vec<f64>, max_steps: u64, count_after: Option<u64>,
 ) -> PyResult<Option<(Vec<u32>, u64, usize)>> {
     let n = codes.len();
     if a.len() != n || b.len() != n || call_t.len() != n || ret_t.len() != n {
@@ -52,7 +55,7 @@ fn witness(
             "witness: every call_t must be finite and every ret_t finite or +inf (an indeterminate call)",
         ));
     }
-    Ok(py.allow_threads(|| search(&init, &codes, &a, &b, &call_t, &ret_t, max_steps)))
+    Ok(py.allow_threads(|| search(&init, &codes, &a, &b, &call_t, &ret_t, max_steps, count_after)))
 }
 
 #[pymodule]

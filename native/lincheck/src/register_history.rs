@@ -10,7 +10,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyLong, PyTuple};
 
-use crate::kv_history::{read_pairs, FAIL, INFO, OK};
+use crate::kv_history::{read_pairs, FAIL, INFO};
 use crate::search::{search, CAS_ANY, CAS_FAIL, CAS_OK};
 use crate::{NOP, READ, WRITE};
 
@@ -110,7 +110,7 @@ pub fn register_witness(
         return Ok(None);
     }
     let max_steps = per_call * codes.len() as u64 + base;
-    Ok(Some(match search(&init, &codes, &first, &second, &call_t, &ret_t, max_steps) {
+    Ok(Some(match search(&init, &codes, &first, &second, &call_t, &ret_t, max_steps, None) {
         Some((order, steps, cache)) => (true, order, steps, cache, kept),
         None => (false, Vec::new(), 0, 0, kept),
     }))

@@ -147,21 +147,65 @@ def _real(model: Model, order: list[Call]) -> bool:
 
 @pytest.mark.skipif(not _native.NATIVE_AVAILABLE, reason="lincheck_native is not built (scripts/build_native.sh)")
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), kind=st.sampled_from(["kv", "register"]))
-def test_the_compiled_search_on_the_family_agrees_with_brute_force(data: st.DataObject, kind: str) -> None:
-    """The compiled search's rules (twins, dead values, look-ahead: native/lincheck/src/search.rs) on the
-    family that needs them: it finds a witness exactly when brute force says the history is linearizable, every
-    witness is a real linearization, and the checker's verdict is brute force's whichever engine decides."""
+@given(data=st.data(), kind=st.sampled_from(["kv", "register"]), count_after=st.sampled_from([None, 0]))
+def test_the_compiled_search_on_the_family_agrees_with_brute_force(
+    data: st.DataObject, kind: str, count_after: int | None,
+) -> None:
+    """The compiled search's rules (twins, dead values, look-ahead, read-only first, and the counting
+    look-ahead -- from the first step with ``count_after=0``, which these short histories never reach
+    otherwise: native/lincheck/src/search.rs) on the family that needs them: it finds a witness exactly when
+    brute force says the history is linearizable, every witness is a real linearization, and the checker's
+    verdict is brute force's whichever engine decides."""
     ops = data.draw(_tiny_history(kind))
     model = make_model("kv" if kind == "kv" else "cas-register")
     calls = build_calls(ops, model)
     expected = _oracle(model, calls)
-    found = _native.native_witness(model, calls, None)
+    found = _native.native_witness(model, calls, None, count_after=count_after)
     if found is not None:
         assert _real(model, found._order), [o.describe() for o in ops]
         assert sorted(c.id for c in found._order) == [c.id for c in calls]
     assert (found is not None) is expected, ([o.describe() for o in ops], expected)
     assert check(ops, model).valid is expected
+
+
+@pytest.mark.skipif(not _native.NATIVE_AVAILABLE, reason="lincheck_native is not built (scripts/build_native.sh)")
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), corrupt=st.booleans(), count_after=st.sampled_from([None, 0]))
+def test_the_compiled_counting_look_ahead_agrees_with_the_python_search(
+    seed: int, corrupt: bool, count_after: int | None,
+) -> None:
+    """Family kv histories of 20-60 ops, some with one read changed, too long for brute force: with the
+    counting look-ahead from the first step or not, the compiled search finds a witness exactly when the
+    Python search (itself held to brute force above) says the history is linearizable."""
+    rng = random.Random(seed)
+    ops = small_alphabet_history(rng, model="kv", clients=rng.randint(2, 5), ops=rng.randint(20, 60),
+                                 corrupt=corrupt)
+    model = make_model("kv")
+    calls = build_calls(ops, model)
+    with patch.object(check_module, "NATIVE_AVAILABLE", False):
+        expected = check(ops, model)
+    assert expected.valid in (True, False)
+    with patch.object(_native, "_BUDGET_BASE", 10**6):  # a miss must not be the budget's
+        found = _native.native_witness(model, calls, None, count_after=count_after)
+    if found is not None:
+        assert _real(model, found._order), seed
+    assert (found is not None) is expected.valid, (seed, corrupt)
+
+
+@pytest.mark.skipif(not _native.NATIVE_AVAILABLE, reason="lincheck_native is not built (scripts/build_native.sh)")
+@pytest.mark.parametrize("kind", ["kv", "register"])
+def test_the_compiled_search_decides_the_family_within_a_linear_step_bound(kind: str) -> None:
+    """Seeds 0-199 of the family at 60-300 ops: the compiled search alone linearizes every one within 16 steps
+    per call (most take one or two; before its read-only-first and counting rules the kv tail took up to 75)."""
+    model = make_model("kv" if kind == "kv" else "cas-register")
+    for seed in range(200):
+        rng = random.Random(seed)
+        n = rng.randint(60, 300)
+        ops = small_alphabet_history(rng, model=kind, clients=rng.randint(2, 5), ops=n)
+        calls = build_calls(ops, model)
+        found = _native.native_witness(model, calls, None)
+        assert found is not None, seed
+        assert found.steps <= 16 * len(calls) + 64, (seed, found.steps, len(calls))
 
 
 # (model, seed) of small_alphabet_history with 60-300 ops; the kv ones took the search before issue 19 from
