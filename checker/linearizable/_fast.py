@@ -64,14 +64,15 @@ def _register_witnesses(ops: list[Op], model: Register, policy: str) -> FastAnsw
     if answer is None:
         return None
     found, order, steps, cache_entries, kept = answer
-    ids = list(range(len(kept)))
+    ids = range(len(kept) // 2)
     if not found:
         return FastAnswer([], {None: _calls_of(ops, kept, ids, policy)}, [None])
     calls = functools.partial(_calls_of, ops, kept, ids, policy)
     return FastAnswer([Witnessed(model, calls, None, order, steps, cache_entries, size=len(ids))], {}, [None])
 
 
-def _calls_of(ops: Sequence[Op], kept: list[tuple[int, int]], ids: list[int], policy: str) -> list[Call]:
-    """The Calls of one partition (``ids``: its call ids; ``kept``: each call's invoke and completion positions)."""
-    pairs = [(ops[kept[i][0]], ops[kept[i][1]] if kept[i][1] >= 0 else None) for i in ids]
+def _calls_of(ops: Sequence[Op], kept: Sequence[int], ids: Sequence[int], policy: str) -> list[Call]:
+    """The Calls of one partition (``ids``: its call ids; ``kept``: each call's invoke and completion positions,
+    call i's at 2 i and 2 i + 1)."""
+    pairs = [(ops[kept[2 * i]], ops[kept[2 * i + 1]] if kept[2 * i + 1] >= 0 else None) for i in ids]
     return [c._replace(id=i) for c, i in zip(calls_of_pairs(pairs, policy), ids, strict=True)]

@@ -145,7 +145,7 @@ class Witnessed:
 
     status = VALID
 
-    def __init__(self, model: Model, calls: list[Call] | Callable[[], list[Call]], key: Hashable, order: list[int],
+    def __init__(self, model: Model, calls: list[Call] | Callable[[], list[Call]], key: Hashable, order: Sequence[int],
                  steps: int, cache_entries: int, *, size: int | None = None) -> None:
         """``calls``: the partition's calls, or a function that builds them when they are first read, or none
         for a partition no Result shows (for both, ``size`` is their number)."""
@@ -221,31 +221,41 @@ def witness_of(init: str, codes: Sequence[int], first: Sequence[str], second: Se
     return found
 
 
-KvWitnesses = tuple[list[tuple[str, list[int], tuple[list[int], int, int] | None]], list[tuple[int, int]]]
+#: Per partition in order of first appearance: (key, call ids, witness or None where the search missed), the
+#: witness (order, steps, cache entries); then the invoke and completion positions (or -1) of each call id,
+#: flat: call i's are at 2 i and 2 i + 1.  Ids, orders and positions are memoryviews over packed numbers.
+KvWitnesses = tuple[list[tuple[str, Sequence[int], tuple[Sequence[int], int, int] | None]], Sequence[int]]
 
 
 def kv_witnesses(ops: list[Any], init: str, drop_fails: bool) -> KvWitnesses | None:
-    """The compiled reader and search of a whole kv history (see ``_fast``): ((key, call ids, witness or None
-    where the search missed) per partition in order of first appearance, (invoke position, completion
-    position or -1) per call id), or None when the history is not the plain case it reads (or the module, or
-    this function of it, is not installed).  A witness is (order, steps, cache entries)."""
+    """The compiled reader and search of a whole kv history (see ``_fast`` and ``KvWitnesses``), or None when
+    the history is not the plain case it reads (or the module, or this function of it, is not installed)."""
     fn = getattr(_impl, "kv_witnesses", None)
     if fn is None:
         return None
-    answer: KvWitnesses | None = fn(ops, init, drop_fails, _BUDGET_PER_CALL, _BUDGET_BASE)
-    return answer
+    answer = fn(ops, init, drop_fails, _BUDGET_PER_CALL, _BUDGET_BASE)
+    if answer is None:
+        return None
+    parts, kept = answer
+    return ([(key, memoryview(ids).cast("I"), None if w is None else (memoryview(w[0]).cast("I"), w[1], w[2]))
+             for key, ids, w in parts], memoryview(kept).cast("q"))
 
 
-RegisterWitness = tuple[bool, list[int], int, int, list[tuple[int, int]]]
+#: (found, order, steps, cache entries, positions): the witness when found, and the invoke and completion
+#: positions (or -1) of each call id, flat as in ``KvWitnesses``; order and positions are memoryviews.
+RegisterWitness = tuple[bool, Sequence[int], int, int, Sequence[int]]
 
 
 def register_witness(ops: list[Any], init: str, cas: bool, nil_read_any: bool, drop_fails: bool,
                      ) -> RegisterWitness | None:
-    """The compiled reader and search of a whole register history (see ``_fast``): (found, order, steps, cache
-    entries, (invoke position, completion position or -1) per call id), or None when the history is not the
-    plain case it reads (or the module, or this function of it, is not installed)."""
+    """The compiled reader and search of a whole register history (see ``_fast`` and ``RegisterWitness``), or
+    None when the history is not the plain case it reads (or the module, or this function of it, is not
+    installed)."""
     fn = getattr(_impl, "register_witness", None)
     if fn is None:
         return None
-    answer: RegisterWitness | None = fn(ops, init, cas, nil_read_any, drop_fails, _BUDGET_PER_CALL, _BUDGET_BASE)
-    return answer
+    answer = fn(ops, init, cas, nil_read_any, drop_fails, _BUDGET_PER_CALL, _BUDGET_BASE)
+    if answer is None:
+        return None
+    found, order, steps, cache_entries, kept = answer
+    return found, memoryview(order).cast("I"), steps, cache_entries, memoryview(kept).cast("q")

@@ -9,7 +9,7 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use crate::{search, FxMap, APPEND, NOP, READ, WRITE};
 
 /// One partition's calls: key, call ids (in the whole history), codes, arguments, call and return times.
@@ -103,21 +103,47 @@ pub(crate) fn read_pairs<'py>(
     Ok(Some((recs, pairs)))
 }
 
+/// Numbers as one bytes object in native byte order, which Python reads through `memoryview(b).cast("I")`
+/// (u32) or `.cast("q")` (i64): an int object per number, and a tuple per pair, cost more to build and to
+/// free than the whole search of an easy history.
+pub(crate) fn packed_u32<'py>(py: Python<'py>, xs: &[u32]) -> PyResult<Bound<'py, PyBytes>> {
+    PyBytes::new_bound_with(py, 4 * xs.len(), |buf| {
+        for (out, x) in buf.chunks_exact_mut(4).zip(xs) {
+            out.copy_from_slice(&x.to_ne_bytes());
+        }
+        Ok(())
+    })
+}
+
+/// See `packed_u32`.
+pub(crate) fn packed_i64<'py>(py: Python<'py>, xs: &[i64]) -> PyResult<Bound<'py, PyBytes>> {
+    PyBytes::new_bound_with(py, 8 * xs.len(), |buf| {
+        for (out, x) in buf.chunks_exact_mut(8).zip(xs) {
+            out.copy_from_slice(&x.to_ne_bytes());
+        }
+        Ok(())
+    })
+}
+
+/// One partition's answer: key, call ids (packed u32), witness (order packed u32, steps, cache entries) or None.
+type PartAnswer<'py> = (String, Bound<'py, PyBytes>, Option<(Bound<'py, PyBytes>, u64, usize)>);
+
 /// kv_witnesses(ops, init, drop_fails, per_call, base) -> None | (parts, pairs)
 ///
 /// parts: (key, call ids, witness) per partition in order of first appearance, the witness (order, steps,
 /// cache entries) or None where the search missed (the checker's general path pre-checks and searches only
-/// those); pairs: (invoke position, completion position or -1) of each call id.  None: the history is not the
-/// plain case (see the module docs).
+/// those); pairs: invoke position and completion position (or -1) of each call id, two i64s per call.  Call
+/// ids, orders and pairs come packed (see `packed_u32`).  None: the history is not the plain case (see the
+/// module docs).
 #[pyfunction]
 #[allow(clippy::type_complexity)]
-pub fn kv_witnesses(
-    py: Python<'_>, ops: &Bound<'_, PyList>, init: String, drop_fails: bool, per_call: u64, base: u64,
-) -> PyResult<Option<(Vec<(String, Vec<u32>, Option<(Vec<u32>, u64, usize)>)>, Vec<(usize, i64)>)>> {
+pub fn kv_witnesses<'py>(
+    py: Python<'py>, ops: &Bound<'py, PyList>, init: String, drop_fails: bool, per_call: u64, base: u64,
+) -> PyResult<Option<(Vec<PartAnswer<'py>>, Bound<'py, PyBytes>)>> {
     let Some((recs, pairs)) = read_pairs(py, ops)? else { return Ok(None) };
     let mut parts: Vec<Part<'_>> = Vec::new();
     let mut part_of: FxMap<String, usize> = FxMap::default();
-    let mut kept: Vec<(usize, i64)> = Vec::with_capacity(pairs.len());
+    let mut kept: Vec<i64> = Vec::with_capacity(2 * pairs.len());
     for &(i, c) in &pairs {
         let inv = &recs[i];
         let comp = c.map(|c| &recs[c]);
@@ -191,12 +217,13 @@ pub fn kv_witnesses(
             }
         };
         let part = &mut parts[j];
-        part.ids.push(kept.len() as u32);
+        part.ids.push((kept.len() / 2) as u32);
         part.codes.push(code);
         part.args.push(arg);
         part.call_t.push(call);
         part.ret_t.push(ret);
-        kept.push((inv.pos, comp.map_or(-1, |c| c.pos as i64)));
+        kept.push(inv.pos as i64);
+        kept.push(comp.map_or(-1, |c| c.pos as i64));
     }
     if parts.is_empty() {
         return Ok(None);
@@ -207,8 +234,11 @@ pub fn kv_witnesses(
         let empty = vec![""; n];
         let args: Vec<&str> = part.args.iter().map(|a| a.as_ref().map_or(Ok(""), |s| s.to_str())).collect::<PyResult<_>>()?;
         let max_steps = per_call * n as u64 + base;
-        let witness = search(&init, &part.codes, &args, &empty, &part.call_t, &part.ret_t, max_steps, None);
-        found.push((part.key, part.ids, witness));
+        let witness = match search(&init, &part.codes, &args, &empty, &part.call_t, &part.ret_t, max_steps, None) {
+            Some((order, steps, cache)) => Some((packed_u32(py, &order)?, steps, cache)),
+            None => None,
+        };
+        found.push((part.key, packed_u32(py, &part.ids)?, witness));
     }
-    Ok(Some((found, kept)))
+    Ok(Some((found, packed_i64(py, &kept)?)))
 }

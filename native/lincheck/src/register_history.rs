@@ -8,9 +8,9 @@
 //! number -- makes it answer None, and the checker takes its general path, which stays the reference.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyLong, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyLong, PyTuple};
 
-use crate::kv_history::{read_pairs, FAIL, INFO};
+use crate::kv_history::{packed_i64, packed_u32, read_pairs, FAIL, INFO};
 use crate::search::{search, CAS_ANY, CAS_FAIL, CAS_OK};
 use crate::{NOP, READ, WRITE};
 
@@ -38,19 +38,20 @@ fn cas_pair<'py>(x: &Bound<'py, PyAny>) -> Option<(Bound<'py, PyAny>, Bound<'py,
 ///     -> None | (found, order, steps, cache entries, pairs)
 ///
 /// found: whether the search linearized the history (order, steps and cache entries are then its witness);
-/// pairs: (invoke position, completion position or -1) of each call id.  None: the history is not the plain
-/// case (see the module docs).  `init` is the initial value spelled as above.
+/// pairs: invoke position and completion position (or -1) of each call id, two i64s per call; order and
+/// pairs come packed (see `kv_history::packed_u32`).  None: the history is not the plain case (see the module
+/// docs).  `init` is the initial value spelled as above.
 #[pyfunction]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
-pub fn register_witness(
-    py: Python<'_>, ops: &Bound<'_, PyList>, init: String, cas: bool, nil_read_any: bool, drop_fails: bool,
+pub fn register_witness<'py>(
+    py: Python<'py>, ops: &Bound<'py, PyList>, init: String, cas: bool, nil_read_any: bool, drop_fails: bool,
     per_call: u64, base: u64,
-) -> PyResult<Option<(bool, Vec<u32>, u64, usize, Vec<(usize, i64)>)>> {
+) -> PyResult<Option<(bool, Bound<'py, PyBytes>, u64, usize, Bound<'py, PyBytes>)>> {
     let Some((recs, pairs)) = read_pairs(py, ops)? else { return Ok(None) };
     let n = pairs.len();
     let (mut codes, mut first, mut second) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut call_t, mut ret_t) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let mut kept: Vec<(usize, i64)> = Vec::with_capacity(n);
+    let mut kept: Vec<i64> = Vec::with_capacity(2 * n);
     for &(i, c) in &pairs {
         let inv = &recs[i];
         let comp = c.map(|c| &recs[c]);
@@ -104,14 +105,16 @@ pub fn register_witness(
         second.push(b);
         call_t.push(inv.time);
         ret_t.push(ret);
-        kept.push((inv.pos, comp.map_or(-1, |c| c.pos as i64)));
+        kept.push(inv.pos as i64);
+        kept.push(comp.map_or(-1, |c| c.pos as i64));
     }
     if codes.is_empty() {
         return Ok(None);
     }
     let max_steps = per_call * codes.len() as u64 + base;
+    let kept = packed_i64(py, &kept)?;
     Ok(Some(match search(&init, &codes, &first, &second, &call_t, &ret_t, max_steps, None) {
-        Some((order, steps, cache)) => (true, order, steps, cache, kept),
-        None => (false, Vec::new(), 0, 0, kept),
+        Some((order, steps, cache)) => (true, packed_u32(py, &order)?, steps, cache, kept),
+        None => (false, packed_u32(py, &[])?, 0, 0, kept),
     }))
 }
