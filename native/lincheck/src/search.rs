@@ -20,7 +20,8 @@
 //! 4. Read-only first: a node with a legal read-only candidate (a read of the state, a failed cas, a no-op)
 //!    has that call as its only child.  Moving it to the front of any completion keeps the completion legal:
 //!    it changes no state, and every call that returned before it was invoked is already linearized (it is a
-//!    candidate).  So when that child fails, or is cached or cut, so does the node (the Python search's rule 2).
+//!    candidate).  So when that child fails or is cached, so does the node (the Python search's rule 2).  The
+//!    look-ahead is not asked about the child: it has the node's state and the node's linearized writers.
 //! 5. Counting look-ahead (rule 3, once the walk strays: after more steps than calls): a read is reachable
 //!    only if some base -- the state, or an unlinearized write invoked before the read returns -- begins its
 //!    value and the unlinearized appends invoked before it returns hold, character by character, at least the
@@ -199,7 +200,7 @@ struct Walk<'a> {
 }
 
 /// Rule 5's counts: characters of the tracked alphabet (index `K` counts those no append holds).
-const K: usize = 8;
+const K: usize = 7;
 type Counts = [u32; K + 1];
 
 struct Budget {
@@ -218,19 +219,6 @@ struct Puts {
     used: [u32; G],            // per group: its linearized writes
     before: Vec<[u32; G]>,     // per read call: per group, its writes invoked no later than the read returns
     bases: Vec<u32>,           // per read value: the mask of the groups whose value begins it
-}
-
-impl Budget {
-    /// The characters the appends must still supply to turn the prefix of read value r of length l into it.
-    fn need(&self, r: usize, l: usize) -> Counts {
-        let t = &self.spell[r];
-        let (full, part) = (&t[t.len() - 1], &t[l]);
-        let mut out = [0; K + 1];
-        for i in 0..=K {
-            out[i] = full[i] - part[i];
-        }
-        out
-    }
 }
 
 impl Walk<'_> {
@@ -333,10 +321,21 @@ impl Walk<'_> {
     fn affordable(&self, values: &Values<'_>, b: &Budget, s: u32, c: usize) -> bool {
         let v = self.av[c];
         let (r, _, _) = values.prefixes[v as usize];
-        let have = &b.before[c];
+        // a base of length l fits when its prefix of the value already holds at least `least` of each
+        // character: the value's count minus what the available appends can still supply
+        let spell = &b.spell[r as usize];
+        let (full, have) = (&spell[spell.len() - 1], &b.before[c]);
+        let mut least = [0; K + 1];
+        for i in 0..=K {
+            least[i] = full[i].saturating_sub(have[i].saturating_sub(b.used[i]));
+        }
         let fits = |l: u32| {
-            let need = b.need(r as usize, l as usize);
-            (0..=K).all(|i| need[i] + b.used[i] <= have[i])
+            let row = &spell[l as usize];
+            let mut ok = true;
+            for i in 0..=K {
+                ok &= row[i] >= least[i];
+            }
+            ok
         };
         if values.begins(s, v) && fits(values.prefixes[s as usize].1) {
             return true;
@@ -452,15 +451,8 @@ pub(crate) fn search<S: AsRef<str>>(
             if forced != NIL {
                 let c = forced;
                 let h2 = hash ^ keys[c];
-                let mut dead = !cache.insert((h2, state));
-                if !dead {
-                    walk.lift(c);
-                    dead = walk.doomed(&values, state);
-                    if dead {
-                        walk.unlift(c);
-                    }
-                }
-                if dead {
+                // (the look-ahead is not asked again: the state and the linearized writers are the node's)
+                if !cache.insert((h2, state)) {
                     // the node has no other child: undo the call that led to it
                     loop {
                         let (c, s, f) = stack.pop()?;
@@ -474,6 +466,7 @@ pub(crate) fn search<S: AsRef<str>>(
                     }
                     continue;
                 }
+                walk.lift(c);
                 stack.push((c, state, true));
                 hash = h2;
                 fresh = true;
