@@ -34,6 +34,8 @@
 //!    Up to `K` distinct characters of the appends are counted (others are ignored, which only weakens the
 //!    rule); a read character no append holds must come from the base.
 
+use std::borrow::Cow;
+
 use crate::{FxMap, FxSet};
 
 pub(crate) const NOP: u8 = 0; // always legal, state unchanged (a definite failure the model keeps)
@@ -57,8 +59,8 @@ const MAX_ASKS: usize = 8;
 /// characters, never copying or hashing the whole value (kv values grow to tens of kilobytes), and "the
 /// state begins read value v" is k <= v < hi.  Elsewhere (cas) values are interned strings.
 struct Values<'a> {
-    ids: FxMap<String, u32>,
-    text: Vec<String>,
+    ids: FxMap<Cow<'a, str>, u32>,
+    text: Vec<Cow<'a, str>>,           // the arguments' own text; only cas partitions build values
     concat: FxMap<(u32, u32), u32>,
     plain: bool,
     reads: Vec<&'a str>,               // plain: the distinct values reads return, sorted
@@ -66,22 +68,22 @@ struct Values<'a> {
     prefix_ids: FxMap<(u32, u32), u32>, // plain: (k, l) -> state id
 }
 
-impl Values<'_> {
-    fn intern(&mut self, s: &str) -> u32 {
-        if let Some(&id) = self.ids.get(s) {
+impl<'a> Values<'a> {
+    fn intern(&mut self, s: Cow<'a, str>) -> u32 {
+        if let Some(&id) = self.ids.get(s.as_ref()) {
             return id;
         }
         let id = self.text.len() as u32;
-        self.ids.insert(s.to_owned(), id);
-        self.text.push(s.to_owned());
+        self.ids.insert(s.clone(), id);
+        self.text.push(s);
         id
     }
 
     /// A value as a state: its interned id, or in a plain partition its prefix state (DEAD if it begins no
     /// value read).
-    fn state_of(&mut self, t: &str) -> u32 {
+    fn state_of(&mut self, t: &'a str) -> u32 {
         if !self.plain {
-            return self.intern(t);
+            return self.intern(Cow::Borrowed(t));
         }
         let b = t.as_bytes();
         let k = self.reads.partition_point(|r| r.as_bytes() < b);
@@ -125,7 +127,7 @@ impl Values<'_> {
             }
         } else {
             let joined = format!("{}{}", self.text[s as usize], self.text[v as usize]);
-            self.intern(&joined)
+            self.intern(Cow::Owned(joined))
         };
         self.concat.insert((s, v), id);
         id
@@ -383,8 +385,8 @@ impl Walk<'_> {
 /// linearization order, the number of steps and the cache size, or None when no witness was found within
 /// `max_steps` (or none exists).  Rule 5 starts after `count_after` steps (None: more steps than calls).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn search<S: AsRef<str>>(
-    init: &str, codes: &[u8], a: &[S], b: &[S], call_t: &[f64], ret_t: &[f64], max_steps: u64,
+pub(crate) fn search<'a, S: AsRef<str>>(
+    init: &'a str, codes: &[u8], a: &'a [S], b: &'a [S], call_t: &[f64], ret_t: &[f64], max_steps: u64,
     count_after: Option<u64>,
 ) -> Option<(Vec<u32>, u64, usize)> {
     let n = codes.len();
@@ -396,19 +398,20 @@ pub(crate) fn search<S: AsRef<str>>(
         reads.dedup();
     }
     let mut values = Values {
-        ids: FxMap::default(), text: Vec::new(), concat: FxMap::default(), plain, reads,
-        prefixes: Vec::new(), prefix_ids: FxMap::default(),
+        ids: FxMap::with_capacity_and_hasher(n, Default::default()), text: Vec::with_capacity(n),
+        concat: FxMap::with_capacity_and_hasher(n, Default::default()), plain, reads,
+        prefixes: Vec::with_capacity(n), prefix_ids: FxMap::with_capacity_and_hasher(n, Default::default()),
     };
     let mut state = values.state_of(init);
     // an append's argument is a text; every other argument is a value as a state
     // (values repeat: each distinct one is looked up once; only a cas has a second argument)
-    let mut memo: FxMap<&str, u32> = FxMap::default();
+    let mut memo: FxMap<&str, u32> = FxMap::with_capacity_and_hasher(n, Default::default());
     let mut av: Vec<u32> = Vec::with_capacity(n);
     let mut bv: Vec<u32> = vec![0; n];
     for i in 0..n {
         let t = a[i].as_ref();
         av.push(if codes[i] == APPEND {
-            values.intern(t)
+            values.intern(Cow::Borrowed(t))
         } else {
             *memo.entry(t).or_insert_with(|| values.state_of(t))
         });
@@ -653,18 +656,39 @@ fn new_puts(values: &Values<'_>, codes: &[u8], av: &[u32], call_t: &[f64], ret_t
     Some(Puts { group, len, used: [0; G], before, bases })
 }
 
+/// A time as a u64 in the same order (f64::total_cmp's).
+fn sortable(t: f64) -> u64 {
+    let b = t.to_bits();
+    if b >> 63 == 0 { b | 1 << 63 } else { !b }
+}
+
 /// The event list in time order (closed intervals: at equal times invokes come first, so a call invoked
 /// when another returns is still a candidate before that return), the twins and the writes by invoke time.
 fn new_walk<'a>(
     codes: &'a [u8], av: &[u32], bv: &[u32], call_t: &'a [f64], ret_t: &'a [f64], lookahead: bool,
 ) -> Walk<'a> {
     let n = codes.len();
+    // invokes and returns each sorted by (time, call) (invokes usually come sorted), then merged, an invoke
+    // first at equal times
+    let by_time = |t: &[f64]| {
+        let mut v: Vec<(u64, u32)> = (0..n).map(|i| (sortable(t[i]), i as u32)).collect();
+        if !v.windows(2).all(|w| w[0] <= w[1]) {
+            v.sort_unstable();
+        }
+        v
+    };
+    let (calls, rets) = (by_time(call_t), by_time(ret_t));
     let mut events: Vec<(f64, u8, u32)> = Vec::with_capacity(2 * n);
-    for i in 0..n {
-        events.push((call_t[i], 0, 2 * i as u32));
-        events.push((ret_t[i], 1, 2 * i as u32 + 1));
+    let (mut i, mut j) = (0, 0);
+    while i < n || j < n {
+        if j == n || (i < n && calls[i].0 <= rets[j].0) {
+            events.push((call_t[calls[i].1 as usize], 0, 2 * calls[i].1));
+            i += 1;
+        } else {
+            events.push((ret_t[rets[j].1 as usize], 1, 2 * rets[j].1 + 1));
+            j += 1;
+        }
     }
-    events.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)).then(x.2.cmp(&y.2)));
     let head = 2 * n;
     let mut next = vec![NIL; 2 * n + 1];
     let mut prev = vec![NIL; 2 * n + 1];
