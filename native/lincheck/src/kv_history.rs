@@ -9,7 +9,7 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyLong, PyString};
 use crate::{search, FxMap, APPEND, NOP, READ, WRITE};
 
 /// One partition's calls: key, call ids (in the whole history), codes, arguments, call and return times.
@@ -71,16 +71,29 @@ pub(crate) fn read_pairs<'py>(
                 return Ok(None);
             }
         };
-        let Some(typ) = plain_str(op.getattr(intern!(py, "type"))?) else { return Ok(None) };
-        let kind = match typ.to_str()? {
-            "invoke" => INVOKE,
-            "fail" => FAIL,
-            "info" => INFO,
-            _ => OK,
+        let typ = op.getattr(intern!(py, "type"))?;
+        // the usual type strings are the interned ones: compared by identity before by text
+        let kind = if typ.is(intern!(py, "invoke")) {
+            INVOKE
+        } else if typ.is(intern!(py, "ok")) {
+            OK
+        } else {
+            let Some(typ) = plain_str(typ) else { return Ok(None) };
+            match typ.to_str()? {
+                "invoke" => INVOKE,
+                "fail" => FAIL,
+                "info" => INFO,
+                _ => OK,
+            }
         };
-        let time = match op.getattr(intern!(py, "time"))?.extract::<f64>() {
-            Ok(t) if t.is_finite() => t,
-            _ => f64::NAN,
+        let time = op.getattr(intern!(py, "time"))?;
+        // an int time is read as one (as a float it would be converted through a new float object)
+        let time = match time.downcast_exact::<PyLong>().ok().and_then(|t| t.extract::<i64>().ok()) {
+            Some(t) if t.unsigned_abs() < 1 << 53 => t as f64,
+            _ => match time.extract::<f64>() {
+                Ok(t) if t.is_finite() => t,
+                _ => f64::NAN,
+            },
         };
         if kind == INVOKE {
             let f = plain_str(op.getattr(intern!(py, "f"))?);

@@ -96,6 +96,22 @@ def test_the_fast_path_on_generated_histories(seed: int) -> None:
         _same(*_both(ops, model))
 
 
+@needs_native
+@pytest.mark.parametrize("times", ["int", "float", "past 2**53"])
+def test_the_fast_path_reads_fresh_type_strings_and_any_time(times: str) -> None:
+    """The compiled reader takes the interned type strings by identity and int times as ints; a copy of each
+    type string (equal text, another object), float times and ints past 2**53 take its slower ways, with the
+    same Result as the general path."""
+    model = make_model("kv")
+    for linearizable in (True, False):
+        ops = kv_history(random.Random(7), clients=5, ops=300, keys=3, linearizable=linearizable)
+        time: dict[str, Any] = {"int": lambda t: t, "float": lambda t: t + 0.5, "past 2**53": lambda t: 2**53 + 2 * t}
+        ops = [Op(o.index, time[times](o.time), "".join(list(o.type)), o.process, o.f, o.value) for o in ops]
+        fast, general = _both(ops, model)
+        assert fast.valid is linearizable
+        _same(fast, general)
+
+
 @st.composite
 def _register_ops(draw: st.DrawFn) -> list[Op]:
     """Up to 30 register ops (read / write / cas of 0..2 and None) with a few nemesis ops, some completions fail
