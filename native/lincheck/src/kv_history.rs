@@ -7,9 +7,10 @@
 //! with a str key, a non-str argument, an unknown f, a completion without an invoke, a time that is not a
 //! finite number -- makes it answer None, and the checker takes its general path, which stays the reference.
 
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyLong, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyLong, PyString, PyType};
 use crate::{search, FxMap, APPEND, NOP, READ, WRITE};
 
 /// One partition's calls: key, call ids (in the whole history), codes, arguments, call and return times.
@@ -50,6 +51,108 @@ pub(crate) struct Rec<'py> {
     pub(crate) value: Option<Bound<'py, PyAny>>, // invokes, and ok completions whose value is used
 }
 
+/// The fields `read_pairs` reads, in this order.
+const FIELDS: [&str; 5] = ["process", "type", "time", "f", "value"];
+const PROCESS: usize = 0;
+const TYPE: usize = 1;
+const TIME: usize = 2;
+const F: usize = 3;
+const VALUE: usize = 4;
+
+/// CPython's `PyMemberDescrObject` (Include/cpython/descrobject.h; pyo3-ffi 0.22 types its second field as a
+/// `PyGetSetDef`, which it is not).
+#[repr(C)]
+struct MemberDescr {
+    common: ffi::PyDescrObject,
+    member: *mut ffi::PyMemberDef,
+}
+
+extern "C" {
+    /// CPython's attribute lookup along a type's MRO (what `PyObject_GenericGetAttr` asks first); borrowed.
+    fn _PyType_Lookup(tp: *mut ffi::PyTypeObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject;
+}
+
+/// Where the fields sit in the objects of one type whose instances keep them in `__slots__` (a
+/// `dataclass(slots=True)` such as `checker.history.Op`): reading a slot at its offset is what
+/// `PyObject_GetAttr` ends up doing for such a type, without the name lookup, the descriptor call and its
+/// function calls (those were about a fifth of `kv_witnesses` on long histories).
+struct Slots {
+    tp: *mut ffi::PyTypeObject,
+    offsets: [isize; 5],
+}
+
+impl Slots {
+    /// The offsets of `FIELDS` in the instances of `tp`, or None unless getattr on them would just read those
+    /// slots: the generic attribute lookup, and each field a member descriptor of an object slot that raises
+    /// AttributeError when unset (`T_OBJECT_EX`, which `__slots__` makes) found on the type.
+    fn of(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> Option<Slots> {
+        // SAFETY: tp is the type of a live object (the caller holds a reference to that object), and the GIL is
+        // held; _PyType_Lookup returns a borrowed reference the type keeps alive, read before any Python code.
+        unsafe {
+            if (*tp).tp_getattro.map(|f| f as *const ()) != Some(ffi::PyObject_GenericGetAttr as *const ()) {
+                return None;
+            }
+            let mut offsets = [0isize; 5];
+            for (out, name) in offsets.iter_mut().zip(FIELDS) {
+                let name = PyString::intern_bound(py, name);
+                let descr = _PyType_Lookup(tp, name.as_ptr());
+                if descr.is_null() || ffi::Py_TYPE(descr) != std::ptr::addr_of_mut!(ffi::PyMemberDescr_Type) {
+                    return None;
+                }
+                let member = (*(descr as *mut MemberDescr)).member;
+                if member.is_null() || (*member).type_code != ffi::Py_T_OBJECT_EX || (*member).offset <= 0 {
+                    return None;
+                }
+                *out = (*member).offset;
+            }
+            Some(Slots { tp, offsets })
+        }
+    }
+}
+
+/// Reads the fields of ops: straight from the slots for objects of the type last seen (see `Slots`), by
+/// getattr for anything else (another type, an unset slot: the getattr then raises as Python would).
+struct Reader<'py> {
+    py: Python<'py>,
+    slots: Option<Slots>,
+    seen: Option<Bound<'py, PyType>>, // the type `slots` was worked out for, held so that it outlives them
+    names: [Bound<'py, PyString>; 5],
+}
+
+impl<'py> Reader<'py> {
+    fn new(py: Python<'py>) -> Self {
+        let names = FIELDS.map(|n| PyString::intern_bound(py, n));
+        Reader { py, slots: None, seen: None, names }
+    }
+
+    /// Called once per op, before `field`: works out the slots of a type not seen last.
+    fn visit(&mut self, op: &Bound<'py, PyAny>) {
+        let tp = op.get_type();
+        if !self.seen.as_ref().is_some_and(|seen| seen.is(&tp)) {
+            self.slots = Slots::of(self.py, tp.as_type_ptr());
+            self.seen = Some(tp);
+        }
+    }
+
+    fn field(&self, op: &Bound<'py, PyAny>, i: usize) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(slots) = &self.slots {
+            // SAFETY: op's type is the one `visit` worked the offsets out for (the caller visits each op first),
+            // so each offset is that of an object slot inside it; a non-null slot is a live object, and
+            // from_borrowed_ptr takes a reference to it at once.
+            unsafe {
+                if ffi::Py_TYPE(op.as_ptr()) == slots.tp {
+                    let at = (op.as_ptr() as *const u8).offset(slots.offsets[i]) as *const *mut ffi::PyObject;
+                    let x = *at;
+                    if !x.is_null() {
+                        return Ok(Bound::from_borrowed_ptr(self.py, x));
+                    }
+                }
+            }
+        }
+        op.getattr(&self.names[i])
+    }
+}
+
 /// The client ops of the history and their (invoke, completion or None) pairs in invoke order, as indices
 /// into the ops read; None for a completion without an open invoke, a process that is neither an int nor
 /// "nemesis", or a type that is not a plain str.
@@ -60,8 +163,10 @@ pub(crate) fn read_pairs<'py>(
     let mut open: FxMap<i64, usize> = FxMap::default();
     let mut recs: Vec<Rec<'py>> = Vec::with_capacity(ops.len());
     let mut pairs: Vec<(usize, Option<usize>)> = Vec::with_capacity(ops.len() / 2 + 1);
+    let mut reader = Reader::new(py);
     for (pos, op) in ops.iter().enumerate() {
-        let process = op.getattr(intern!(py, "process"))?;
+        reader.visit(&op);
+        let process = reader.field(&op, PROCESS)?;
         let p: i64 = match process.extract() {
             Ok(p) => p,
             Err(_) => {
@@ -71,7 +176,7 @@ pub(crate) fn read_pairs<'py>(
                 return Ok(None);
             }
         };
-        let typ = op.getattr(intern!(py, "type"))?;
+        let typ = reader.field(&op, TYPE)?;
         // the usual type strings are the interned ones: compared by identity before by text
         let kind = if typ.is(intern!(py, "invoke")) {
             INVOKE
@@ -86,7 +191,7 @@ pub(crate) fn read_pairs<'py>(
                 _ => OK,
             }
         };
-        let time = op.getattr(intern!(py, "time"))?;
+        let time = reader.field(&op, TIME)?;
         // an int time is read as one (as a float it would be converted through a new float object)
         let time = match time.downcast_exact::<PyLong>().ok().and_then(|t| t.extract::<i64>().ok()) {
             Some(t) if t.unsigned_abs() < 1 << 53 => t as f64,
@@ -96,8 +201,8 @@ pub(crate) fn read_pairs<'py>(
             },
         };
         if kind == INVOKE {
-            let f = plain_str(op.getattr(intern!(py, "f"))?);
-            let value = Some(op.getattr(intern!(py, "value"))?);
+            let f = plain_str(reader.field(&op, F)?);
+            let value = Some(reader.field(&op, VALUE)?);
             open.insert(p, pairs.len());
             pairs.push((recs.len(), None));
             recs.push(Rec { pos, kind, time, f, value });
@@ -110,7 +215,7 @@ pub(crate) fn read_pairs<'py>(
         let inv = &recs[pairs[i].0];
         let writes = inv.f.as_ref().is_some_and(|f| matches!(f.to_str(), Ok("put" | "append" | "write" | "cas")));
         let needed = kind == OK && (!writes || inv.value.as_ref().is_some_and(|v| v.is_none()));
-        let value = if needed { Some(op.getattr(intern!(py, "value"))?) } else { None };
+        let value = if needed { Some(reader.field(&op, VALUE)?) } else { None };
         recs.push(Rec { pos, kind, time, f: None, value });
     }
     Ok(Some((recs, pairs)))

@@ -8,6 +8,7 @@ shown, its calls and linearization, steps and cache entries), and hand everythin
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 from unittest.mock import patch
 
@@ -110,6 +111,113 @@ def test_the_fast_path_reads_fresh_type_strings_and_any_time(times: str) -> None
         fast, general = _both(ops, model)
         assert fast.valid is linearizable
         _same(fast, general)
+
+
+class _Described:
+    """What a Result reads of an op besides its fields."""
+
+    __slots__ = ()
+    index: int
+    process: Any
+    type: str
+    f: str
+    value: Any
+
+    def describe(self) -> str:
+        return f"#{self.index} p{self.process} {self.type} {self.f} {self.value!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Reversed(_Described):
+    """An op type whose slots sit in another order than Op's (so at other offsets)."""
+
+    extra: Any
+    error: Any
+    node: Any
+    value: Any
+    f: str
+    process: Any
+    type: str
+    time: Any
+    index: int
+
+
+class _Plain(_Described):
+    """An op type with a __dict__ and no slots."""
+
+    def __init__(self, op: Op) -> None:
+        self.index, self.time, self.type, self.process, self.f, self.value = (
+            op.index, op.time, op.type, op.process, op.f, op.value)
+
+
+class _Props(_Described):
+    """An op type whose fields are properties over a hidden Op (getset-like descriptors, not slots)."""
+
+    __slots__ = ("_op",)
+
+    def __init__(self, op: Op) -> None:
+        self._op = op
+
+    process = property(lambda self: self._op.process)
+    type = property(lambda self: self._op.type)
+    time = property(lambda self: self._op.time)
+    f = property(lambda self: self._op.f)
+    value = property(lambda self: self._op.value)
+    index = property(lambda self: self._op.index)
+
+
+class _Remapped(Op):
+    """A subclass of Op (the same slots) whose __getattribute__ answers another key: read through it."""
+
+    __slots__ = ()
+
+    def __getattribute__(self, name: str) -> Any:
+        got = object.__getattribute__(self, name)
+        if name == "value" and isinstance(got, dict) and "key" in got:
+            return {**got, "key": f"{got['key']}'"}
+        return got
+
+
+def _as(kind: int, op: Op) -> Any:
+    if kind == 1:
+        return _Reversed({}, None, None, op.value, op.f, op.process, op.type, op.time, op.index)
+    if kind == 2:
+        return _Plain(op)
+    if kind == 3:
+        return _Props(op)
+    if kind == 4:
+        return _Remapped(op.index, op.time, op.type, op.process, op.f, op.value)
+    return op
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(4))
+def test_the_fast_path_reads_any_op_type_as_getattr_would(seed: int) -> None:
+    """The compiled reader reads the fields of a slots type (Op) straight from its slots; ops of other types
+    mixed in (slots in another order, a __dict__, properties, a subclass with its own __getattribute__) are
+    read as getattr reads them, with the same Result as the general path."""
+    rng = random.Random(seed)
+    for model, ops in ((make_model("kv"), kv_history(rng, clients=5, ops=300, keys=3)),
+                       (make_model("kv"), kv_history(rng, clients=5, ops=300, keys=3, linearizable=False)),
+                       (make_model("cas-register"), register_history(rng, clients=3, ops=200))):
+        for kinds in ([0, 1], [0, 2, 3], [0, 4], [1, 2, 3, 4]):
+            mixed = [_as(rng.choice(kinds) if rng.random() < 0.5 else kinds[0], o) for o in ops]
+            fast, general = _both(mixed, model)
+            _same(fast, general)
+        if model.name == "kv":  # the keys the remapped ops answer are the keys checked
+            remapped = check([_as(4, o) for o in ops], model)
+            assert str(remapped.partition).endswith("'"), remapped.partition
+
+
+@needs_native
+def test_the_fast_path_raises_as_getattr_on_an_unset_slot() -> None:
+    """An Op whose slot was never set (object.__new__): the reader raises AttributeError like getattr, and
+    check gives unknown with that error on both paths."""
+    ops = kv_history(random.Random(3), clients=3, ops=40, keys=2)
+    ops[5] = object.__new__(Op)
+    fast, general = _both(ops, make_model("kv"))
+    assert fast.valid == general.valid == "unknown"
+    assert "AttributeError" in (fast.cause or "") and "AttributeError" in (general.cause or "")
 
 
 @st.composite
