@@ -134,6 +134,32 @@ impl<'py> Reader<'py> {
         }
     }
 
+    /// Asks the processor to fetch the op 16 places ahead and the time and value objects of the op 8 places
+    /// ahead (fetched 8 ops ago), for ops of the type seen last.
+    fn prefetch(&self, ops: &Bound<'py, PyList>, pos: usize) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: items are read below the list's current length, under the GIL, so they are live objects; a
+        // slot is read only in an object of the type its offsets were worked out for.  Prefetching reads
+        // nothing and never faults.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let Some(slots) = &self.slots else { return };
+            let n = ffi::PyList_GET_SIZE(ops.as_ptr()) as usize;
+            if pos + 16 < n {
+                _mm_prefetch::<_MM_HINT_T0>(ffi::PyList_GET_ITEM(ops.as_ptr(), (pos + 16) as isize) as *const i8);
+            }
+            if pos + 8 < n {
+                let ahead = ffi::PyList_GET_ITEM(ops.as_ptr(), (pos + 8) as isize);
+                if ffi::Py_TYPE(ahead) == slots.tp {
+                    for i in [TIME, VALUE] {
+                        let at = (ahead as *const u8).offset(slots.offsets[i]) as *const *const i8;
+                        _mm_prefetch::<_MM_HINT_T0>(*at);
+                    }
+                }
+            }
+        }
+    }
+
     fn field(&self, op: &Bound<'py, PyAny>, i: usize) -> PyResult<Bound<'py, PyAny>> {
         if let Some(slots) = &self.slots {
             // SAFETY: op's type is the one `visit` worked the offsets out for (the caller visits each op first),
@@ -153,6 +179,37 @@ impl<'py> Reader<'py> {
     }
 }
 
+/// An op's type as INVOKE, OK, FAIL or INFO (any other text: OK, as `calls_of_pairs` reads it), or None when
+/// it is not a plain str.
+fn kind_of<'py>(py: Python<'py>, typ: Bound<'py, PyAny>) -> PyResult<Option<u8>> {
+    // the usual type strings are the interned ones: compared by identity before by text
+    if typ.is(intern!(py, "invoke")) {
+        return Ok(Some(INVOKE));
+    }
+    if typ.is(intern!(py, "ok")) {
+        return Ok(Some(OK));
+    }
+    let Some(typ) = plain_str(typ) else { return Ok(None) };
+    Ok(Some(match typ.to_str()? {
+        "invoke" => INVOKE,
+        "fail" => FAIL,
+        "info" => INFO,
+        _ => OK,
+    }))
+}
+
+/// An op's time as a float, NaN when it is not a finite number (an error only where it is needed).
+fn time_of(time: &Bound<'_, PyAny>) -> f64 {
+    // an int time is read as one (as a float it would be converted through a new float object)
+    match time.downcast_exact::<PyLong>().ok().and_then(|t| t.extract::<i64>().ok()) {
+        Some(t) if t.unsigned_abs() < 1 << 53 => t as f64,
+        _ => match time.extract::<f64>() {
+            Ok(t) if t.is_finite() => t,
+            _ => f64::NAN,
+        },
+    }
+}
+
 /// The client ops of the history and their (invoke, completion or None) pairs in invoke order, as indices
 /// into the ops read; None for a completion without an open invoke, a process that is neither an int nor
 /// "nemesis", or a type that is not a plain str.
@@ -166,6 +223,7 @@ pub(crate) fn read_pairs<'py>(
     let mut reader = Reader::new(py);
     for (pos, op) in ops.iter().enumerate() {
         reader.visit(&op);
+        reader.prefetch(ops, pos);
         let process = reader.field(&op, PROCESS)?;
         let p: i64 = match process.extract() {
             Ok(p) => p,
@@ -176,30 +234,8 @@ pub(crate) fn read_pairs<'py>(
                 return Ok(None);
             }
         };
-        let typ = reader.field(&op, TYPE)?;
-        // the usual type strings are the interned ones: compared by identity before by text
-        let kind = if typ.is(intern!(py, "invoke")) {
-            INVOKE
-        } else if typ.is(intern!(py, "ok")) {
-            OK
-        } else {
-            let Some(typ) = plain_str(typ) else { return Ok(None) };
-            match typ.to_str()? {
-                "invoke" => INVOKE,
-                "fail" => FAIL,
-                "info" => INFO,
-                _ => OK,
-            }
-        };
-        let time = reader.field(&op, TIME)?;
-        // an int time is read as one (as a float it would be converted through a new float object)
-        let time = match time.downcast_exact::<PyLong>().ok().and_then(|t| t.extract::<i64>().ok()) {
-            Some(t) if t.unsigned_abs() < 1 << 53 => t as f64,
-            _ => match time.extract::<f64>() {
-                Ok(t) if t.is_finite() => t,
-                _ => f64::NAN,
-            },
-        };
+        let Some(kind) = kind_of(py, reader.field(&op, TYPE)?)? else { return Ok(None) };
+        let time = time_of(&reader.field(&op, TIME)?);
         if kind == INVOKE {
             let f = plain_str(reader.field(&op, F)?);
             let value = Some(reader.field(&op, VALUE)?);
@@ -246,6 +282,123 @@ pub(crate) fn packed_i64<'py>(py: Python<'py>, xs: &[i64]) -> PyResult<Bound<'py
 /// One partition's answer: key, call ids (packed u32), witness (order packed u32, steps, cache entries) or None.
 type PartAnswer<'py> = (String, Bound<'py, PyBytes>, Option<(Bound<'py, PyBytes>, u64, usize)>);
 
+/// An invoke whose completion is not read yet.
+struct Opened<'py> {
+    pos: usize,
+    time: f64, // NaN: not a finite number
+    f: Option<Bound<'py, PyString>>, // if a plain str
+    value: Bound<'py, PyAny>,
+}
+
+/// What a completion brings to its call: position, kind, time and (ok completions whose value is used) value.
+struct Completed<'py> {
+    pos: usize,
+    kind: u8,
+    time: f64,
+    value: Option<Bound<'py, PyAny>>,
+}
+
+/// One call spelled for the search: its key (an index into the keys in the order they were first spelled), op
+/// code, argument (None: the empty string), call and return times, invoke and completion positions (or -1).
+struct Spelled<'py> {
+    key: u32,
+    code: u8,
+    arg: Option<Bound<'py, PyString>>,
+    call: f64,
+    ret: f64,
+    inv: i64,
+    comp: i64,
+}
+
+/// A call by invoke order: still open, spelled, or dropped (a failed call under the drop policy).
+enum Slot<'py> {
+    Open(Opened<'py>),
+    Done(Spelled<'py>),
+    Dropped,
+}
+
+/// The keys spelled so far, each with its index.
+#[derive(Default)]
+struct Keys {
+    index: FxMap<String, u32>,
+    names: Vec<String>,
+}
+
+/// A call spelled as `partition_calls` and `_native.encode` would (see the module docs), or None when it is
+/// not the plain case; `comp`: its completion, None for an invoke never completed.
+fn spell<'py>(
+    py: Python<'py>, inv: Opened<'py>, comp: Option<Completed<'py>>, drop_fails: bool, keys: &mut Keys,
+) -> PyResult<Option<Slot<'py>>> {
+    let ctype = comp.as_ref().map_or(INFO, |c| c.kind);
+    let comp_pos = comp.as_ref().map_or(-1, |c| c.pos as i64);
+    let mut value = inv.value;
+    let mut out: Option<Bound<'py, PyAny>> = None; // the completion's value (ok completions only)
+    let ret = match comp {
+        Some(c) if ctype != INFO => {
+            if ctype == FAIL && drop_fails {
+                return Ok(Some(Slot::Dropped));
+            }
+            if c.time.is_nan() {
+                return Ok(None);
+            }
+            if let Some(o) = c.value {
+                if value.is_none() {
+                    value = o.clone();
+                }
+                out = Some(o);
+            }
+            c.time
+        }
+        _ => f64::INFINITY,
+    };
+    if !value.is_exact_instance_of::<PyDict>() {
+        return Ok(None);
+    }
+    let value = value.downcast::<PyDict>()?;
+    let Some(key) = value.get_item(intern!(py, "key"))? else { return Ok(None) };
+    let Some(key) = plain_str(key) else { return Ok(None) };
+    let f = match &inv.f {
+        Some(f) => f.to_str()?,
+        None => "",
+    };
+    // (code, argument): Some(Some(s)) a str, Some(None) the empty string, None not the plain case
+    let (code, arg): (u8, Option<Option<Bound<'py, PyString>>>) = if ctype == FAIL {
+        (NOP, Some(None))
+    } else if f == "get" {
+        match out {
+            None => (NOP, Some(None)),
+            Some(o) if o.is_exact_instance_of::<PyDict>() => match o.downcast::<PyDict>()?.get_item(intern!(py, "value"))? {
+                Some(v) => (READ, plain_str(v).map(Some)),
+                None => (READ, None),
+            },
+            Some(o) => (READ, plain_str(o).map(Some)),
+        }
+    } else if f == "append" || f == "put" {
+        let arg = match value.get_item(intern!(py, "value"))? {
+            Some(v) => plain_str(v).map(Some),
+            None => None,
+        };
+        (if f == "append" { APPEND } else { WRITE }, arg)
+    } else {
+        return Ok(None);
+    };
+    let Some(arg) = arg else { return Ok(None) };
+    if inv.time.is_nan() {
+        return Ok(None);
+    }
+    let key = key.to_str()?;
+    let key = match keys.index.get(key) {
+        Some(&k) => k,
+        None => {
+            let k = keys.names.len() as u32;
+            keys.index.insert(key.to_owned(), k);
+            keys.names.push(key.to_owned());
+            k
+        }
+    };
+    Ok(Some(Slot::Done(Spelled { key, code, arg, call: inv.time, ret, inv: inv.pos as i64, comp: comp_pos })))
+}
+
 /// kv_witnesses(ops, init, drop_fails, per_call, base) -> None | (parts, pairs)
 ///
 /// parts: (key, call ids, witness) per partition in order of first appearance, the witness (order, steps,
@@ -253,95 +406,85 @@ type PartAnswer<'py> = (String, Bound<'py, PyBytes>, Option<(Bound<'py, PyBytes>
 /// those); pairs: invoke position and completion position (or -1) of each call id, two i64s per call.  Call
 /// ids, orders and pairs come packed (see `packed_u32`).  None: the history is not the plain case (see the
 /// module docs).
+///
+/// Each call is spelled when its completion is read (an invoke never completed, at the end), while its
+/// invoke's objects are still in the cache: spelling the calls in a second pass over the invokes touched
+/// every invoke's value, key and argument objects a second time, and on long histories those were cache
+/// misses again (about 40% of the rest of the reader).
 #[pyfunction]
 #[allow(clippy::type_complexity)]
 pub fn kv_witnesses<'py>(
     py: Python<'py>, ops: &Bound<'py, PyList>, init: String, drop_fails: bool, per_call: u64, base: u64,
 ) -> PyResult<Option<(Vec<PartAnswer<'py>>, Bound<'py, PyBytes>)>> {
-    let Some((recs, pairs)) = read_pairs(py, ops)? else { return Ok(None) };
-    let mut parts: Vec<Part<'_>> = Vec::new();
-    let mut part_of: FxMap<String, usize> = FxMap::default();
-    let mut kept: Vec<i64> = Vec::with_capacity(2 * pairs.len());
-    for &(i, c) in &pairs {
-        let inv = &recs[i];
-        let comp = c.map(|c| &recs[c]);
-        let ctype = comp.map_or(INFO, |c| c.kind);
-        let mut value = inv.value.clone().expect("an invoke's value");
-        let mut out: Option<&Bound<'_, PyAny>> = None; // the completion's value (ok completions only)
-        let ret = match comp {
-            Some(c) if ctype != INFO => {
-                if ctype == FAIL && drop_fails {
+    let mut open: FxMap<i64, usize> = FxMap::default(); // process -> its open call's slot
+    let mut slots: Vec<Slot<'py>> = Vec::with_capacity(ops.len() / 2 + 1);
+    let mut keys = Keys::default();
+    let mut reader = Reader::new(py);
+    for (pos, op) in ops.iter().enumerate() {
+        reader.visit(&op);
+        reader.prefetch(ops, pos);
+        let process = reader.field(&op, PROCESS)?;
+        let p: i64 = match process.extract() {
+            Ok(p) => p,
+            Err(_) => {
+                if process.downcast::<PyString>().map(|s| s.to_str().ok() == Some("nemesis")).unwrap_or(false) {
                     continue;
                 }
-                if c.time.is_nan() {
-                    return Ok(None);
-                }
-                if let Some(o) = c.value.as_ref() {
-                    if value.is_none() {
-                        value = o.clone();
-                    }
-                    out = Some(o);
-                }
-                c.time
+                return Ok(None);
             }
-            _ => f64::INFINITY,
         };
-        if !value.is_exact_instance_of::<PyDict>() {
-            return Ok(None);
+        let Some(kind) = kind_of(py, reader.field(&op, TYPE)?)? else { return Ok(None) };
+        let time = time_of(&reader.field(&op, TIME)?);
+        if kind == INVOKE {
+            let f = plain_str(reader.field(&op, F)?);
+            let value = reader.field(&op, VALUE)?;
+            open.insert(p, slots.len());
+            slots.push(Slot::Open(Opened { pos, time, f, value }));
+            continue;
         }
-        let value = value.downcast::<PyDict>()?;
-        let Some(key) = value.get_item(intern!(py, "key"))? else { return Ok(None) };
-        let Some(key) = plain_str(key) else { return Ok(None) };
-        let f = match &inv.f {
-            Some(f) => f.to_str()?,
-            None => "",
+        let Some(i) = open.remove(&p) else { return Ok(None) };
+        let Slot::Open(inv) = std::mem::replace(&mut slots[i], Slot::Dropped) else {
+            unreachable!("an open process's slot is open")
         };
-        // (code, argument): Some(Some(s)) a str, Some(None) the empty string, None not the plain case
-        let (code, arg): (u8, Option<Option<Bound<'_, PyString>>>) = if ctype == FAIL {
-            (NOP, Some(None))
-        } else if f == "get" {
-            match out {
-                None => (NOP, Some(None)),
-                Some(o) if o.is_exact_instance_of::<PyDict>() => {
-                    match o.downcast::<PyDict>()?.get_item(intern!(py, "value"))? {
-                        Some(v) => (READ, plain_str(v).map(Some)),
-                        None => (READ, None),
-                    }
-                }
-                Some(o) => (READ, plain_str(o.clone()).map(Some)),
-            }
-        } else if f == "append" || f == "put" {
-            let arg = match value.get_item(intern!(py, "value"))? {
-                Some(v) => plain_str(v).map(Some),
-                None => None,
-            };
-            (if f == "append" { APPEND } else { WRITE }, arg)
-        } else {
-            return Ok(None);
-        };
-        let Some(arg) = arg else { return Ok(None) };
-        let call = inv.time;
-        if call.is_nan() {
-            return Ok(None);
+        // An ok completion's value is read only where it is used: a read's output, or the input of an invoke
+        // without one (touching the value object of every completion was a cache miss each on long histories).
+        let writes = inv.f.as_ref().is_some_and(|f| matches!(f.to_str(), Ok("put" | "append" | "write" | "cas")));
+        let needed = kind == OK && (!writes || inv.value.is_none());
+        let value = if needed { Some(reader.field(&op, VALUE)?) } else { None };
+        match spell(py, inv, Some(Completed { pos, kind, time, value }), drop_fails, &mut keys)? {
+            Some(slot) => slots[i] = slot,
+            None => return Ok(None),
         }
-        let key = key.to_str()?;
-        let j = match part_of.get(key) {
-            Some(&j) => j,
-            None => {
-                part_of.insert(key.to_owned(), parts.len());
-                let key = key.to_owned();
-                parts.push(Part { key, ids: vec![], codes: vec![], args: vec![], call_t: vec![], ret_t: vec![] });
-                parts.len() - 1
+    }
+    for slot in slots.iter_mut() {
+        if matches!(slot, Slot::Open(_)) {
+            let Slot::Open(inv) = std::mem::replace(slot, Slot::Dropped) else { unreachable!() };
+            match spell(py, inv, None, drop_fails, &mut keys)? {
+                Some(spelled) => *slot = spelled,
+                None => return Ok(None),
             }
-        };
-        let part = &mut parts[j];
+        }
+    }
+    // Partitions in order of their key's first appearance in invoke order, call ids in invoke order.
+    let mut part_of: Vec<u32> = vec![u32::MAX; keys.names.len()];
+    let mut parts: Vec<Part<'_>> = Vec::new();
+    let mut kept: Vec<i64> = Vec::with_capacity(2 * slots.len());
+    for slot in slots {
+        let Slot::Done(call) = slot else { continue };
+        let k = call.key as usize;
+        if part_of[k] == u32::MAX {
+            part_of[k] = parts.len() as u32;
+            let key = std::mem::take(&mut keys.names[k]);
+            parts.push(Part { key, ids: vec![], codes: vec![], args: vec![], call_t: vec![], ret_t: vec![] });
+        }
+        let part = &mut parts[part_of[k] as usize];
         part.ids.push((kept.len() / 2) as u32);
-        part.codes.push(code);
-        part.args.push(arg);
-        part.call_t.push(call);
-        part.ret_t.push(ret);
-        kept.push(inv.pos as i64);
-        kept.push(comp.map_or(-1, |c| c.pos as i64));
+        part.codes.push(call.code);
+        part.args.push(call.arg);
+        part.call_t.push(call.call);
+        part.ret_t.push(call.ret);
+        kept.push(call.inv);
+        kept.push(call.comp);
     }
     if parts.is_empty() {
         return Ok(None);
