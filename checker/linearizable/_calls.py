@@ -12,6 +12,7 @@ because equal timestamps say nothing about order (a coarse clock may stamp both 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -63,9 +64,12 @@ def build_calls(ops: Iterable[Op], model: Model, *, fail_policy: str | None = No
     return calls_of_pairs(pair_ops(ops), fail_policy or model.fail_policy)
 
 
-def calls_of_pairs(pairs: Iterable[tuple[Op, Op | None]], policy: str) -> list[Call]:
-    """The calls of (invoke, completion or None) pairs in invoke order (see :func:`build_calls`)."""
+def calls_of_pairs(pairs: Iterable[tuple[Op, Op | None]], policy: str, ids: Sequence[int] | None = None,
+                   ) -> list[Call]:
+    """The calls of (invoke, completion or None) pairs in invoke order (see :func:`build_calls`); ``ids``: the
+    call ids to give them in order (default 0, 1, ...), one per call kept."""
     calls: list[Call] = []
+    take = (itertools.count() if ids is None else iter(ids)).__next__  # the next call id
     # tuple.__new__ builds the same NamedTuples as Call(...) / OpInput(...) without their Python-level
     # __new__, which was a third of the cost of this loop (it runs once per op before any search starts).
     new = tuple.__new__
@@ -81,7 +85,7 @@ def calls_of_pairs(pairs: Iterable[tuple[Op, Op | None]], policy: str) -> list[C
             output, ret = comp.value, float(comp.time)
             if value is None:
                 value = comp.value
-        calls.append(new(Call, (len(calls), inv.process, new(OpInput, (inv.f, value)), output, float(inv.time), ret,
+        calls.append(new(Call, (take(), inv.process, new(OpInput, (inv.f, value)), output, float(inv.time), ret,
                                 inv, comp)))
     return calls
 

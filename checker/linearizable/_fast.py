@@ -75,4 +75,6 @@ def _calls_of(ops: Sequence[Op], kept: Sequence[int], ids: Sequence[int], policy
     """The Calls of one partition (``ids``: its call ids; ``kept``: each call's invoke and completion positions,
     call i's at 2 i and 2 i + 1)."""
     pairs = [(ops[kept[2 * i]], ops[kept[2 * i + 1]] if kept[2 * i + 1] >= 0 else None) for i in ids]
-    return [c._replace(id=i) for c, i in zip(calls_of_pairs(pairs, policy), ids, strict=True)]
+    calls = calls_of_pairs(pairs, policy, ids)  # no call is dropped: the failed ones it would drop were not kept
+    assert len(calls) == len(ids), "a kept call was dropped"
+    return calls
