@@ -70,7 +70,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 from checker.linearizable._calls import Call
-from checker.models import UNKNOWN, Branches, Inconsistent, Model
+from checker.models import FAILED, UNKNOWN, Branches, Inconsistent, Model
 
 RUNNING, VALID, INVALID = "running", "valid", "invalid"
 _CLOSURE_STATE_CAP = 64
@@ -78,6 +78,31 @@ FRONTIER_STATES = 8  # states kept of the deepest frontier, for the failure repo
 _LOOKAHEAD = 24
 _MAX_ASKS = 5
 _LAZY = -2  # a child whose step has not been computed yet
+_REPR = object()  # marks a signature part that is a repr (see _sig_part)
+_PLAIN = (str, int, type(None))  # exact types whose equal values have equal reprs (bool is not int here)
+
+
+def _sig_part(v: Any) -> Hashable:
+    """A memo key for an op's value or output with exactly repr's equalities, without repr for the common shapes.
+
+    Two values get equal parts iff their reprs are equal: a str is its own part; a dict whose keys are str and
+    whose values are str, int (not bool) or None is the tuple of its items (in order, as repr prints them);
+    UNKNOWN and FAILED are themselves; anything else is ``(_REPR, repr(v))``.  The shapes never meet: a str
+    equals no tuple, an items tuple holds only pairs (never ``_REPR``), and a sentinel equals only itself.
+    """
+    t = type(v)
+    if t is str:
+        return v
+    if t is dict:
+        items = tuple(v.items())
+        for k, x in items:
+            if type(k) is not str or type(x) not in _PLAIN:
+                return (_REPR, repr(v))
+        return items
+    if v is UNKNOWN or v is FAILED:
+        return v
+    return (_REPR, repr(v))
+
 _UNPLANNED: Any = object()
 
 
@@ -131,17 +156,20 @@ class PartitionSearch:
         kept.sort(key=lambda c: (c.call_time, c.id))
         self.all_calls: list[Call] = kept
         self.original = {c.id: c for c in kept}
-        rewritten = model.canonical([(c.input, c.output) for c in kept])
-        if rewritten is not None:
-            kept = [c if (i is c.input and o is c.output) else c._replace(input=i, output=o)
+        pairs = [(c.input, c.output) for c in kept]
+        rewritten = model.canonical(pairs)
+        if rewritten is not None:  # Call(...) rather than _replace: a rewritten partition has hundreds
+            kept = [c if (i is c.input and o is c.output)
+                    else Call(c.id, c.process, i, o, c.call_time, c.ret_time, c.invoke, c.completion)
                     for c, (i, o) in zip(kept, rewritten, strict=True)]
+            pairs = rewritten
         self.states: list[Hashable] = []
         self._ids: dict[Hashable, int] = {}
-        self.canon = model.state_canon([(c.input, c.output) for c in kept])
+        self.canon = model.state_canon(pairs)
         self.steps = 0
         self.status = RUNNING
         init = self._intern(model.init())
-        self._setup(kept)
+        self._setup(kept, pairs)
         # A model with its own pre-check (run by the caller) is trusted with it: the generic closure would
         # cost up to 8 model steps per call (kv, whose distinct values overflow it, spent half its setup there).
         if hint is not None:
@@ -175,7 +203,7 @@ class PartitionSearch:
 
     # -- setup ---------------------------------------------------------------------------------------
 
-    def _setup(self, calls: list[Call]) -> None:
+    def _setup(self, calls: list[Call], items: list[tuple[Any, Any]]) -> None:
         self.calls = calls
         self.n = len(calls)
         self.call_t = [c.call_time for c in calls]
@@ -194,7 +222,7 @@ class PartitionSearch:
         self.rank = rank
         self.use_reach = bool(getattr(self.model, "has_reach", False))
         self.reach_memo: dict[tuple[int, int, int], bool] = {}
-        self.items = [(c.input, c.output) for c in calls]
+        self.items = items  # (input, output) of each call
         # Look-ahead plans (rule 6): per read, the (must, anyof) writer masks of each alternative, one of which it
         # needs when its state alone cannot make it legal; computed on the first ask.
         self.planner = self.model.reach_planner(self.items) if self.use_reach else None
@@ -222,19 +250,21 @@ class PartitionSearch:
         # Calls with the same (f, input, output) share one step memo, so the model runs once per distinct
         # (signature, state): a register history of 100 calls typically has a few dozen signatures.
         memos: dict[Any, tuple[int, dict[int, Any]]] = {}
-        self.trans = []
+        self.trans: list[dict[int, Any]] = []
         self.sig_of: list[int] = []
         self.sig_rep: list[int] = []
-        for i, c in enumerate(calls):
-            # repr is a fast stand-in for equality on JSON/EDN-like values (unequal values never share a
-            # repr; equal values that print differently merely do not share a memo).
-            sig: Any = (c.input.f, repr(c.input.value), repr(c.output))
+        sig_of, trans, sig_rep = self.sig_of, self.trans, self.sig_rep
+        for i, (inp, out) in enumerate(items):
+            # repr's equality is a fast stand-in for equality on JSON/EDN-like values (unequal values never share
+            # a repr; equal values that print differently merely do not share a memo); _sig_part has the same
+            # equalities without printing the plain str and dict values most histories hold.
+            sig: Any = (inp.f, _sig_part(inp.value), _sig_part(out))
             entry = memos.get(sig)
             if entry is None:
-                entry = memos[sig] = (len(self.sig_rep), {})
-                self.sig_rep.append(i)
-            self.sig_of.append(entry[0])
-            self.trans.append(entry[1])
+                entry = memos[sig] = (len(sig_rep), {})
+                sig_rep.append(i)
+            sig_of.append(entry[0])
+            trans.append(entry[1])
         self.n_sigs = len(self.sig_rep)
         # Rule 9 (twins): an indeterminate call is a candidate only once the previous indeterminate call of its
         # signature is linearized.  twin_of names that call (-1 if there is none).

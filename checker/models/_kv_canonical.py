@@ -24,12 +24,19 @@ def kv_canonical(ops: Sequence[tuple[OpInput, Any]], dead: str, parts: Parts) ->
     seen: dict[Any, set[str]] = {}
     per_op: list[tuple[Any, Any, Any]] = []  # (key, frozen key, value) per op
     for op, out in ops:
-        k, v = parts(op)
+        v = op.value
+        if type(v) is dict and "key" in v:  # parts inlined for the common shape
+            k, v = v["key"], v.get("value")
+        else:
+            k, v = parts(op)
         fk = k if type(k) is str else freeze(k)
         per_op.append((k, fk, v))
-        if (isinstance(v, str) and dead in v) or op.f not in ("get", "put", "append"):
+        f = op.f
+        if isinstance(v, str) and dead in v:
             return None
-        if op.f == "get" and out is not UNKNOWN and out is not FAILED:
+        if f == "get":
+            if out is UNKNOWN or out is FAILED:
+                continue
             want = out.get("value") if isinstance(out, dict) else out
             if not isinstance(want, str) or dead in want:
                 return None
@@ -38,6 +45,8 @@ def kv_canonical(ops: Sequence[tuple[OpInput, Any]], dead: str, parts: Parts) ->
                 seen[fk] = {want}
             else:
                 got.add(want)
+        elif f != "put" and f != "append":
+            return None
     # Per key, the values read in order, and the longest ones (a value that begins another adds nothing to
     # "some get read a value containing x"): an append's value is looked for in those, a put's value by
     # bisection (the values a put's value begins follow it in sorted order).
@@ -71,6 +80,8 @@ def kv_canonical(ops: Sequence[tuple[OpInput, Any]], dead: str, parts: Parts) ->
 
     changed = False
     out_ops: list[tuple[OpInput, Any]] = []
+    # one rewritten input per (f, str key): equal inputs, and one object to build instead of hundreds
+    dead_inputs: dict[tuple[str, str], OpInput] = {}
     for (op, out), (k, fk, v) in zip(ops, per_op, strict=True):
         if not isinstance(v, str):
             unobserved = False
@@ -83,6 +94,13 @@ def kv_canonical(ops: Sequence[tuple[OpInput, Any]], dead: str, parts: Parts) ->
         else:
             unobserved = False
         if unobserved:
-            op, changed = OpInput(op.f, {"key": k, "value": dead}), True
+            changed = True
+            if type(k) is str:
+                new = dead_inputs.get((op.f, k))
+                if new is None:
+                    new = dead_inputs[op.f, k] = OpInput(op.f, {"key": k, "value": dead})
+                op = new
+            else:
+                op = OpInput(op.f, {"key": k, "value": dead})
         out_ops.append((op, out))
     return out_ops if changed else None
