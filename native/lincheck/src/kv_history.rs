@@ -110,6 +110,13 @@ impl Slots {
     }
 }
 
+/// An op as the readers first see it (`Reader::head`).
+enum Head {
+    Client { process: i64, kind: u8, time: f64 },
+    Nemesis,
+    NotPlain,
+}
+
 /// Reads the fields of ops: straight from the slots for objects of the type last seen (see `Slots`), by
 /// getattr for anything else (another type, an unset slot: the getattr then raises as Python would).
 struct Reader<'py> {
@@ -158,6 +165,23 @@ impl<'py> Reader<'py> {
                 }
             }
         }
+    }
+
+    /// What both readers read first of the op at `pos` in `ops` (visiting it and prefetching ahead): its
+    /// process, kind and time, or that it is the nemesis's or not the plain case.
+    fn head(&mut self, ops: &Bound<'py, PyList>, pos: usize, op: &Bound<'py, PyAny>) -> PyResult<Head> {
+        self.visit(op);
+        self.prefetch(ops, pos);
+        let process = self.field(op, PROCESS)?;
+        let process = match process.extract::<i64>() {
+            Ok(p) => p,
+            Err(_) if process.downcast::<PyString>().is_ok_and(|s| s.to_str().ok() == Some("nemesis")) => {
+                return Ok(Head::Nemesis)
+            }
+            Err(_) => return Ok(Head::NotPlain),
+        };
+        let Some(kind) = kind_of(self.py, self.field(op, TYPE)?)? else { return Ok(Head::NotPlain) };
+        Ok(Head::Client { process, kind, time: time_of(&self.field(op, TIME)?) })
     }
 
     fn field(&self, op: &Bound<'py, PyAny>, i: usize) -> PyResult<Bound<'py, PyAny>> {
@@ -222,20 +246,11 @@ pub(crate) fn read_pairs<'py>(
     let mut pairs: Vec<(usize, Option<usize>)> = Vec::with_capacity(ops.len() / 2 + 1);
     let mut reader = Reader::new(py);
     for (pos, op) in ops.iter().enumerate() {
-        reader.visit(&op);
-        reader.prefetch(ops, pos);
-        let process = reader.field(&op, PROCESS)?;
-        let p: i64 = match process.extract() {
-            Ok(p) => p,
-            Err(_) => {
-                if process.downcast::<PyString>().map(|s| s.to_str().ok() == Some("nemesis")).unwrap_or(false) {
-                    continue;
-                }
-                return Ok(None);
-            }
+        let (p, kind, time) = match reader.head(ops, pos, &op)? {
+            Head::Client { process, kind, time } => (process, kind, time),
+            Head::Nemesis => continue,
+            Head::NotPlain => return Ok(None),
         };
-        let Some(kind) = kind_of(py, reader.field(&op, TYPE)?)? else { return Ok(None) };
-        let time = time_of(&reader.field(&op, TIME)?);
         if kind == INVOKE {
             let f = plain_str(reader.field(&op, F)?);
             let value = Some(reader.field(&op, VALUE)?);
@@ -421,20 +436,11 @@ pub fn kv_witnesses<'py>(
     let mut keys = Keys::default();
     let mut reader = Reader::new(py);
     for (pos, op) in ops.iter().enumerate() {
-        reader.visit(&op);
-        reader.prefetch(ops, pos);
-        let process = reader.field(&op, PROCESS)?;
-        let p: i64 = match process.extract() {
-            Ok(p) => p,
-            Err(_) => {
-                if process.downcast::<PyString>().map(|s| s.to_str().ok() == Some("nemesis")).unwrap_or(false) {
-                    continue;
-                }
-                return Ok(None);
-            }
+        let (p, kind, time) = match reader.head(ops, pos, &op)? {
+            Head::Client { process, kind, time } => (process, kind, time),
+            Head::Nemesis => continue,
+            Head::NotPlain => return Ok(None),
         };
-        let Some(kind) = kind_of(py, reader.field(&op, TYPE)?)? else { return Ok(None) };
-        let time = time_of(&reader.field(&op, TIME)?);
         if kind == INVOKE {
             let f = plain_str(reader.field(&op, F)?);
             let value = reader.field(&op, VALUE)?;

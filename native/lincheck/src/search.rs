@@ -381,6 +381,22 @@ impl Walk<'_> {
     }
 }
 
+/// Undo linearized calls back to the last one that was a choice (forced ones had no other child, so they go
+/// too), restoring the state and hash before it; the entry after it is where the search goes on (None: the
+/// stack ran out, no linearization).
+fn backtrack(stack: &mut Vec<(usize, u32, bool)>, walk: &mut Walk<'_>, keys: &[u64], state: &mut u32,
+             hash: &mut u64) -> Option<usize> {
+    loop {
+        let (c, s, forced) = stack.pop()?;
+        *state = s;
+        *hash ^= keys[c];
+        walk.unlift(c);
+        if !forced {
+            return Some(walk.next[2 * c]);
+        }
+    }
+}
+
 /// Search one partition; see the module docs.  Returns the calls (indices into the arguments) in a
 /// linearization order, the number of steps and the cache size, or None when no witness was found within
 /// `max_steps` (or none exists).  Rule 5 starts after `count_after` steps (None: more steps than calls).
@@ -457,16 +473,7 @@ pub(crate) fn search<'a, S: AsRef<str>>(
                 // (the look-ahead is not asked again: the state and the linearized writers are the node's)
                 if !cache.insert((h2, state)) {
                     // the node has no other child: undo the call that led to it
-                    loop {
-                        let (c, s, f) = stack.pop()?;
-                        state = s;
-                        hash ^= keys[c];
-                        walk.unlift(c);
-                        if !f {
-                            entry = walk.next[2 * c];
-                            break;
-                        }
-                    }
+                    entry = backtrack(&mut stack, &mut walk, &keys, &mut state, &mut hash)?;
                     continue;
                 }
                 walk.lift(c);
@@ -486,16 +493,7 @@ pub(crate) fn search<'a, S: AsRef<str>>(
         }
         if entry & 1 == 1 {
             // a pending return: the last linearized call must be undone (and the one before a forced call)
-            loop {
-                let (c, s, f) = stack.pop()?;
-                state = s;
-                hash ^= keys[c];
-                walk.unlift(c);
-                if !f {
-                    entry = walk.next[2 * c];
-                    break;
-                }
-            }
+            entry = backtrack(&mut stack, &mut walk, &keys, &mut state, &mut hash)?;
             continue;
         }
         let c = entry / 2;
