@@ -103,6 +103,7 @@ def _sig_part(v: Any) -> Hashable:
         return v
     return (_REPR, repr(v))
 
+
 _UNPLANNED: Any = object()
 
 
