@@ -11,7 +11,7 @@ sees the observed event stream (:mod:`harness.observe`) and the coverage it prod
    election, a new controller leader, a fencing, a failpoint armed, a truncation, a restart, clients
    starting to see ``info``/``fail``) -- or, if none comes, after ``quiet_wait_s`` (context ``quiet``): a
    settled cluster rarely raises one by itself, and every second waited for it is a second of the budget
-   (waiting ``max_wait_s`` made guided runs strike half as often as random ones).
+   (waiting ``max_wait_s`` for one, runs sat 3.5-5 s after each undo for a trigger that never came).
    With faults active, each trigger the cluster itself raises (client outcomes do not count: any fault makes
    clients time out) is a moment too: undo the oldest now (heal the partition once the killed master's
    absence is seen, so an out-of-sync slave can be elected), *stack* a fault of another family (isolate
