@@ -272,23 +272,15 @@ pub(crate) fn read_pairs<'py>(
     Ok(Some((recs, pairs)))
 }
 
-/// Numbers as one bytes object in native byte order, which Python reads through `memoryview(b).cast("I")`
-/// (u32) or `.cast("q")` (i64): an int object per number, and a tuple per pair, cost more to build and to
-/// free than the whole search of an easy history.
-pub(crate) fn packed_u32<'py>(py: Python<'py>, xs: &[u32]) -> PyResult<Bound<'py, PyBytes>> {
-    PyBytes::new_bound_with(py, 4 * xs.len(), |buf| {
-        for (out, x) in buf.chunks_exact_mut(4).zip(xs) {
-            out.copy_from_slice(&x.to_ne_bytes());
-        }
-        Ok(())
-    })
-}
-
-/// See `packed_u32`.
-pub(crate) fn packed_i64<'py>(py: Python<'py>, xs: &[i64]) -> PyResult<Bound<'py, PyBytes>> {
-    PyBytes::new_bound_with(py, 8 * xs.len(), |buf| {
-        for (out, x) in buf.chunks_exact_mut(8).zip(xs) {
-            out.copy_from_slice(&x.to_ne_bytes());
+/// Numbers as one bytes object in native byte order (`bytes`: `u32::to_ne_bytes` or `i64::to_ne_bytes`), which
+/// Python reads through `memoryview(b).cast("I")` (u32) or `.cast("q")` (i64): an int object per number, and a
+/// tuple per pair, cost more to build and to free than the whole search of an easy history.
+pub(crate) fn packed<'py, T: Copy, const N: usize>(
+    py: Python<'py>, xs: &[T], bytes: fn(T) -> [u8; N],
+) -> PyResult<Bound<'py, PyBytes>> {
+    PyBytes::new_bound_with(py, N * xs.len(), |buf| {
+        for (out, &x) in buf.chunks_exact_mut(N).zip(xs) {
+            out.copy_from_slice(&bytes(x));
         }
         Ok(())
     })
@@ -419,7 +411,7 @@ fn spell<'py>(
 /// parts: (key, call ids, witness) per partition in order of first appearance, the witness (order, steps,
 /// cache entries) or None where the search missed (the checker's general path pre-checks and searches only
 /// those); pairs: invoke position and completion position (or -1) of each call id, two i64s per call.  Call
-/// ids, orders and pairs come packed (see `packed_u32`).  None: the history is not the plain case (see the
+/// ids, orders and pairs come packed (see `packed`).  None: the history is not the plain case (see the
 /// module docs).
 ///
 /// Each call is spelled when its completion is read (an invoke never completed, at the end), while its
@@ -502,10 +494,10 @@ pub fn kv_witnesses<'py>(
         let args: Vec<&str> = part.args.iter().map(|a| a.as_ref().map_or(Ok(""), |s| s.to_str())).collect::<PyResult<_>>()?;
         let max_steps = per_call * n as u64 + base;
         let witness = match search(&init, &part.codes, &args, &empty, &part.call_t, &part.ret_t, max_steps, None) {
-            Some((order, steps, cache)) => Some((packed_u32(py, &order)?, steps, cache)),
+            Some((order, steps, cache)) => Some((packed(py, &order, u32::to_ne_bytes)?, steps, cache)),
             None => None,
         };
-        found.push((part.key, packed_u32(py, &part.ids)?, witness));
+        found.push((part.key, packed(py, &part.ids, u32::to_ne_bytes)?, witness));
     }
-    Ok(Some((found, packed_i64(py, &kept)?)))
+    Ok(Some((found, packed(py, &kept, i64::to_ne_bytes)?)))
 }

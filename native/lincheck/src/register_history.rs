@@ -10,7 +10,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyLong, PyTuple};
 
-use crate::kv_history::{packed_i64, packed_u32, read_pairs, FAIL, INFO};
+use crate::kv_history::{packed, read_pairs, FAIL, INFO};
 use crate::search::{search, CAS_ANY, CAS_FAIL, CAS_OK};
 use crate::{NOP, READ, WRITE};
 
@@ -39,7 +39,7 @@ fn cas_pair<'py>(x: &Bound<'py, PyAny>) -> Option<(Bound<'py, PyAny>, Bound<'py,
 ///
 /// found: whether the search linearized the history (order, steps and cache entries are then its witness);
 /// pairs: invoke position and completion position (or -1) of each call id, two i64s per call; order and
-/// pairs come packed (see `kv_history::packed_u32`).  None: the history is not the plain case (see the module
+/// pairs come packed (see `kv_history::packed`).  None: the history is not the plain case (see the module
 /// docs).  `init` is the initial value spelled as above.
 #[pyfunction]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
@@ -112,9 +112,9 @@ pub fn register_witness<'py>(
         return Ok(None);
     }
     let max_steps = per_call * codes.len() as u64 + base;
-    let kept = packed_i64(py, &kept)?;
+    let kept = packed(py, &kept, i64::to_ne_bytes)?;
     Ok(Some(match search(&init, &codes, &first, &second, &call_t, &ret_t, max_steps, None) {
-        Some((order, steps, cache)) => (true, packed_u32(py, &order)?, steps, cache, kept),
-        None => (false, packed_u32(py, &[])?, 0, 0, kept),
+        Some((order, steps, cache)) => (true, packed(py, &order, u32::to_ne_bytes)?, steps, cache, kept),
+        None => (false, packed(py, &[], u32::to_ne_bytes)?, 0, 0, kept),
     }))
 }
