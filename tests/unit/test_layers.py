@@ -26,8 +26,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("harness core", ("harness.generator", "harness.protocols", "harness.errors", "harness.extra_brokers")),
     ("nemeses", ("nemesis",)),
     ("workloads", ("workloads",)),
-    ("harness", ("harness",)),
     ("spark analysis", ("spark_analysis",)),
+    ("harness", ("harness",)),
 )
 
 IMPURE = frozenset({"asyncio", "socket", "os", "time", "random", "threading", "subprocess", "datetime"})
