@@ -57,6 +57,10 @@ class ClusterOptions:
         version: a label only (e.g. ``0.3.0-rc1``), never passed to the nodes: results.json records it as the
             run's ``cluster_version`` so the Spark warehouse and ``splitbrain spark gate`` can group runs by
             release (:mod:`harness.provenance`); without it the package version is recorded.
+        revision: a git revision of this repository whose cluster code the nodes run (``--sut-revision``), while
+            clients, nemeses and checkers stay the harness's; None runs the harness's own checkout.  Resolved to
+            a full sha and built before the run (:mod:`harness.revisions`, which also says how wire
+            compatibility is checked); the resolved spec in ``test.yaml`` holds the sha.
     """
 
     cluster_name: str = "splitbrain"
@@ -71,6 +75,7 @@ class ClusterOptions:
     extra_controller_args: tuple[str, ...] = ()
     extra_broker_args: tuple[str, ...] = ()
     version: str | None = None
+    revision: str | None = None
 
 
 _VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
@@ -90,6 +95,7 @@ _CHECKS: dict[str, tuple[type, str]] = {
     "extra_controller_args": (list, "a list of strings"),
     "extra_broker_args": (list, "a list of strings"),
     "version": (str, _VERSION_WHAT),
+    "revision": (str, "a git revision of this repository (a sha, tag, branch or e.g. HEAD~2)"),
 }
 
 
@@ -117,6 +123,13 @@ def cluster_options(raw: Mapping[str, Any], *, file: str = "<spec>") -> ClusterO
     for key, (lo, hi) in ranges.items():
         if key in values and not lo <= values[key] <= hi:
             raise SpecError(file, f"cluster.{key}", values[key], _CHECKS[key][1])
+    if "revision" in values:
+        from harness.revisions import RevisionError, parse_revision_text
+
+        try:
+            parse_revision_text(values["revision"], where="cluster.revision")
+        except RevisionError:
+            raise SpecError(file, "cluster.revision", values["revision"], _CHECKS["revision"][1]) from None
     if "version" in values and not _VERSION_RE.match(values["version"]):
         raise SpecError(file, "cluster.version", values["version"], _VERSION_WHAT)
     if values.get("flush", "sync") not in ("sync", "async"):
@@ -350,6 +363,35 @@ def leader_of(answers: Mapping[str, Mapping[str, Any]]) -> str | None:
         return max(claims)[1]
     hints = [(term(md), str(md["leader_addr"])) for md in answers.values() if md.get("leader_addr")]
     return max(hints)[1] if hints else None
+
+
+class _FlagsOnly:
+    """Just enough of a Remote to render argv (addresses and directories are placeholders)."""
+
+    def address(self, node: str) -> str:
+        return "127.0.0.1"
+
+    def node_dir(self, node: str) -> Path:
+        return Path(node)
+
+
+def node_flags_used() -> dict[str, frozenset[str]]:
+    """Every option :meth:`SplitbrainDB.argv` can pass to each node command (``controller``, ``broker``): its argv
+    rendered with every switch set.  A revision of the cluster whose node commands lack one is refused before a
+    run (:mod:`harness.revisions`).  ``extra_*_args`` are the spec author's and not included."""
+    from harness.spec import spec_from_dict
+
+    spec = spec_from_dict({"name": "flags", "nodes": {"controllers": 1, "broker_sets": {"count": 1, "replicas": 1}},
+                           "seed": 0})
+    options = ClusterOptions(enable_elect_unclean_master=True, all_ack_in_sync_state_set=False,
+                             bugs=tuple(sorted(KNOWN_BUGS)))
+    db = SplitbrainDB(spec, options, command=["python"])
+    test = {"remote": _FlagsOnly()}
+    out: dict[str, frozenset[str]] = {}
+    for node in (spec.nodes.controllers[0], spec.nodes.broker_sets[0][0]):
+        argv = db.argv(test, node)
+        out[argv[1]] = frozenset(a for a in argv[2:] if a.startswith("--"))
+    return out
 
 
 CONTROLLER_BUGS = frozenset({"stale-read", "no-epoch-fencing", "reuse-broker-id"})

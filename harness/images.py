@@ -43,7 +43,7 @@ import jinja2
 
 __all__ = [
     "APT_PACKAGES", "BASE_CANDIDATES", "BUILD_PACKAGES", "BASE_TAG", "AptSource", "BuildReport", "NODE_EXCLUDED_DEPS",
-    "ImageError",
+    "ImageError", "SUT_DIR", "ensure_revision_image", "render_revision_dockerfile", "revision_image_tag",
     "configure", "ensure_images", "host_apt_sources", "node_image_tag", "node_requirements", "parse_deb822",
     "parse_one_line", "pick_mirror", "pip_build_args", "pip_cert_path", "project_version", "render_dockerfile",
     "render_sources_list", "run",
@@ -431,6 +431,86 @@ def ensure_images(
         build_node(client, base, tag, log, digest=digest)
         node_built, node_s = True, time.monotonic() - t0
     return BuildReport(base, tag, base_built, node_built, base_s, node_s)
+
+
+# -- a node image per revision of the cluster ----------------------------------------------------------
+
+# The revision's tree and its venv inside the image (harness.commands._backend.DOCKER_SUT_PYTHON names the python).
+SUT_DIR = "/opt/sut"
+REVISION_LABEL = "splitbrain.sut-revision"
+REVISION_BASE_LABEL = "splitbrain.sut-base-id"
+
+
+def revision_image_tag(revision: str) -> str:
+    """``splitbrain/node:sut-<sha12>``: the node image of one revision of the cluster."""
+    if not re.match(r"^[0-9a-f]{40}$", revision):
+        raise ImageError(f"revision image: expected a full commit sha, got {revision!r}")
+    return f"splitbrain/node:sut-{revision[:12]}"
+
+
+def render_revision_dockerfile(*, node_image: str, packages: Sequence[str], labels: Mapping[str, str]) -> str:
+    """The revision image: the harness's node image plus the revision's packages in ``/opt/sut/src`` and a venv
+    whose one ``.pth`` puts that tree first and the node image's own site-packages (the dependencies) after it --
+    the same layout as a local build (:mod:`harness.revisions`), checked by importing the revision in isolated
+    mode.  No network is needed: nothing is installed from an index."""
+    for k, v in labels.items():
+        if not re.match(r"^[a-z0-9][a-z0-9._-]*$", k) or not re.match(r"^[A-Za-z0-9._:/+-]*$", v):
+            raise ImageError(f"label {k}={v!r}: expected a lowercase dotted key and a plain value")
+    if not re.match(r"^[a-z0-9][a-z0-9._/:@-]*$", node_image):
+        raise ImageError(f"node image must be a docker reference, got {node_image!r}")
+    for pkg in packages:
+        if not re.match(r"^[a-z_][a-z0-9_]*$", pkg):
+            raise ImageError(f"package directory {pkg!r} is not a Python package name")
+    copies = f"COPY src/ {SUT_DIR}/src/\n"  # one step: the context holds exactly these packages
+    check = ("import system_under_test, harness.cli; "
+             f"assert system_under_test.__file__.startswith('{SUT_DIR}/src/'), system_under_test.__file__")
+    label_line = "LABEL" + "".join(f' {k}="{v}"' for k, v in labels.items()) + "\n"
+    return (f"FROM {node_image}\n{copies}"
+            f"RUN /usr/bin/python3 -m venv --without-pip {SUT_DIR}/venv \\\n"
+            f" && pth=$({SUT_DIR}/venv/bin/python -I -c \"import sysconfig; print(sysconfig.get_paths()['purelib'])\")"
+            f" \\\n && printf '%s\\n' {SUT_DIR}/src $(/opt/splitbrain/bin/python -I -c \"import site; "
+            f"print(' '.join(site.getsitepackages()))\") > \"$pth/_splitbrain_sut.pth\" \\\n"
+            f" && {SUT_DIR}/venv/bin/python -I -m compileall -q {SUT_DIR}/src >/dev/null \\\n"
+            f" && {SUT_DIR}/venv/bin/python -I -c {shlex.quote(check)}\n"
+            f"{label_line}")
+
+
+def ensure_revision_image(build: Any, *, log: Any = None) -> str:
+    """The node image of ``build``'s revision (a :class:`harness.revisions.SutBuild`), built from the build's
+    exported tree on top of the current node image (itself built or refreshed first) if the engine lacks it or it
+    was built on another node image.  Returns its tag.
+
+    Raises:
+        ImageError: the engine is unreachable or a build step failed (the step's output tail in the message).
+    """
+    node = ensure_images(log=log).node_image
+    client = docker_client()
+    tag = revision_image_tag(build.revision)
+    base_id = str(client.images.get(node).id)
+    if (_image_label(client, tag, REVISION_LABEL) == build.revision
+            and _image_label(client, tag, REVISION_BASE_LABEL) == base_id.replace("sha256:", "")):
+        return tag
+    packages = sorted(p.name for p in Path(build.source).iterdir()
+                      if p.is_dir() and (p / "__init__.py").is_file())
+    with tempfile.TemporaryDirectory(prefix="splitbrain-sut-image-") as tmp:
+        ctx = Path(tmp)
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+        for pkg in packages:
+            shutil.copytree(Path(build.source) / pkg, ctx / "src" / pkg, ignore=ignore)
+        (ctx / "Dockerfile").write_text(render_revision_dockerfile(
+            node_image=node, packages=packages,
+            labels={REVISION_LABEL: build.revision, REVISION_BASE_LABEL: base_id.replace("sha256:", ""),
+                    "splitbrain.image": "node-sut"}), encoding="utf-8")
+        tail: list[str] = []
+        for chunk in client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True,
+                                      network_mode="none"):
+            if "stream" in chunk and chunk["stream"].strip():
+                tail = (tail + [chunk["stream"].rstrip()])[-40:]
+                if log is not None:
+                    log(chunk["stream"].rstrip())
+            if "error" in chunk:
+                raise ImageError(f"docker build of {tag} failed: {chunk['error'].strip()}\n" + "\n".join(tail))
+    return tag
 
 
 # -- CLI: `splitbrain images build` -----------------------------------------------------------------

@@ -6,7 +6,7 @@ Every ``results.json`` carries a ``provenance`` object and two flat keys the Spa
     "git_revision": "f386efd…",          # the system under test's source revision, or "unknown"
     "provenance": {
       "sut":     {"name": "splitbrain", "version": "0.1.0", "revision": "f386efd…", "dirty": false,
-                  "revision_error": null},
+                  "revision_error": null, "build": "checkout"},
       "harness": {"version": "0.1.0", "revision": "f386efd…", "dirty": false, "revision_error": null},
       "cluster_version_label": "0.3.0-rc1",   # null when the spec has no cluster.version
       "host": "ci-7", "backend": "docker", "python": "3.11.2"
@@ -15,9 +15,12 @@ Every ``results.json`` carries a ``provenance`` object and two flat keys the Spa
 *Revision* is ``git rev-parse HEAD`` of the checkout the code was imported from; ``dirty`` says the work tree
 had uncommitted changes to tracked files (the run tested something no commit holds).  When it cannot be
 known the revision is ``"unknown"`` and ``revision_error`` says why (git missing, not a checkout, timeout).
-The nodes run this same checkout: directly on the local backend, through the node image rebuilt whenever the
-work tree's source digest changes on docker, through the wheel the ssh backend installs (unless its nodes
-file says ``install: false``, in which case the nodes' own install is not inspected).
+The nodes run this same checkout (``"build": "checkout"``): directly on the local backend, through the node image
+rebuilt whenever the work tree's source digest changes on docker, through the wheel the ssh backend installs (unless
+its nodes file says ``install: false``, in which case the nodes' own install is not inspected) -- unless the spec
+names ``cluster.revision``: then the nodes run that commit's build (:mod:`harness.revisions`), the cluster's part
+says ``"build": "revision"`` with that commit, its version and the requests it lacks (``missing_requests``), and
+the harness's part still describes this checkout.
 
 :func:`provenance_record` is pure (it assembles the facts it is given); :func:`collect_provenance` is the
 shell that asks git, the package metadata and the host.
@@ -107,14 +110,33 @@ def package_version() -> str:
         return UNKNOWN
 
 
-def collect_provenance(*, label: str | None, backend: str) -> dict[str, Any]:
-    """The provenance of a run started now from this process (asks git once per process and checkout)."""
+def collect_provenance(*, label: str | None, backend: str, sut_revision: str | None = None) -> dict[str, Any]:
+    """The provenance of a run started now from this process (asks git once per process and checkout).
+
+    ``sut_revision``: the full sha of the build the nodes ran (``cluster.revision``, :mod:`harness.revisions`);
+    the cluster's part then describes that build (its version, its commit, ``"build": "revision"``) instead of
+    this checkout, and ``git_revision`` is that commit.
+    """
     import harness
     import system_under_test
 
     version = package_version()
-    return provenance_record(
+    record = provenance_record(
         sut_version=version, sut_revision=git_revision(str(Path(system_under_test.__file__).resolve().parent)),
         harness_version=version, harness_revision=git_revision(str(Path(harness.__file__).resolve().parent)),
         label=label, host=socket.gethostname(), backend=backend, python=platform.python_version(),
     )
+    if sut_revision is None:
+        record["provenance"]["sut"]["build"] = "checkout"
+        return record
+    from harness.revisions import build_record, load_build
+
+    build = load_build(sut_revision)
+    sut = ({"version": UNKNOWN, "revision": sut_revision, "dirty": False, "build": "revision",
+            "revision_error": "the build of this revision is no longer in the cache"} if build is None
+           else build_record(build))
+    record["provenance"]["sut"] = {"name": DIST_NAME, **sut}
+    record["git_revision"] = sut_revision
+    if label is None:
+        record["cluster_version"] = sut["version"]
+    return record

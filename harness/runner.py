@@ -394,7 +394,9 @@ def _provenance(spec: TestSpec) -> dict[str, Any]:
     try:
         from harness.provenance import collect_provenance
 
-        return collect_provenance(label=None if label is None else str(label), backend=spec.backend)
+        revision = spec.cluster.get("revision")
+        return collect_provenance(label=None if label is None else str(label), backend=spec.backend,
+                                  sut_revision=None if revision is None else str(revision))
     except Exception as exc:  # provenance is evidence about the run, not part of it
         log.warning("provenance unavailable: %s", exc)
         return {"cluster_version": label, "git_revision": "unknown",

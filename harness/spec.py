@@ -61,7 +61,7 @@ NEMESIS_MODES = ("random", "guided")
 NEMESIS_TARGETS = ("one", "minority", "majority", "minority-third", "primaries", "all", "controllers", "brokers")
 OVERRIDE_KEYS = (
     "nodes", "time_limit", "concurrency", "rate", "nemesis", "workload", "seed", "test_count", "leave_running",
-    "backend", "nemesis_mode",
+    "backend", "nemesis_mode", "sut_revision",
 )
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _NODE_RE = re.compile(r"^[a-z][a-z0-9-]{0,9}$")
@@ -373,7 +373,8 @@ def apply_overrides(
     Keys: ``nodes`` (comma list of names, assigned to controllers then broker replicas in order),
     ``time_limit``, ``concurrency``, ``rate``, ``nemesis`` (comma list of packages or "none"),
     ``workload`` (comma list of names), ``seed``, ``test_count``, ``leave_running``, ``backend``,
-    ``nemesis_mode`` (``random`` | ``guided``).
+    ``nemesis_mode`` (``random`` | ``guided``), ``sut_revision`` (the cluster's ``revision`` option:
+    :mod:`harness.revisions`).
     ``None`` values are ignored.
     """
     c = _Ctx(file)
@@ -405,6 +406,11 @@ def apply_overrides(
             nem = dict(out.get("nemesis") or {})
             nem["mode"] = value
             out["nemesis"] = nem
+        elif key == "sut_revision":
+            cluster = out.get("cluster") or {}
+            if not isinstance(cluster, Mapping):
+                raise c.err("cluster", cluster, "a mapping of cluster options")
+            out["cluster"] = {**cluster, "revision": value}
         elif key == "workload":
             current_w = c.str_list("workloads", out.get("workloads", []))
             existing = {(w if isinstance(w, str) else w.get("name")): w for w in current_w}

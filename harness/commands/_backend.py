@@ -13,11 +13,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from harness.revisions import SutBuild, node_command
 from harness.spec import SpecError, TestSpec
 
 log = logging.getLogger("splitbrain.backend")
 
-__all__ = ["BackendUnavailable", "backend_module", "open_remote", "ssh_targets"]
+__all__ = ["BackendUnavailable", "backend_module", "open_remote", "ssh_targets", "sut_node_command"]
 
 _MODULES = {"local": "harness.control.local", "docker": "harness.control.docker", "ssh": "harness.control.ssh"}
 
@@ -61,11 +62,13 @@ def ssh_targets(spec: TestSpec, nodes_file: str | None) -> dict[str, Any]:
 
 
 async def open_remote(spec: TestSpec, *, nodes_file: str | None = None, state_dir: Path | None = None,
-                      results_dir: str | None = None) -> Any:
+                      results_dir: str | None = None, sut: SutBuild | None = None) -> Any:
     """Create the remote for ``spec.backend`` over ``spec.nodes.all``.  The caller must ``await remote.close()``.
 
     The run is owned by this process (:mod:`harness.control.owner`), recorded with ``results_dir``; the local
-    and docker backends also start their supervisor (clean-up if this process is killed).
+    and docker backends also start their supervisor (clean-up if this process is killed).  With ``sut`` (a build
+    of another revision, :mod:`harness.revisions`) the docker backend's containers come from that revision's
+    node image (built here first if missing); :func:`sut_node_command` then says how its nodes start.
 
     Raises:
         BackendUnavailable: the backend cannot be created here (message says why and what to do).
@@ -81,7 +84,18 @@ async def open_remote(spec: TestSpec, *, nodes_file: str | None = None, state_di
         if spec.backend == "local":
             return await mod.LocalRemote.create(list(spec.nodes.all), state_dir=state_dir, owner=owner)
         if spec.backend == "docker":
-            return await mod.DockerRemote.create(list(spec.nodes.all), owner=owner)
+            image = None
+            if sut is not None:
+                import asyncio
+
+                from harness.images import ImageError, ensure_revision_image
+
+                try:
+                    image = await asyncio.to_thread(ensure_revision_image, sut)
+                except ImageError as exc:
+                    raise BackendUnavailable(f"backend 'docker': no node image for revision {sut.short}: "
+                                             f"{exc}") from None
+            return await mod.DockerRemote.create(list(spec.nodes.all), owner=owner, image=image)
         targets = ssh_targets(spec, nodes_file)
         try:
             settings = mod.load_nodes_settings(nodes_file)
@@ -98,3 +112,28 @@ async def open_remote(spec: TestSpec, *, nodes_file: str | None = None, state_di
         return remote
     except ControlError as exc:
         raise BackendUnavailable(f"backend {spec.backend!r} could not be created: {exc}") from None
+
+
+# Where a revision's interpreter sits inside its node image (:func:`harness.images.ensure_revision_image`).
+DOCKER_SUT_PYTHON = "/opt/sut/venv/bin/python"
+
+
+async def sut_node_command(remote: Any, spec: TestSpec, sut: SutBuild) -> list[str]:
+    """The argv prefix with which ``remote``'s nodes start the node commands of ``sut``'s revision: the build's
+    own interpreter on the local backend, the one baked into the revision's image on docker, and on ssh a copy of
+    the build installed on every host now (:meth:`harness.control.ssh.SshRemote.install_revision`).
+
+    Raises:
+        BackendUnavailable: installing the build on an ssh host failed (names the host and why).
+    """
+    if spec.backend == "local":
+        return node_command(str(sut.python))
+    if spec.backend == "docker":
+        return node_command(DOCKER_SUT_PYTHON)
+    from harness.control.base import ControlError
+
+    try:
+        python = await remote.install_revision(sut)
+    except ControlError as exc:
+        raise BackendUnavailable(f"backend 'ssh': revision {sut.short} could not be installed: {exc}") from None
+    return node_command(python)

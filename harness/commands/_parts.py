@@ -18,14 +18,15 @@ import argparse
 import os
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from harness import generator as g
-from harness.cluster import ClusterOptions, SplitbrainDB, cluster_options
+from harness.cluster import ClusterOptions, SplitbrainDB, cluster_options, node_flags_used
+from harness.revisions import RevisionError, SutBuild, ensure_build
 from harness.runner import TestParts
 from harness.spec import SpecError, TestSpec, load_spec
 
@@ -55,13 +56,16 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--leave-running", action="store_true", default=None, help="leave the cluster up after the run")
     p.add_argument("--backend", help="local | docker | ssh")
     p.add_argument("--nodes-file", help="ssh backend: YAML file of node -> host (see harness.control.ssh)")
+    p.add_argument("--sut-revision", metavar="REV",
+                   help="the nodes run the cluster code of git revision REV of this repository (built once into a "
+                        "cache); clients, nemeses and checkers stay this checkout's (spec: cluster.revision)")
     p.add_argument("--allow-weak-quorum", action="store_true",
                    help="run a spec with 2 controllers anyway (one fault leaves no quorum)")
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     keys = ("nodes", "time_limit", "concurrency", "rate", "nemesis", "nemesis_mode", "workload", "seed",
-            "test_count", "leave_running", "backend")
+            "test_count", "leave_running", "backend", "sut_revision")
     return {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
 
 
@@ -149,10 +153,12 @@ def _option_value(options: Mapping[str, Any], key: str) -> Any:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A spec that passed every check, with its cluster options."""
+    """A spec that passed every check, with its cluster options and, for ``cluster.revision``, the build the nodes
+    run (:mod:`harness.revisions`; the spec's revision is then the build's full sha)."""
 
     spec: TestSpec
     options: ClusterOptions
+    sut: SutBuild | None = None
 
 
 def runnable_problem(spec: TestSpec, *, names_workloads: bool, allow_weak_quorum: bool = False) -> SpecError | None:
@@ -190,6 +196,8 @@ def prepare(path: str, overrides: Mapping[str, Any], *, allow_weak_quorum: bool 
 
     Raises:
         SpecError: naming the file, the key and what to do.
+            ``cluster.revision`` included: a revision that names no commit, does not build or whose wire protocol
+            the harness cannot speak (:mod:`harness.revisions`) is refused here, before anything starts.
     """
     try:
         spec = load_spec(path, overrides)
@@ -201,7 +209,18 @@ def prepare(path: str, overrides: Mapping[str, Any], *, allow_weak_quorum: bool 
                                allow_weak_quorum=allow_weak_quorum)
     if problem is not None:
         raise problem
-    return Prepared(spec, validate_spec(spec))
+    options = validate_spec(spec)
+    if options.revision is None:
+        return Prepared(spec, options)
+    try:
+        sut = ensure_build(options.revision, node_flags=node_flags_used())
+    except RevisionError as exc:
+        raise SpecError(spec.source, "cluster.revision", options.revision,
+                        f"a revision this harness can run ({exc})") from None
+    if sut.revision != options.revision:  # the spec that runs (and test.yaml) names the commit, not a moving name
+        spec = replace(spec, cluster={**spec.cluster, "revision": sut.revision})
+        options = replace(options, revision=sut.revision)
+    return Prepared(spec, options, sut)
 
 
 def check_results_root(flag: str, root: str) -> str | None:

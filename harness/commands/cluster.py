@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.commands._backend import BackendUnavailable, backend_module, open_remote, ssh_targets
+from harness.commands._backend import BackendUnavailable, backend_module, open_remote, ssh_targets, sut_node_command
 from harness.commands._clusters import (
     cluster_alive,
     cluster_record,
@@ -74,8 +74,10 @@ async def _up(prepared: Prepared, results_root: str, nodes_file: str | None) -> 
     from harness.cluster import SplitbrainDB
 
     spec = prepared.spec
-    remote = await open_remote(spec, nodes_file=nodes_file, results_dir=results_root)
+    remote = await open_remote(spec, nodes_file=nodes_file, results_dir=results_root, sut=prepared.sut)
     db = SplitbrainDB(spec, prepared.options)
+    if prepared.sut is not None:
+        db.command = await sut_node_command(remote, spec, prepared.sut)
     ok = False
     with tempfile.TemporaryDirectory(prefix="splitbrain-up-") as tmp:
         test: dict[str, Any] = {"remote": remote, "run_dir": tmp, "name": spec.name, "spec": spec}

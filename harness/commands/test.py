@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands._artifacts import write_artifacts
-from harness.commands._backend import BackendUnavailable, open_remote, ssh_targets
+from harness.commands._backend import BackendUnavailable, open_remote, ssh_targets, sut_node_command
 from harness.commands._clusters import cluster_record, write_record
 from harness.commands._exit import refuse
 from harness.commands._parts import (
@@ -38,12 +38,13 @@ from harness.commands._parts import (
 )
 from harness.commands._runs import print_table
 from harness.junit import write_junit_file
+from harness.revisions import SutBuild
 from harness.runner import RunOutcome, run_repeated, run_test
 from harness.runs import read_run
 from harness.spec import SpecError, TestSpec
 from harness.store import EXIT_CRASHED
 
-__all__ = ["configure", "execute", "run"]
+__all__ = ["configure", "execute", "run", "sut_banner"]
 
 log = logging.getLogger("splitbrain.commands.test")
 
@@ -107,7 +108,10 @@ async def _run_on_backend(prepared: Prepared, one: TestSpec, *, results_root: st
     remote = None
     keep = False
     try:
-        remote = await open_remote(one, nodes_file=nodes_file, state_dir=state_dir, results_dir=results_root)
+        remote = await open_remote(one, nodes_file=nodes_file, state_dir=state_dir, results_dir=results_root,
+                                   sut=prepared.sut)
+        if prepared.sut is not None:
+            db.command = await sut_node_command(remote, one, prepared.sut)
         undo()  # run_test installs its own SIGINT/SIGTERM handling (graceful stop)
         outcome = await run_test(one, parts, results_root=results_root, remote=remote, quiet=quiet)
         undo = _cancel_on_sigterm(asyncio.current_task())
@@ -160,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
         return refuse("test", problem)
     print(f"[splitbrain] {prepared.spec.name}: seed={prepared.spec.seed} backend={prepared.spec.backend} "
           f"runs={prepared.spec.test_count}", flush=True)
+    if prepared.sut is not None:
+        print(f"[splitbrain] {sut_banner(prepared.sut)}", flush=True)
     try:
         code, outcomes = asyncio.run(execute(prepared, results_root=args.results, quiet=args.quiet,
                                              nodes_file=getattr(args, "nodes_file", None)))
@@ -186,3 +192,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _refused(exc: SpecError | BackendUnavailable) -> int:
     return refuse("test", f"invalid spec: {exc}" if isinstance(exc, SpecError) else exc)
+
+
+def sut_banner(sut: SutBuild) -> str:
+    """One line on the cluster build a run uses (printed before it starts; the missing requests are a warning)."""
+    line = f"cluster at revision {sut.short} (version {sut.version}); harness, clients and checkers at this checkout"
+    if sut.missing_requests:
+        line += (f"; warning: the revision lacks {len(sut.missing_requests)} request(s) this harness knows "
+                 f"({', '.join(sut.missing_requests[:4])}{', ...' if len(sut.missing_requests) > 4 else ''}): "
+                 "faults or observations that send them will fail")
+    return line

@@ -276,6 +276,53 @@ class SshRemote(ShellProcesses):
             versions = await asyncio.gather(*(one(n) for n in self.targets))
         return dict(zip(self.targets, versions))
 
+    async def install_revision(self, build: Any) -> str:
+        """Install a build of another revision of the cluster (a :class:`harness.revisions.SutBuild`) on every host,
+        the way a local build is laid out: the revision's packages in ``<root>/sut-<sha12>/src`` and a venv of the
+        node's ``python`` beside them whose one ``.pth`` puts that tree first and the host's own site-packages (the
+        dependencies the project install left there) after it.  Nodes sharing a host share the install (a lock on
+        the host serialises them; an install that is there and imports is reused); it is built in a temporary
+        directory, renamed into place, then imported in isolated mode as a check.  Returns the venv's interpreter.
+
+        Raises:
+            ControlError: an upload or a step failed on a node (names the node and the step's output).
+        """
+        import tarfile
+        import tempfile
+
+        short = build.revision[:12]
+        d = str(self.root / f"sut-{short}")
+        packages = sorted(p.name for p in Path(build.source).iterdir() if (p / "__init__.py").is_file())
+        check = ('"$d/venv/bin/python" -I -c "import system_under_test, harness.cli, sys; '
+                 'sys.exit(0 if system_under_test.__file__.startswith(sys.argv[1]) else 1)" "$d/src/"')
+        script = (
+            'set -e; d="$1"; exec 9>"$d.lock"; flock 9; '
+            f'if [ -x "$d/venv/bin/python" ] && {check} 2>/dev/null; then rm -f "$3"; exit 0; fi; '
+            'rm -rf "$d.tmp"; mkdir -p "$d.tmp/src"; tar -xzf "$3" -C "$d.tmp/src"; rm -f "$3"; '
+            '"$2" -m venv --without-pip "$d.tmp/venv"; '
+            'pth=$("$d.tmp/venv/bin/python" -I -c "import sysconfig; print(sysconfig.get_paths()[\'purelib\'])"); '
+            'sites=$("$2" -I -c "import site; print(chr(10).join(site.getsitepackages()))"); '
+            'printf "%s\\n%s\\n" "$d/src" "$sites" > "$pth/_splitbrain_sut.pth"; '
+            f'rm -rf "$d"; mv "$d.tmp" "$d"; {check}'
+        )
+        with tempfile.TemporaryDirectory(prefix="splitbrain-sut-") as tmp:
+            archive = Path(tmp) / f"sut-{short}.tar.gz"
+            with tarfile.open(archive, "w:gz") as tar:
+                for pkg in packages:
+                    tar.add(Path(build.source) / pkg, arcname=pkg,
+                            filter=lambda ti: None if "__pycache__" in ti.name else ti)
+
+            async def one(node: str) -> None:
+                upload = f"{d}.{node}.tar.gz"  # one per node: nodes on one host must not overwrite each other's
+                await self.upload(node, str(archive), upload)
+                res = await self._sh(node, script, [d, self.python, upload], limit_s=300)
+                if res.exit_code != 0:
+                    raise ControlError(f"ssh backend: installing revision {short} on node {node} with {self.python} "
+                                       f"failed (exit {res.exit_code}): {res.stderr.strip()[-800:]}")
+
+            await asyncio.gather(*(one(n) for n in self.targets))
+        return f"{d}/venv/bin/python"
+
     async def close(self) -> None:
         """Kill the daemons this run started (start time checked) and close the connections."""
         for (node, pid), start in list(self.pids.items()):
