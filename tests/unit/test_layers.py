@@ -66,7 +66,7 @@ CORES: tuple[Core, ...] = (
     *(Core(f"nemesis/{m}.py") for m in ("targets", "schedule", "replay", "shrink", "coverage", "guided",
                                          "disk_kinds", "packet_behavior", "grudge")),
     *(Core(f"spark_analysis/{m}.py", also=frozenset({"pyspark"}))
-      for m in ("comparisons", "faults", "recovery", "regression", "wilson")),
+      for m in ("comparisons", "faults", "recovery", "regression", "sequential", "wilson")),
     Core("spark_analysis/runfiles.py", also=frozenset({"pyspark"}), allowed=frozenset({"datetime"}),
          why_allowed="parses the timestamps a run recorded; never reads the clock"),
     Core("workloads/models.py"),
