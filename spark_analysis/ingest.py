@@ -2,9 +2,11 @@
 
 The job, in order:
 
-1. the driver lists the run directories of every results root (``<root>/<test>/<ts>/``; ``latest`` links
-   and dot-names are skipped) and drops the run ids already in the warehouse's ``ingested`` manifest
-   (incremental: a second ingest adds only new runs; the same run id under two roots is ingested once);
+1. the driver lists the run directories of every results root (``<root>/<test>/<ts>/``; ``latest`` links,
+   dot-names and lost attempts' directories, :data:`~spark_analysis.runfiles.LOST_ATTEMPT_FILE`, are skipped;
+   :func:`ingest_refs` takes a list of runs instead, from a caller that knows which are finished) and drops
+   the run ids already in the warehouse's ``ingested`` manifest (incremental: a second ingest adds only new
+   runs; the same run id under two roots is ingested once);
 2. one pass, one task per slice of runs: the executors read and parse each new run
    (:func:`spark_analysis.runfiles.parse_run`), write its ``ops`` rows straight to Parquet partitioned by date
    and workload (:mod:`spark_analysis.opsfile`), and return the small tables' rows (runs, faults,
@@ -28,10 +30,12 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_analysis.opsfile import write_op_files
-from spark_analysis.runfiles import RunTexts, op_columns, parse_run
+from spark_analysis.runfiles import LOST_ATTEMPT_FILE, RunTexts, op_columns, parse_run
 from spark_analysis.tables import ANOMALIES, CHECKS, FAULTS, INGESTED, RUNS, TABLES, table_path
 
-__all__ = ["IngestSummary", "RunRef", "discover_runs", "ingest", "ingested_ids", "read_table", "read_texts"]
+__all__ = [
+    "IngestSummary", "RunRef", "discover_runs", "ingest", "ingest_refs", "ingested_ids", "read_table", "read_texts",
+]
 
 _RUN_FILES = ("test.yaml", "results.json", "history.jsonl")
 
@@ -77,6 +81,8 @@ def discover_runs(roots: Iterable[str | Path]) -> list[RunRef]:
                 continue
             for run in sorted(os.scandir(test.path), key=lambda e: e.name):
                 if run.name.startswith(".") or run.name == "latest" or run.is_symlink() or not run.is_dir():
+                    continue
+                if os.path.exists(os.path.join(run.path, LOST_ATTEMPT_FILE)):
                     continue
                 run_id = f"{test.name}/{run.name}"
                 seen.setdefault(run_id, RunRef(run_id, str(r), run.path))
@@ -137,10 +143,16 @@ def ingested_ids(spark: SparkSession, warehouse: str | Path) -> set[str]:
 def ingest(spark: SparkSession, roots: Sequence[str | Path], warehouse: str | Path, *,
            now: _dt.datetime | None = None) -> IngestSummary:
     """Ingest every run of ``roots`` not yet in ``warehouse`` (see the module docstring)."""
+    Path(warehouse).mkdir(parents=True, exist_ok=True)
+    return ingest_refs(spark, discover_runs(roots), warehouse, now=now)
+
+
+def ingest_refs(spark: SparkSession, refs: Sequence[RunRef], warehouse: str | Path, *,
+                now: _dt.datetime | None = None) -> IngestSummary:
+    """Ingest the runs ``refs`` that are not yet in ``warehouse`` (steps 2 and 3 of the module docstring)."""
     now = now or _dt.datetime.now(_dt.UTC)
     batch_id = now.strftime("%Y%m%dT%H%M%S.%fZ")
     Path(warehouse).mkdir(parents=True, exist_ok=True)
-    refs = discover_runs(roots)
     done = ingested_ids(spark, warehouse)
     new = [r for r in refs if r.run_id not in done]
     summary = IngestSummary(batch_id=batch_id, found=len(refs), skipped=len(refs) - len(new))

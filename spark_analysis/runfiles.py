@@ -16,6 +16,10 @@ Run ``status`` (one table, :data:`STATUSES`; the first that applies wins):
 
 ``problems`` lists every finding in words, so the ingest job can report them.  Parsing never raises on
 bad content: a bad run becomes a row with a status, never a crashed job.
+
+A run directory holding :data:`LOST_ATTEMPT_FILE` is not a run at all: it is an attempt whose host was lost
+mid-run, which the fleet ran again with the same seed (:mod:`harness.fleet`).  Discovery skips it, so it is never
+ingested, gated or counted twice.
 """
 
 from __future__ import annotations
@@ -35,11 +39,12 @@ from spark_analysis.faults import FaultWindow, fault_windows
 from spark_analysis.recovery import WindowRecovery, window_recovery
 
 __all__ = [
-    "STATUSES", "OpColumns", "ParsedRun", "RunTexts", "mode_fields", "op_columns", "op_rows", "parse_history_text",
-    "parse_run", "provenance_fields", "run_href", "spec_fields", "verdict_text",
+    "LOST_ATTEMPT_FILE", "STATUSES", "OpColumns", "ParsedRun", "RunTexts", "mode_fields", "op_columns", "op_rows",
+    "parse_history_text", "parse_run", "provenance_fields", "run_href", "spec_fields", "verdict_text",
 ]
 
 STATUSES = ("ok", "crashed", "partial", "malformed")
+LOST_ATTEMPT_FILE = "lost-attempt.json"  # the mark of a lost attempt's run directory (module docstring)
 _TIMING_KEYS = ("time_s", "elapsed_s", "duration_s", "check_time_s")
 _VERSION_KEYS = ("cluster_version", "version")
 _GIT_KEYS = ("git_revision", "git_rev", "revision", "git_commit", "commit")

@@ -13,13 +13,16 @@ the spec alone (aliases such as ``all`` expanded), e.g. the nightly suite::
 A cell the spec's own validation rejects (a workload that needs a nemesis package the cell lacks,
 say) is listed as skipped with the reason, not run; a spec whose base form is invalid is an error.
 
-``--jobs N`` runs up to N specs or cells at once, each as its own ``splitbrain test`` process (its resolved
-spec written to a temporary file, its output in ``<results>/.test-all/<n>.log``).  Runs never share
-anything: each has its own backend (namespaces on their own subnet, or containers with their own labels), its
-own owner and supervisor, its own run directory.  The table and JUnit file are the same as with ``--jobs 1``
-(rows in spec order); a child that fails before making a run directory is a row with its exit code and the
-last line it printed.  Ctrl-C reaches every child (they stop gracefully, each writing its run directory); the
-command waits for them and exits 130.
+Fan-out (:mod:`harness.fleet`): ``--jobs N`` runs up to N runs at once on this machine, ``--master
+spark://HOST:7077`` (or ``local[N]``) runs each as a Spark task on the fleet's hosts.  Either way every
+spec/cell x seed is its own ``splitbrain test`` process (its resolved spec, ``test_count`` 1, written to a
+temporary file; its output in ``<results>/.fleet/<fleet id>/<n>-<attempt>.log``).  Runs never share anything:
+each has its own backend (namespaces on their own subnet, or containers with their own labels), its own owner
+and supervisor, its own run directory.  The table and JUnit file are the same as with ``--jobs 1`` (rows in spec
+order); a child that fails before making a run directory is a row with its exit code and the last line it
+printed; a run whose host was lost is retried with the same seed and only the finished attempt is a row.
+``--warehouse DIR`` ingests each run as it finishes.  Ctrl-C stops the runs gracefully (each writes its run
+directory); the command waits for them and exits 130.
 """
 
 from __future__ import annotations
@@ -27,21 +30,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness import fleet
 from harness.commands._backend import BackendUnavailable
 from harness.commands._exit import refuse
 from harness.commands._parts import Prepared, add_spec_arguments, check_results_root, overrides_from_args, prepare
 from harness.commands._runs import print_table
 from harness.commands.test import add_output_arguments, execute
+from harness.fleet import LocalPool, MasterError, RunRequest, RunResult, SparkPool, master_syntax_problem
 from harness.junit import write_junit_file
 from harness.runner import worst_exit_code
 from harness.runs import RunSummary, read_run
 from harness.spec import SpecError
 from harness.store import EXIT_UNKNOWN
 
-__all__ = ["configure", "run"]
+__all__ = ["configure", "one_per_seed", "requests_of", "run"]
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -51,6 +57,13 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="list the runs (and skipped cells) without starting any")
     p.add_argument("--jobs", type=_jobs, default=1, metavar="N",
                    help="run up to N specs/cells at once, each in its own process (default 1)")
+    p.add_argument("--master", metavar="URL",
+                   help="run each spec/cell x seed as a Spark task: spark://HOST:7077 (a standalone master whose "
+                        "hosts all mount --results at the same path) or local[N]")
+    p.add_argument("--spark-conf", type=_spark_conf, action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark option for --master (repeatable), e.g. spark.task.cpus=2: cores each run takes")
+    p.add_argument("--warehouse", metavar="DIR",
+                   help="ingest each run into this Parquet warehouse as it finishes (see splitbrain spark)")
     add_spec_arguments(p)
     add_output_arguments(p)
 
@@ -63,8 +76,12 @@ def _jobs(text: str) -> int:
     return n
 
 
-# The command a --jobs child runs (tests point it at an interpreter that registers test-only workloads).
-CHILD_COMMAND: list[str] = [sys.executable, "-m", "harness.cli"]
+def _spark_conf(text: str) -> tuple[str, str]:
+    """argparse type of ``--spark-conf``: ``spark.KEY=VALUE``."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip().startswith("spark.") or not value.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE with a key starting 'spark.'")
+    return key.strip(), value.strip()
 
 
 def matrix_cells(spec: Any) -> list[tuple[str, dict[str, Any]]]:
@@ -112,7 +129,12 @@ def run(args: argparse.Namespace) -> int:
         for e in errors:
             refuse("test-all", f"invalid spec: {e}")
         return EXIT_UNKNOWN
-    problem = None if args.dry_run else check_results_root("--results", args.results)
+    fan_out = args.jobs > 1 or args.master is not None or args.warehouse is not None
+    problem = _fan_out_problem(args, prepared, fan_out=fan_out)
+    if problem is None and not args.dry_run:
+        problem = check_results_root("--results", args.results)
+        if problem is None and args.warehouse is not None:
+            problem = check_results_root("--warehouse", args.warehouse)
     if problem:
         return refuse("test-all", problem)
     for cell in skipped:
@@ -124,7 +146,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {label}  (seed {p.spec.seed}, {p.spec.test_count} run(s) of {p.spec.time_limit_s:g} s, "
                   f"backend {p.spec.backend})")
         return 0
-    rows, codes = _run_parallel_rows(prepared, args) if args.jobs > 1 else _run_in_order(prepared, args)
+    if fan_out:
+        try:
+            rows, codes = _run_on_pool(prepared, args)
+        except MasterError as exc:
+            return refuse("test-all", exc)
+    else:
+        rows, codes = _run_in_order(prepared, args)
     print_table([(label, s) for label, (s, _) in rows], title="splitbrain test-all")
     by = {v: sum(1 for _, (s, _) in rows if s.verdict == v) for v in ("valid", "invalid", "unknown", "crashed")}
     print(f"{len(rows)} runs: {by['valid']} valid, {by['invalid']} invalid, {by['unknown']} unknown, "
@@ -167,62 +195,88 @@ def _run_in_order(prepared: list[tuple[str, Prepared]], args: argparse.Namespace
     return rows, codes
 
 
-def _run_parallel_rows(prepared: list[tuple[str, Prepared]], args: argparse.Namespace
-                       ) -> tuple[list[_Row], list[int]]:
-    """:func:`_run_parallel`, as rows in spec order (a child without a run directory: its exit code and last line)."""
-    rows: list[_Row] = []
-    codes: list[int] = []
-    for (label, p), (code, run_dirs, last_line) in zip(prepared, _run_parallel(prepared, args), strict=True):
-        codes.append(code)
-        if not run_dirs:
-            rows.append((label, _no_run(p, "crashed" if code == 255 else "unknown", f"exit {code}: {last_line}")))
-        rows += [(label, read_run(d)) for d in run_dirs]
-    return rows, codes
+def _fan_out_problem(args: argparse.Namespace, prepared: list[tuple[str, Prepared]], *, fan_out: bool
+                     ) -> str | None:
+    """Why the fan-out flags cannot be used as given (checked before anything starts), or None."""
+    if args.master is not None and args.jobs > 1:
+        return "--jobs and --master are alternatives: --jobs N runs on this machine, --master on a Spark fleet"
+    if args.spark_conf and args.master is None:
+        return "--spark-conf needs --master"
+    if args.master is not None:
+        problem = master_syntax_problem(args.master)
+        if problem:
+            return problem
+    kept = [label for label, p in prepared if p.spec.leave_running and fan_out]
+    if kept:
+        return f"--leave-running with fan-out ({kept[0]}): a pool's runs never leave a cluster up; run it alone"
+    return None
 
 
-def _run_parallel(prepared: list[tuple[str, Prepared]], args: argparse.Namespace) -> list[tuple[int, list[Path], str]]:
-    """Run every prepared spec as a ``splitbrain test`` child, at most ``args.jobs`` at once.
+def one_per_seed(prepared: list[tuple[str, Prepared]]) -> list[tuple[str, Prepared]]:
+    """Each spec/cell once per seed (``seed``, ``seed+1``, ... ``test_count`` of them), ``test_count`` 1 each, in
+    spec order: the unit a pool runs (pure)."""
+    return [(label, replace(p, spec=replace(p.spec, seed=p.spec.seed + i, test_count=1)))
+            for label, p in prepared for i in range(p.spec.test_count)]
 
-    Returns, per spec in order: (exit code, its run directories, the last line it printed).
-    """
-    import subprocess
-    import tempfile
-    from concurrent.futures import ThreadPoolExecutor
 
+def requests_of(runs: list[tuple[str, Prepared]], args: argparse.Namespace) -> list[RunRequest]:
+    """The pool's request for each of ``runs`` (see :func:`one_per_seed`): resolved spec, absolute results root,
+    the child flags that are not in the spec."""
     from harness.spec import resolved_yaml
 
-    logs = Path(args.results) / ".test-all"
-    logs.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="test-all-", dir=logs))
+    root = str(Path(args.results).resolve())
+    extra: list[str] = []
+    if getattr(args, "nodes_file", None):
+        extra += ["--nodes-file", str(Path(args.nodes_file).resolve())]
+    if getattr(args, "allow_weak_quorum", False):
+        extra.append("--allow-weak-quorum")
+    return [RunRequest(label, resolved_yaml(p.spec), root, tuple(extra)) for label, p in runs]
 
-    def one(i: int) -> tuple[int, list[Path], str]:
-        label, p = prepared[i]
-        spec_file, dirs_file, log_file = work / f"{i}.yaml", work / f"{i}.runs", logs / f"{work.name}-{i}.log"
-        spec_file.write_text(resolved_yaml(p.spec), encoding="utf-8")
-        argv = [*CHILD_COMMAND, "test", str(spec_file), "--results", args.results, "--quiet",
-                "--run-dirs-file", str(dirs_file)]
-        if getattr(args, "nodes_file", None):
-            argv += ["--nodes-file", args.nodes_file]
-        if getattr(args, "allow_weak_quorum", False):
-            argv.append("--allow-weak-quorum")
-        print(f"[splitbrain] start {i + 1}/{len(prepared)}: {label} (seed {p.spec.seed}; log {log_file})",
-              flush=True)
-        with open(log_file, "wb") as log:
-            code = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
-        try:
-            run_dirs = [Path(line) for line in dirs_file.read_text(encoding="utf-8").splitlines() if line]
-        except OSError:
-            run_dirs = []
-        lines = [ln for ln in log_file.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
-        code = 255 if code < 0 else code  # killed by a signal: the harness did not finish
-        print(f"[splitbrain] done {i + 1}/{len(prepared)}: {label}: exit {code}", flush=True)
-        return code, run_dirs, lines[-1] if lines else ""
 
-    try:
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            return list(pool.map(one, range(len(prepared))))
-    finally:
-        import shutil
+def _run_on_pool(prepared: list[tuple[str, Prepared]], args: argparse.Namespace) -> tuple[list[_Row], list[int]]:
+    """Every request on the pool the flags name; rows in request order (a child without a run directory: its exit
+    code and last line).  Ctrl-C cancels the pool (runs stop gracefully) and the rows of what ran are kept.
 
-        shutil.rmtree(work, ignore_errors=True)
-
+    Raises:
+        MasterError: ``--master`` unreachable or without executors (nothing has started).
+    """
+    runs = one_per_seed(prepared)
+    requests = requests_of(runs, args)
+    progress = None if args.quiet else sys.stderr
+    pool: LocalPool | SparkPool
+    if args.master is not None:
+        pool = SparkPool(args.master, child_command=fleet.CHILD_COMMAND, warehouse=args.warehouse,
+                         progress=progress, conf=dict(args.spark_conf))
+    else:
+        pool = LocalPool(args.jobs, child_command=fleet.CHILD_COMMAND, warehouse=args.warehouse, progress=progress)
+    results: dict[int, RunResult] = {}
+    interrupted = False
+    with pool:
+        print(f"[splitbrain] fleet {pool.fleet_id}: {len(requests)} runs on "
+              f"{args.master or f'this machine, {args.jobs} at once'}", flush=True)
+        for r in requests:
+            pool.submit(r)
+        while True:
+            try:
+                for result in pool.completed():
+                    results[result.index] = result
+                break
+            except KeyboardInterrupt:
+                interrupted = True
+                print("splitbrain test-all: interrupted; stopping the runs (they write their run directories)",
+                      file=sys.stderr, flush=True)
+                if isinstance(pool, LocalPool):
+                    pool.cancel(signal_children=False)
+                else:
+                    pool.cancel()
+    rows: list[_Row] = []
+    codes: list[int] = [130] if interrupted else []
+    for index in sorted(results):
+        res = results[index]
+        codes.append(res.exit_code)
+        if not res.run_dirs:
+            p = runs[index][1]
+            verdict = "crashed" if res.exit_code == 255 else "unknown"
+            rows.append((res.label, _no_run(p, verdict, f"exit {res.exit_code}: {res.last_line}")))
+        rows += [(res.label, read_run(Path(d))) for d in res.run_dirs]
+    return rows, codes

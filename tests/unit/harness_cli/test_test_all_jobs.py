@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness import cli
-from harness.commands import test_all
+from harness import cli, fleet
 
 FAKE = r'''
 import json, sys, time, pathlib, yaml
@@ -59,7 +58,7 @@ def _specs(tmp_path: Path, seeds: list[int], partners: int) -> list[str]:
 def fake_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = tmp_path / "fake_child.py"
     script.write_text(FAKE)
-    monkeypatch.setattr(test_all, "CHILD_COMMAND", [sys.executable, str(script)])
+    monkeypatch.setattr(fleet, "CHILD_COMMAND", (sys.executable, str(script)))
 
 
 @pytest.mark.timeout(120)
