@@ -64,7 +64,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHILD_COMMAND", "FLEET_DIR", "LocalPool", "MasterError", "RunPool", "RunRequest", "RunResult", "SparkPool",
-    "check_master", "is_lost_attempt", "mark_lost_attempts", "master_syntax_problem", "run_child", "run_dirs_in_log",
+    "check_master", "is_lost_attempt", "mark_lost_attempts", "master_syntax_problem", "open_pool", "run_child",
+    "run_dirs_in_log",
 ]
 
 FLEET_DIR = ".fleet"  # under each results root: one directory per pool, the attempts' logs
@@ -716,6 +717,24 @@ class SparkPool(_PoolBase):
         if exc and exc[0] is not None:
             self.cancel()
         self.close()
+
+
+def open_pool(*, master: str | None = None, jobs: int = 1, child_command: Sequence[str] | None = None,
+              warehouse: str | None = None, progress: IO[str] | None = None, conf: dict[str, str] | None = None
+              ) -> LocalPool | SparkPool:
+    """The pool the flags name: a :class:`SparkPool` on ``master`` when given, else a :class:`LocalPool` of ``jobs``.
+    ``child_command`` defaults to :data:`CHILD_COMMAND` as it is when called.
+
+    Raises:
+        MasterError: see :class:`SparkPool`.
+        ValueError: ``conf`` without ``master``, or ``jobs`` outside 1..64.
+    """
+    command = CHILD_COMMAND if child_command is None else tuple(child_command)
+    if master is not None:
+        return SparkPool(master, child_command=command, warehouse=warehouse, progress=progress, conf=conf)
+    if conf:
+        raise ValueError("open_pool: Spark options need a master")
+    return LocalPool(jobs, child_command=command, warehouse=warehouse, progress=progress)
 
 
 class _Cancelled(Exception):

@@ -29,18 +29,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness import fleet
 from harness.commands._backend import BackendUnavailable
 from harness.commands._exit import refuse
 from harness.commands._parts import Prepared, add_spec_arguments, check_results_root, overrides_from_args, prepare
 from harness.commands._runs import print_table
 from harness.commands.test import add_output_arguments, execute
-from harness.fleet import LocalPool, MasterError, RunRequest, RunResult, SparkPool, master_syntax_problem
+from harness.fleet import LocalPool, MasterError, RunRequest, RunResult, master_syntax_problem, open_pool
 from harness.junit import write_junit_file
 from harness.runner import worst_exit_code
 from harness.runs import RunSummary, read_run
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     if problem is None and not args.dry_run:
         problem = check_results_root("--results", args.results)
         if problem is None and args.warehouse is not None:
-            problem = check_results_root("--warehouse", args.warehouse)
+            problem = _warehouse_problem(args.warehouse)
     if problem:
         return refuse("test-all", problem)
     for cell in skipped:
@@ -212,6 +212,17 @@ def _fan_out_problem(args: argparse.Namespace, prepared: list[tuple[str, Prepare
     return None
 
 
+def _warehouse_problem(warehouse: str) -> str | None:
+    """Why ``--warehouse`` cannot be written (it is created if missing), or None."""
+    try:
+        Path(warehouse).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"--warehouse {warehouse}: cannot create the warehouse directory ({exc.strerror}); pass a writable one"
+    if not os.access(warehouse, os.W_OK | os.X_OK):
+        return f"--warehouse {warehouse}: the warehouse directory is not writable; pass a writable one"
+    return None
+
+
 def one_per_seed(prepared: list[tuple[str, Prepared]]) -> list[tuple[str, Prepared]]:
     """Each spec/cell once per seed (``seed``, ``seed+1``, ... ``test_count`` of them), ``test_count`` 1 each, in
     spec order: the unit a pool runs (pure)."""
@@ -242,13 +253,8 @@ def _run_on_pool(prepared: list[tuple[str, Prepared]], args: argparse.Namespace)
     """
     runs = one_per_seed(prepared)
     requests = requests_of(runs, args)
-    progress = None if args.quiet else sys.stderr
-    pool: LocalPool | SparkPool
-    if args.master is not None:
-        pool = SparkPool(args.master, child_command=fleet.CHILD_COMMAND, warehouse=args.warehouse,
-                         progress=progress, conf=dict(args.spark_conf))
-    else:
-        pool = LocalPool(args.jobs, child_command=fleet.CHILD_COMMAND, warehouse=args.warehouse, progress=progress)
+    pool = open_pool(master=args.master, jobs=args.jobs, warehouse=args.warehouse,
+                     progress=None if args.quiet else sys.stderr, conf=dict(args.spark_conf))
     results: dict[int, RunResult] = {}
     interrupted = False
     with pool:

@@ -175,7 +175,7 @@ def _free_port() -> int:
     (["--spark-conf", "spark.task.cpus=2"], "--spark-conf needs --master"),
     (["--master", "spark://127.0.0.1:{port}"], "cannot reach the Spark master at 127.0.0.1:{port}"),
     (["--results", "{file}/sub", "--jobs", "2"], "--results {file}/sub: cannot create the results directory"),
-    (["--warehouse", "{file}/w", "--jobs", "2"], "--warehouse {file}/w: cannot create the results directory"),
+    (["--warehouse", "{file}/w", "--jobs", "2"], "--warehouse {file}/w: cannot create the warehouse directory"),
 ], ids=["bad-master", "jobs-and-master", "conf-without-master", "unreachable-master", "results-not-writable",
         "warehouse-not-writable"])
 def test_fan_out_flags_are_refused_with_one_line_before_anything_runs(
