@@ -42,9 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,12 +51,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from checker.history import HistoryError, read_jsonl  # noqa: E402
+from bench.search_runs import (  # noqa: E402
+    Progress,
+    checkout_commit,
+    coverage_at,  # noqa: F401 (the bench's tests read it through this module)
+    detection_s,  # noqa: F401 (as coverage_at)
+    main_phase_s,  # noqa: F401 (as coverage_at)
+    shows,
+    summarize,
+)
+from bench.search_runs import search as run_search  # noqa: E402
 
 TARGETS = {"found_fraction": ">= 0.8 (guided, every case, budget <= 180 s)",
            "speedup_median": ">= 2.0 (random median / guided median, median across cases)"}
@@ -131,100 +136,17 @@ def spec_for(name: str, case: Case, *, run_s: float, interval_s: float) -> dict[
     }
 
 
-def _shows(doc: Mapping[str, Any], kinds: frozenset[str]) -> bool:
-    counts = doc.get("anomaly_counts") or {}
-    if kinds:
-        return any(counts.get(k) for k in kinds)
-    return doc.get("valid") is False
-
-
 def found(doc: Mapping[str, Any], case: Case) -> bool:
     """Whether a run's ``results.json`` shows the case (pure)."""
-    return _shows(doc, case.expect)
+    return shows(doc, case.expect)
 
 
-def main_phase_s(doc: Mapping[str, Any], run_s: float) -> float:
-    """The seconds a run's main phase lasted (``main_phase_end_ns - main_phase_start_ns``); ``run_s`` when the
-    run did not record both (a crashed or failed run) (pure)."""
-    start, end = doc.get("main_phase_start_ns"), doc.get("main_phase_end_ns")
-    if isinstance(start, int) and isinstance(end, int) and end > start:
-        return (end - start) / 1e9
-    return run_s
-
-
-def _cited_examples(doc: Mapping[str, Any], kinds: frozenset[str]) -> list[Mapping[str, Any]]:
-    """The anomaly records that count: of the ``kinds`` (any checker), or with no kinds every record of a
-    checker whose verdict is false.  Both the merged examples and each checker's own are read: the merged list
-    keeps the first 5 per type in checker order, so a later checker's records may appear only in its own."""
-    checkers = [c for c in (doc.get("checkers") or {}).values() if isinstance(c, Mapping)]
-    if kinds:
-        sources = [doc.get("anomaly_examples") or {}, *(c.get("anomaly_examples") or {} for c in checkers)]
-    else:
-        sources = [c.get("anomaly_examples") or {} for c in checkers if c.get("valid") is False]
-    out: list[Mapping[str, Any]] = []
-    for by_type in sources:
-        for t, recs in by_type.items():
-            if not kinds or t in kinds:
-                out += [r for r in recs or [] if isinstance(r, Mapping)]
-    return out
-
-
-def detection_s(doc: Mapping[str, Any], ops: Sequence[Mapping[str, Any]], *, kinds: frozenset[str] = frozenset(),
-                run_s: float) -> float | None:
-    """Main-phase seconds into a run at which the anomaly it shows could first be seen; None if it shows none.
-
-    ``doc`` is the run's ``results.json``, ``ops`` its ``history.jsonl`` ops (dicts), ``kinds`` the anomaly
-    types that count (empty: any record of a checker that failed, as :func:`found`).  An anomaly's moment is
-    its earliest cited op (``ops`` history indices) that completed -- an invoke shows nothing yet, so invokes
-    count only for a record that cites nothing else.  For ``lost-write`` that is the acknowledgement of the
-    lost send, for ``nonlinearizable`` the last ok op before the one that cannot be placed: the anomaly cannot
-    exist before it, so this is the earliest defensible mark, and it is the same rule for both modes.  The run's
-    moment is the earliest over its recorded records (``results.json`` keeps only the first few of each type, in
-    the checker's order, so the true earliest can be missed, making this an upper bound of the rule).  A moment is
-    measured from ``main_phase_start_ns`` and clamped to the main phase (an op in the final drain counts as the
-    phase's end).  When no record cites an op found in ``ops`` (e.g. invariants over node log events), or the
-    run has no main-phase start, the answer is the main phase's end: the whole attempt was needed (pure).
-    """
-    if not _shows(doc, kinds):
-        return None
-    length = main_phase_s(doc, run_s)
-    start = doc.get("main_phase_start_ns")
-    if not isinstance(start, int):
-        return round(length, 3)
-    records = [[i for i in r.get("ops") or [] if isinstance(i, int) and i >= 0]
-               for r in _cited_examples(doc, kinds)]
-    wanted = {i for cited in records for i in cited}
-    by_index = {op["index"]: op for op in ops if op.get("index") in wanted and isinstance(op.get("time"), int)}
-    moments = []
-    for cited in records:
-        seen = [by_index[i] for i in cited if i in by_index]
-        done = [op["time"] for op in seen if op.get("type") != "invoke"]
-        if done or seen:
-            moments.append(min(done or [op["time"] for op in seen]))
-    if not moments:
-        return round(length, 3)
-    return round(min(max((min(moments) - start) / 1e9, 0.0), length), 3)
-
-
-def coverage_at(doc: Mapping[str, Any], at_s: float) -> int:
-    """Coverage points a run had reached ``at_s`` seconds into its main phase (pure)."""
-    curve = (doc.get("coverage") or {}).get("over_time") or []
-    return max([int(n) for t, n in curve if float(t) <= at_s], default=0)
-
-
-def summarize(searches: Sequence[Mapping[str, Any]], budget_s: float) -> dict[str, Any]:
-    """Per (case, mode): found fraction and the median detection seconds, with never-found searches censored at
-    the budget: the median is a number only when more than half found the case, else it is only known to exceed
-    the budget (``median_censored``) (pure)."""
-    n = len(searches)
-    hits = [s for s in searches if s["found"]]
-    times = [float(s["detect_s"]) if s["found"] else math.inf for s in searches]
-    median = statistics.median(times) if 2 * len(hits) > n else None
-    return {"seeds": n, "found": len(hits), "budget_s": budget_s,
-            "found_fraction": round(len(hits) / n, 3) if n else None,
-            "median_detect_s": round(median, 3) if median is not None else None,
-            "median_censored": bool(n) and median is None,
-            "detect_s_each": [s["detect_s"] if s["found"] else None for s in searches]}
+def search(name: str, case: Case, mode: str, seed: int, *, spec: dict[str, Any], budget_s: float, run_s: float,
+           results: Path, coverage_s: float) -> dict[str, Any]:
+    """The case's search (:func:`bench.search_runs.search`): attempts until a run shows the case's anomaly kinds
+    or the budget of main-phase seconds is spent."""
+    return run_search(name, mode, seed, spec=spec, kinds=case.expect, budget_s=budget_s, run_s=run_s,
+                      results=results, coverage_s=coverage_s)
 
 
 def _median_bounds(summary: Mapping[str, Any]) -> tuple[float, float] | None:
@@ -245,104 +167,6 @@ def _ratio(a: float, b: float) -> float:
 
 def _finite(x: float) -> float | None:
     return None if math.isinf(x) else round(x, 2)
-
-
-def run_once(spec_path: Path, mode: str, seed: int, results: Path) -> tuple[dict[str, Any], float]:
-    """One real ``splitbrain test`` run; its ``results.json`` and wall seconds."""
-    dirs = results / f".dirs-{spec_path.stem}-{mode}-{seed}"
-    dirs.unlink(missing_ok=True)
-    started = time.monotonic()
-    cmd = [sys.executable, "-m", "harness.cli", "test", str(spec_path), "--nemesis-mode", mode, "--seed", str(seed),
-           "--results", str(results), "--quiet", "--run-dirs-file", str(dirs)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
-    wall = time.monotonic() - started
-    try:
-        run_dir = Path(dirs.read_text().split()[-1])
-        doc = json.loads((run_dir / "results.json").read_text())
-        doc["run_dir"] = str(run_dir)
-    except (OSError, IndexError, ValueError):
-        doc = {"valid": "unknown", "error": f"exit {proc.returncode}: {proc.stderr[-400:]}"}
-    return doc, wall
-
-
-def search(name: str, case: Case, mode: str, seed: int, *, spec: dict[str, Any], budget_s: float, run_s: float,
-           results: Path, coverage_s: float) -> dict[str, Any]:
-    """Attempts until found or the budget of main-phase seconds is spent.  A guided search keeps what it learned
-    from one attempt to the next (``nemesis.guided_memory``, fresh per search), as a campaign would."""
-    spec = json.loads(json.dumps(spec))
-    if mode == "guided":
-        memory = results / f"memory-{name}-{seed}.json"
-        memory.unlink(missing_ok=True)
-        spec["nemesis"]["guided_memory"] = str(memory)
-    spec_path = results / f"search-{name}-{mode}-{seed}.yaml"
-    spec_path.write_text(yaml.safe_dump(spec))
-    spent, main_s, wall, attempts = 0.0, 0.0, 0.0, []
-    first_cov = None
-    i = 0
-    while spent + run_s <= budget_s + 1e-9:
-        doc, w = run_once(spec_path, mode, seed * 1000 + i, results)
-        spent, wall = spent + run_s, wall + w
-        if first_cov is None:
-            first_cov = coverage_at(doc, coverage_s)
-        hit = found(doc, case)
-        at = detection_s(doc, _history(doc), kinds=case.expect, run_s=run_s) if hit else None
-        attempts.append({"seed": seed * 1000 + i, "found": hit, "valid": doc.get("valid"),
-                         "anomalies": sorted(k for k, v in (doc.get("anomaly_counts") or {}).items() if v),
-                         "main_phase_s": round(main_phase_s(doc, run_s), 3), "detect_in_attempt_s": at,
-                         "coverage": (doc.get("coverage") or {}).get("points"), "run_dir": doc.get("run_dir"),
-                         "wall_s": round(w, 1), **({"error": doc["error"]} if "error" in doc else {})})
-        print(f"#   {name} {mode} seed={seed} attempt={i} found={hit} at={at} valid={doc.get('valid')} "
-              f"coverage={attempts[-1]['coverage']} wall={w:.0f}s", file=sys.stderr, flush=True)
-        i += 1
-        if at is not None:
-            return {"seed": seed, "found": True, "detect_s": round(main_s + at, 3), "detect_wall_s": round(wall, 1),
-                    "attempts": attempts, "coverage_at_s": first_cov}
-        main_s += main_phase_s(doc, run_s)
-    return {"seed": seed, "found": False, "detect_s": None, "detect_wall_s": round(wall, 1), "attempts": attempts,
-            "coverage_at_s": first_cov}
-
-
-class Progress:
-    """Finished searches, one JSON line each, under the results root: a long bench that is stopped (or crashes)
-    resumes where it was when run again on the same root with the same settings; a line written under other
-    settings or another spec of its case is ignored, so a changed budget or case never mixes with an old one."""
-
-    def __init__(self, path: Path, settings: Mapping[str, Any]) -> None:
-        self.path, self.settings = path, dict(settings)
-        self.done: dict[tuple[str, str, int], tuple[Any, dict[str, Any]]] = {}
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            lines = []
-        for line in lines:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue  # a line cut by a crash mid-write
-            if isinstance(rec, dict) and rec.get("settings") == self.settings and isinstance(rec.get("search"), dict):
-                key = (str(rec.get("case")), str(rec.get("mode")), int(rec["search"].get("seed", -1)))
-                self.done[key] = (rec.get("spec"), rec["search"])
-
-    def get(self, case: str, mode: str, seed: int, spec: Mapping[str, Any]) -> dict[str, Any] | None:
-        found = self.done.get((case, mode, seed))
-        return found[1] if found is not None and found[0] == spec else None
-
-    def add(self, case: str, mode: str, spec: Mapping[str, Any], done: dict[str, Any]) -> None:
-        self.done[(case, mode, int(done["seed"]))] = (dict(spec), done)
-        line = json.dumps({"case": case, "mode": mode, "settings": self.settings, "spec": spec, "search": done},
-                          default=str)
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-
-
-def _history(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The run's history ops as dicts; none when it cannot be read (detection then falls back to the run's end)."""
-    try:
-        return [op.to_dict() for op in read_jsonl(Path(str(doc["run_dir"])) / "history.jsonl")]
-    except (KeyError, OSError, HistoryError, ValueError):
-        return []
 
 
 def _median_speedup(bounds: Sequence[tuple[float, float]], key: str) -> dict[str, float | None]:
@@ -518,18 +342,6 @@ def merge(parts: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
     return build_doc(raw, config, minutes=round(minutes, 1))
 
 
-def _commit() -> str | None:
-    """The checkout's commit, with ``+dirty`` when files differ from it (what a part was measured with)."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (head + ("+dirty" if dirty else "")) or None
-
-
 def _load_parts(paths: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for path in paths:
@@ -614,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = {"cases": cases, "modes": modes, "seeds": args.seeds, "first_seed": args.first_seed,
               "budget_s": args.budget_s,
               "run_s": args.run_s, "interval_s": args.interval_s, "coverage_s": args.coverage_s,
-              "results": str(results), "commit": _commit(), "case_budget_s": budgets,
+              "results": str(results), "commit": checkout_commit(), "case_budget_s": budgets,
               "case_specs": specs}
     doc = build_doc(raw, config, minutes=round((time.monotonic() - started) / 60, 1))
     if args.json:
