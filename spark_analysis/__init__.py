@@ -6,8 +6,8 @@ anomalies, checks, the ``ingested`` manifest, verdicts; :mod:`spark_analysis.tab
 (:mod:`~spark_analysis.runfiles`, :mod:`~spark_analysis.faults`, :mod:`~spark_analysis.wilson`) parse and
 compute without Spark; :mod:`~spark_analysis.ingest`, :mod:`~spark_analysis.metrics`,
 :mod:`~spark_analysis.report` and :mod:`~spark_analysis.recheck` run on a SparkSession from
-:func:`~spark_analysis.session.get_session`.  The release gate's statistics are the pure
-:mod:`~spark_analysis.regression`; :mod:`~spark_analysis.gate` counts runs per cell and version on Spark for it.
+:func:`~spark_analysis.session.get_session`.  The release gate decides with the pure
+:mod:`~spark_analysis.sequential`; :mod:`~spark_analysis.gate` gathers a warehouse's runs on Spark for it.
 The dashboard: :mod:`~spark_analysis.report` collects its data on Spark, :mod:`~spark_analysis.comparisons` runs
 the gate for every version pair, :mod:`~spark_analysis.page` writes the offline HTML directory; fault recovery is
 the per-run checker's (:mod:`~spark_analysis.recovery`).

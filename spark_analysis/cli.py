@@ -7,13 +7,14 @@ Verbs::
     splitbrain spark check  --warehouse W [--where SQL] [--checker queue|counts] [--master URL]
     splitbrain spark synth  OUT --runs N --ops M [--seed S] [--torn K] [--no-results K] [--bad-yaml K]
                             [--versions V1,V2] [--regression VERSION:WORKLOAD:NEMESIS:RATE] [--backends B1,B2]
-    splitbrain spark gate   --baseline V --candidate V (--results DIR... | --warehouse W) [--alpha A]
-                            [--min-runs N] [--correction holm|bh] [--test boschloo|fisher] [--junit PATH] [--master URL]
+    splitbrain spark gate   --baseline V --candidate V (--results DIR... | --warehouse W) [--alpha A] [--power P]
+                            [--min-rate R] [--min-effect E] [--cell-kind auto|rate|safety] [--junit PATH]
+                            [--master URL]
 
 Spark runs embedded (``local[*]``) unless ``--master`` names a cluster.  Exit codes: 0 done (ingest: also
 when damaged runs were found, they are listed); check: 0 all valid, 1 some invalid, 2 some unknown or no
-runs selected; gate: 0 pass, 1 the candidate is significantly worse in some cell, 2 too few runs to decide;
-2 bad input (one line naming the flag).
+runs selected; gate: 0 pass, 1 a cell failed (a safety anomaly, a rate or performance regression), 2 some cell
+not decided on the runs there are; 2 bad input (one line naming the flag).
 """
 
 from __future__ import annotations
@@ -70,13 +71,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--candidate", required=True, metavar="VERSION")
     p.add_argument("--results", nargs="+", default=[], metavar="DIR", help="results directories read directly")
     p.add_argument("--warehouse", default=None, help="a warehouse written by `spark ingest`")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level after correction (default 0.05)")
-    p.add_argument("--min-runs", type=int, default=20,
-                   help="checked runs each version needs in a cell before it is tested (default 20)")
-    p.add_argument("--correction", default="holm", choices=["holm", "bh"],
-                   help="multiple-comparison control: holm (family-wise) or bh (false discovery rate)")
-    p.add_argument("--test", default="boschloo", choices=["boschloo", "fisher"], help="exact one-sided test")
+    p.add_argument("--alpha", type=float, default=0.05, help="family-wise false-alarm bound (default 0.05)")
+    p.add_argument("--power", type=float, default=0.95,
+                   help="chance of catching a min-rate safety bug or a designed rate regression (default 0.95)")
+    p.add_argument("--min-rate", type=float, default=0.10,
+                   help="smallest anomaly rate a safety cell must catch (default 0.10)")
+    p.add_argument("--min-effect", type=float, default=0.25,
+                   help="recovery/latency slowdowns up to 1 + E are not regressions (default 0.25)")
+    p.add_argument("--cell-kind", default="auto", choices=["auto", "rate", "safety"],
+                   help="auto: safety cells for specs with safe settings, rate cells otherwise")
     p.add_argument("--junit", default="gate-junit.xml", metavar="PATH", help="JUnit XML out (default gate-junit.xml)")
+    for dropped in ("--min-runs", "--correction", "--test"):  # the fixed-size gate's; refused with one line
+        p.add_argument(dropped, default=None, help=argparse.SUPPRESS)
     master(p)
 
 
@@ -167,19 +173,33 @@ def _synth(args: Any) -> int:
     return 0
 
 
+_DROPPED_GATE_FLAGS = {
+    "min_runs": ("--min-runs", "each cell is decided when its evidence is enough (sequential test)"),
+    "correction": ("--correction", "false alarms are held at --alpha by a fixed Bonferroni split"),
+    "test": ("--test", "rate cells use an SPRT on seed-paired runs"),
+}
+
+
 def _gate_flag_problem(args: Any) -> str | None:
     """What is wrong with the gate's flags, checked before Spark starts (None: nothing)."""
     from pathlib import Path
 
+    for attr, (flag, why) in _DROPPED_GATE_FLAGS.items():
+        if getattr(args, attr, None) is not None:
+            return f"{flag}: dropped with the fixed-size gate ({why}; docs/spark.md)"
     for flag, v in (("--baseline", args.baseline), ("--candidate", args.candidate)):
         if not v.strip():
             return f"{flag}: an empty version"
     if args.baseline == args.candidate:
         return f"--candidate: {args.candidate!r} is also the baseline; compare two different versions"
-    if not 0.0 < args.alpha < 1.0:
-        return f"--alpha: {args.alpha} is outside (0, 1)"
-    if args.min_runs < 1:
-        return f"--min-runs: {args.min_runs} is below 1"
+    if not 0.0 < args.alpha <= 0.5:
+        return f"--alpha: {args.alpha} is outside (0, 0.5]"
+    if not 0.5 < args.power < 1.0:
+        return f"--power: {args.power} is outside (0.5, 1)"
+    if not 0.0 < args.min_rate < 1.0:
+        return f"--min-rate: {args.min_rate} is outside (0, 1)"
+    if not args.min_effect >= 0.0:
+        return f"--min-effect: {args.min_effect} is below 0"
     if not args.results and args.warehouse is None:
         return "--results DIR... or --warehouse W: no runs to gate on"
     for d in args.results:
@@ -194,33 +214,36 @@ def _gate_flag_problem(args: Any) -> str | None:
 
 
 def _gate(args: Any) -> int:
-    from spark_analysis.gate import cell_counts, gate_runs, render_junit, render_table, summary_line, write_junit
-    from spark_analysis.regression import gate
+    from spark_analysis.gate import gate_inputs, gate_rows, render_junit, render_table, summary_line, write_junit
+    from spark_analysis.sequential import GateSettings, decide
     from spark_analysis.session import get_session
 
     problem = _gate_flag_problem(args)
     if problem:
         print(f"spark gate: {problem}", file=sys.stderr)
         return 2
+    settings = GateSettings(alpha=args.alpha, power=args.power, min_rate=args.min_rate, min_effect=args.min_effect)
     spark = get_session(args.master)
-    runs = gate_runs(spark, warehouse=args.warehouse, results=args.results)
-    cells, versions = cell_counts(runs, args.baseline, args.candidate)
-    missing = [v for v in (args.baseline, args.candidate) if not versions.get(v)]
+    rows = gate_rows(spark, warehouse=args.warehouse, results=args.results, versions=(args.baseline, args.candidate))
+    inputs = gate_inputs(rows, args.baseline, args.candidate, cell_kind=args.cell_kind)
+    missing = [v for v in (args.baseline, args.candidate) if not inputs.runs_per_version.get(v)]
     if missing:
-        seen = ", ".join(f"{v} ({n})" for v, n in sorted(versions.items())) or "none"
-        print(f"spark gate: no checked runs of version {' or '.join(missing)}; versions seen (checked runs): {seen}",
-              file=sys.stderr)
+        print(f"spark gate: no checked runs of version {' or '.join(missing)} "
+              f"({args.baseline}: {inputs.runs_per_version.get(args.baseline, 0)}, "
+              f"{args.candidate}: {inputs.runs_per_version.get(args.candidate, 0)} checked runs)", file=sys.stderr)
         return 2
-    result = gate(cells, alpha=args.alpha, min_runs=args.min_runs, correction=args.correction, test=args.test)
-    print(render_table(result, args.baseline, args.candidate))
+    report = decide(inputs.cells, inputs.outcomes, settings)
+    print(render_table(report, args.baseline, args.candidate))
+    if inputs.damaged:
+        print(f"({inputs.damaged} partial or malformed runs of these versions left out)")
     try:
-        write_junit(args.junit, render_junit(result, args.baseline, args.candidate))
+        write_junit(args.junit, render_junit(report, args.baseline, args.candidate))
     except OSError as exc:
         print(f"spark gate: --junit {args.junit}: cannot write ({exc.strerror})", file=sys.stderr)
         return 2
-    print(summary_line(result, args.baseline, args.candidate))
+    print(summary_line(report, args.baseline, args.candidate))
     print(f"wrote {args.junit}")
-    return result.exit_code
+    return report.exit_code
 
 
 def run(args: Any) -> int:

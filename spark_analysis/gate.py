@@ -1,12 +1,26 @@
-"""``splitbrain spark gate``: is the candidate version worse than the baseline, cell by cell?
+"""``splitbrain spark gate``: the release gate over runs already made -- a warehouse, results directories, or both
+-- decided by the same core as ``splitbrain gate`` (:mod:`spark_analysis.sequential`); and the gate's text.
 
-The shell around :mod:`spark_analysis.regression`.  Spark does the aggregation: the runs come from a
-warehouse's ``runs`` table (``--warehouse``), from results directories read directly (``--results``; each run's
-test.yaml and results.json are parsed on the executors, histories are never read), or both (a run id seen
-twice counts once).  :func:`spark_analysis.metrics.anomaly_rates` counts checked and anomalous runs per
-(workload, nemesis, cluster_version); the driver collects those few rows, builds one
-:class:`~spark_analysis.regression.CellCounts` per cell that either version ran, and
-:func:`~spark_analysis.regression.gate` decides.  :func:`render_table` and :func:`render_junit` are pure text.
+The shell, in order:
+
+1. :func:`gate_rows` -- Spark gathers one :data:`GateRow` per run of the two versions: the run's cell fields,
+   seed, start time, status, verdict, definite anomaly kinds, whether its spec has safe settings, and its
+   figures per fault kind.  From a ``--warehouse``: the ``runs``, ``anomalies``, ``faults`` and ``ops`` tables
+   (the spec's settings are read from each run's ``test.yaml`` at its recorded path, on the executors).  From
+   ``--results`` directories: each run is parsed on an executor with the ingest code
+   (:func:`spark_analysis.runfiles.parse_run`).  Both give the same figures: per fault kind, the median over
+   the run's windows of that kind of ``recovery_s`` (windows without a recovery skipped) and of
+   ``unavailable_s`` (a window with no failed op counts 0 s), and the exact p99 (linear interpolation) of the
+   latencies of ok client ops invoked under that kind of fault.  A run id seen in both sources counts once.
+2. :func:`gate_inputs` (pure) -- the driver turns the rows into cells and :class:`RunOutcome`\\ s.  A cell is
+   ``workload x nemesis x nemesis_mode``; with ``cell_kind="auto"`` runs whose spec has unsafe settings (or
+   known bugs, or no readable spec) form a separate *rate* cell, ``"... [unsafe]"``, and safe runs a *safety*
+   cell (``"rate"`` / ``"safety"`` force one kind for every cell).  Each build's runs of a cell are ordered by
+   seed, then start time, and the i-th run of each build is paired with the other's i-th (so runs of the same
+   seeds pair with each other when both versions ran the same seeds): the pairing key handed to the core is
+   that rank.  ``partial`` and ``malformed`` runs are left out (counted); ``crashed`` ones are given as crashed.
+3. :func:`spark_analysis.sequential.decide` decides; :func:`render_table`, :func:`summary_line` and
+   :func:`render_junit` are pure text, shared with ``splitbrain gate``.
 
 A run's version is its ``cluster_version`` column: the spec's ``cluster.version`` label when set, else the
 version the run recorded in results.json (``provenance``; docs/spark.md).  Runs of other versions are ignored.
@@ -14,158 +28,315 @@ version the run recorded in results.json (``provenance``; docs/spark.md).  Runs 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from spark_analysis.regression import CellCounts, CellVerdict, GateResult
+from spark_analysis.sequential import DECISIONS, Cell, CellReport, FaultFigures, GateReport, RunOutcome
 
-__all__ = ["VersionCounts", "cell_counts", "gate_runs", "render_junit", "render_table", "summary_line",
-           "write_junit"]
+__all__ = ["CELL_KIND_CHOICES", "GateInputs", "GateRow", "fault_figures", "gate_inputs", "gate_rows",
+           "render_junit", "render_table", "spec_is_safe", "summary_line", "write_junit"]
 
-VersionCounts = dict[str, int]  # checked runs per version seen, for "no runs of version X" messages
+CELL_KIND_CHOICES = ("auto", "rate", "safety")
+
+# One run as the shell hands it to the driver (see the module docstring):
+# (run_id, workload, nemesis, nemesis_mode, version, seed, start_time, status, valid, anomaly kinds, safe,
+#  [(fault kind, recovery_s, unavailable_s, p99_latency_ms), ...])
+GateRow = tuple[str, str, str, str, str, Any, Any, str, str, list[str], Any, list[tuple[str, Any, Any, Any]]]
 
 
-def gate_runs(spark: Any, *, warehouse: str | None, results: Sequence[str]) -> Any:
-    """The runs to gate on as a DataFrame in :data:`spark_analysis.tables.RUNS` shape.
+def spec_is_safe(spec: Any) -> bool | None:
+    """Whether a test.yaml mapping has safe settings (None: not a mapping): ``all_ack_in_sync_state_set`` true,
+    ``enable_elect_unclean_master`` false (the defaults) and no deliberate ``bugs`` (docs/workloads.md)."""
+    if not isinstance(spec, Mapping):
+        return None
+    raw = spec.get("cluster")
+    cluster: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    return (cluster.get("all_ack_in_sync_state_set", True) is True
+            and cluster.get("enable_elect_unclean_master", False) is False and not cluster.get("bugs"))
+
+
+def fault_figures(windows: Iterable[tuple[str, float | None, float | None]],
+                  latencies_ms: Iterable[tuple[str, float]]) -> list[tuple[str, Any, Any, Any]]:
+    """Per fault kind ``(kind, recovery_s, unavailable_s, p99_latency_ms)`` of one run (module docstring, step 1).
+
+    Args:
+        windows: ``(kind, unavailable_s, recovery_s)`` per fault window.
+        latencies_ms: ``(kind, latency)`` of each ok client op invoked under a fault of that kind.
+    """
+    import numpy as np
+
+    rec: dict[str, list[float]] = {}
+    unav: dict[str, list[float]] = {}
+    lat: dict[str, list[float]] = {}
+    for kind, unavailable_s, recovery_s in windows:
+        unav.setdefault(kind, []).append(0.0 if unavailable_s is None else float(unavailable_s))
+        rec.setdefault(kind, [])
+        if recovery_s is not None:
+            rec[kind].append(float(recovery_s))
+    for kind, ms in latencies_ms:
+        lat.setdefault(kind, []).append(float(ms))
+
+    def med(v: list[float]) -> float | None:
+        return float(np.median(v)) if v else None
+
+    return [(k, med(rec.get(k, [])), med(unav.get(k, [])),
+             float(np.percentile(lat[k], 99)) if lat.get(k) else None)
+            for k in sorted(set(rec) | set(lat))]
+
+
+def gate_rows(spark: Any, *, warehouse: str | None, results: Sequence[str], versions: Sequence[str]) -> list[GateRow]:
+    """Every run of ``versions`` as a :data:`GateRow` (Spark; a run id seen twice counts once).
 
     Raises:
         FileNotFoundError: a results directory that does not exist (names it).
     """
-    from spark_analysis.ingest import discover_runs, read_table
-    from spark_analysis.tables import RUNS
-
-    frames = []
-    if warehouse is not None:
-        frames.append(read_table(spark, warehouse, "runs"))
+    rows: dict[str, GateRow] = {}
     if results:
+        from spark_analysis.ingest import discover_runs
+
         refs = discover_runs(results)
         if refs:
             sc = spark.sparkContext
-            rows = sc.parallelize(refs, min(len(refs), max(2, sc.defaultParallelism * 2))).map(_run_row)
-            frames.append(spark.createDataFrame(rows, RUNS))
-    if not frames:
-        return spark.createDataFrame([], RUNS)
-    out = frames[0]
-    for f in frames[1:]:
-        out = out.unionByName(f)
-    return out.dropDuplicates(["run_id"])
+            wanted = list(versions)
+            got = sc.parallelize(refs, min(len(refs), max(2, sc.defaultParallelism * 2))).map(_results_row).filter(
+                lambda r: r is not None and r[4] in wanted).collect()
+            rows.update((r[0], r) for r in got)
+    if warehouse is not None:
+        for r in _warehouse_rows(spark, warehouse, versions):
+            rows.setdefault(r[0], r)
+    return [rows[k] for k in sorted(rows)]
 
 
-def _run_row(ref: Any) -> tuple[Any, ...]:
-    """Executor side: one run's ``runs`` row from its test.yaml and results.json (the history is not read)."""
+def _results_row(ref: Any) -> GateRow | None:
+    """Executor side: one run directory's :data:`GateRow`, parsed with the ingest code."""
+    import yaml
+
+    from spark_analysis.ingest import read_texts
+    from spark_analysis.runfiles import op_columns, parse_run
+
+    texts, errors = read_texts(ref.path)
+    p = parse_run(ref.run_id, ref.root, ref.path, texts)
+    run = p.run
+    status = "malformed" if errors else run["status"]
+    try:
+        safe = spec_is_safe(yaml.safe_load(texts.test_yaml)) if texts.test_yaml else None
+    except yaml.YAMLError:
+        safe = None
+    windows = [(w.kind, r.unavailable_s, r.recovery_s) for w, r in zip(p.faults, p.recovery)]
+    lat: list[tuple[str, float]] = []
+    for cols in op_columns(p).values():
+        # OPS column order: ..., 3 type, ..., 9 is_nemesis, 10 latency_ns, ..., 13 fault_kind
+        for typ, nem, latency, kind in zip(cols[3], cols[9], cols[10], cols[13]):
+            if typ == "ok" and not nem and latency is not None and kind is not None:
+                lat.append((kind, latency / 1e6))
+    return (run["run_id"], run["workload"], run["nemesis"], run["nemesis_mode"] or "random",
+            run["cluster_version"] or "unknown", run["seed"], run["start_time"], status, run["valid"],
+            sorted({a["type"] for a in p.anomalies}), safe, fault_figures(windows, lat))
+
+
+def _spec_safe_at(path: Any) -> bool | None:
+    """Executor side: :func:`spec_is_safe` of the test.yaml in run directory ``path`` (None when unreadable)."""
     import os
 
-    from spark_analysis.runfiles import RunTexts, parse_run
-    from spark_analysis.tables import RUNS
+    import yaml
 
-    texts: dict[str, str | None] = {}
-    for name in ("test.yaml", "results.json"):
-        try:
-            with open(os.path.join(ref.path, name), encoding="utf-8", errors="replace") as fh:
-                texts[name] = fh.read()
-        except OSError:
-            texts[name] = None
-    history = "" if os.path.exists(os.path.join(ref.path, "history.jsonl")) else None
-    parsed = parse_run(ref.run_id, ref.root, ref.path, RunTexts(texts["test.yaml"], texts["results.json"], history))
-    return tuple(parsed.run[c] for c in RUNS.fieldNames())
+    try:
+        with open(os.path.join(str(path), "test.yaml"), encoding="utf-8", errors="replace") as fh:
+            return spec_is_safe(yaml.safe_load(fh.read()))
+    except (OSError, yaml.YAMLError, TypeError):
+        return None
 
 
-def cell_counts(runs: Any, baseline: str, candidate: str) -> tuple[list[CellCounts], VersionCounts]:
-    """Per cell, the checked/anomalous runs of both versions; and checked runs per version seen (Spark)."""
+def _warehouse_rows(spark: Any, warehouse: str, versions: Sequence[str]) -> list[GateRow]:
     from pyspark.sql import functions as F
 
-    from spark_analysis.metrics import anomaly_rates
+    from spark_analysis.ingest import read_table
 
-    rates = anomaly_rates(runs.where(F.col("cluster_version").isin(baseline, candidate)),
-                          ("workload", "nemesis", "cluster_version")).collect()
-    per: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
-    for r in rates:
-        per.setdefault((r["workload"], r["nemesis"]), {})[r["cluster_version"]] = (int(r["anomalous"]), int(r["runs"]))
-    cells = []
-    for (workload, nemesis), v in sorted(per.items()):
-        kb, nb = v.get(baseline, (0, 0))
-        kc, nc = v.get(candidate, (0, 0))
-        cells.append(CellCounts(workload, nemesis, kb, nb, kc, nc))
-    versions = anomaly_rates(runs, ("cluster_version",)).collect()
-    return cells, {str(r["cluster_version"]): int(r["runs"]) for r in versions}
+    runs = (read_table(spark, warehouse, "runs").fillna({"cluster_version": "unknown", "nemesis_mode": "random"})
+            .where(F.col("cluster_version").isin(*versions)))
+    ids = runs.select("run_id")
+    kinds = (read_table(spark, warehouse, "anomalies").join(ids, "run_id", "left_semi").where(F.col("count") > 0)
+             .groupBy("run_id").agg(F.sort_array(F.collect_set("type")).alias("kinds")))
+    windows = (read_table(spark, warehouse, "faults").join(ids, "run_id", "left_semi").groupBy("run_id", "kind")
+               .agg(F.median("recovery_s").alias("recovery_s"),
+                    F.median(F.coalesce(F.col("unavailable_s"), F.lit(0.0))).alias("unavailable_s")))
+    lat = (read_table(spark, warehouse, "ops").join(ids, "run_id", "left_semi")
+           .where((~F.col("is_nemesis")) & (F.col("type") == "ok") & F.col("latency_ns").isNotNull()
+                  & F.col("fault_kind").isNotNull())
+           .groupBy("run_id", F.col("fault_kind").alias("kind"))
+           .agg(F.percentile(F.col("latency_ns") / F.lit(1e6), F.lit(0.99)).alias("p99_latency_ms")))
+    figures = (windows.join(lat, ["run_id", "kind"], "full_outer").groupBy("run_id")
+               .agg(F.sort_array(F.collect_list(F.struct("kind", "recovery_s", "unavailable_s",
+                                                         "p99_latency_ms"))).alias("figures")))
+    table = (runs.join(kinds, "run_id", "left").join(figures, "run_id", "left")
+             .select("run_id", "workload", "nemesis", "nemesis_mode", "cluster_version", "seed", "start_time",
+                     "status", "valid", "kinds", "path", "figures"))
+    rows = table.rdd.map(lambda r: (*r[:10], _spec_safe_at(r[10]), r[11])).collect()
+    return [(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], list(r[9] or []), r[10],
+             [(f[0], f[1], f[2], f[3]) for f in (r[11] or [])]) for r in rows]
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:+.2f}"
+# -- the driver's part (pure) ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GateInputs:
+    """What :func:`gate_inputs` hands the core, plus the counts the summary reports."""
+
+    cells: tuple[Cell, ...]
+    outcomes: tuple[RunOutcome, ...]
+    runs_per_version: Mapping[str, int]  # usable or crashed runs of each version
+    damaged: int  # partial or malformed runs left out
+
+
+def gate_inputs(rows: Iterable[GateRow], baseline: str, candidate: str, *, cell_kind: str = "auto") -> GateInputs:
+    """Cells and outcomes for :func:`spark_analysis.sequential.decide` (module docstring, step 2).
+
+    Raises:
+        ValueError: ``cell_kind`` not in :data:`CELL_KIND_CHOICES`, or ``baseline == candidate``.
+    """
+    if cell_kind not in CELL_KIND_CHOICES:
+        raise ValueError(f"cell_kind: {cell_kind!r} is not one of {list(CELL_KIND_CHOICES)}")
+    if baseline == candidate:
+        raise ValueError(f"candidate: {candidate!r} is also the baseline")
+    build_of = {baseline: "baseline", candidate: "candidate"}
+    kinds: dict[str, str] = {}
+    per: dict[tuple[str, str], list[GateRow]] = {}
+    counts = {baseline: 0, candidate: 0}
+    damaged = 0
+    for r in rows:
+        version = r[4]
+        if version not in build_of:
+            continue
+        if r[7] not in ("ok", "crashed"):
+            damaged += 1
+            continue
+        counts[version] += 1
+        key = f"{r[1]} x {r[2]} x {r[3]}"
+        safe = r[10]
+        if cell_kind == "auto":
+            kind = "safety" if safe is True else "rate"
+            key += "" if safe is True else " [unsafe]" if safe is False else " [settings unknown]"
+        else:
+            kind = cell_kind
+        kinds[key] = kind
+        per.setdefault((key, build_of[version]), []).append(r)
+    outcomes = []
+    for (key, build), runs in sorted(per.items()):
+        runs.sort(key=lambda r: (r[5] is None, r[5] if r[5] is not None else 0, str(r[6]), r[0]))
+        for rank, r in enumerate(runs):
+            outcomes.append(_outcome(key, build, rank, r))
+    cells = tuple(Cell(k, kinds[k]) for k in sorted(kinds))
+    return GateInputs(cells, tuple(outcomes), counts, damaged)
+
+
+def _outcome(key: str, build: str, rank: int, r: GateRow) -> RunOutcome:
+    if r[7] == "crashed":
+        return RunOutcome(key, build, rank, "crashed", ref=r[0])
+    anomalies = tuple(r[9])
+    verdict = {"true": "valid", "false": "invalid"}.get(r[8], "unknown")
+    if anomalies:
+        verdict = "invalid"  # a definite anomaly is a violation whatever the composed verdict said
+    faults = {k: FaultFigures(rec, unav, p99) for k, rec, unav, p99 in r[11]}
+    return RunOutcome(key, build, rank, verdict, anomalies, faults, ref=r[0])
+
+
+# -- text -----------------------------------------------------------------------------------------------------
 
 
 def _p(x: float | None) -> str:
     return "-" if x is None else f"{x:.4f}" if x >= 1e-4 else f"{x:.1e}"
 
 
-def _rate(k: int, n: int) -> str:
-    return f"{k}/{n} " + (f"{k / n:.2f}" if n else "-")
+def _count(c: CellReport, build: str) -> str:
+    runs = c.baseline_runs if build == "baseline" else c.candidate_runs
+    bad = c.baseline_bad if build == "baseline" else c.candidate_bad
+    crashed = c.baseline_crashed if build == "baseline" else c.candidate_crashed
+    return f"{bad}/{runs} bad" + (f" +{crashed} crashed" if crashed else "")
 
 
-def render_table(result: GateResult, baseline: str, candidate: str) -> str:
-    """The gate's table, worst cell first, with a header line naming the method."""
-    test = "Boschloo" if any(c.test == "boschloo" for c in result.cells) else "Fisher"
-    head = (f"release gate: candidate {candidate} vs baseline {baseline} ({test} exact one-sided test per cell, "
-            f"{'Holm' if result.correction == 'holm' else 'Benjamini-Hochberg'} correction, alpha {result.alpha}, "
-            f"at least {result.min_runs} checked runs per version)")
-    rows = [("verdict", "workload", "nemesis", f"baseline {baseline}", f"candidate {candidate}",
-             "diff [95% CI]", "p", "adj p")]
-    for c in result.cells:
-        k = c.counts
-        ci = "-" if c.diff is None else f"{_pct(c.diff)} [{_pct(c.diff_low)}, {_pct(c.diff_high)}]"
-        rows.append((c.verdict.upper() if c.verdict == "regressed" else c.verdict, k.workload, k.nemesis,
-                     _rate(k.k_b, k.n_b), _rate(k.k_c, k.n_c), ci, _p(c.p_value), _p(c.adjusted_p)))
+def _effect(c: CellReport) -> str:
+    if c.cell.kind == "safety":
+        if c.candidate_kinds:
+            return ", ".join(c.candidate_kinds)
+        return f"rate < {c.rule_of_three:.3f} (95%)" if c.candidate_clean else "-"
+    if c.rate_diff is None:
+        return "-"
+    return (f"{c.rate_diff:+.2f} [{c.rate_diff_low:+.2f}, {c.rate_diff_high:+.2f}] "
+            f"disc {c.discordant_candidate}:{c.discordant_baseline}")
+
+
+def _worst_first(report: GateReport) -> list[CellReport]:
+    rank = {d: i for i, d in enumerate(DECISIONS)}
+    return sorted(report.cells, key=lambda c: (rank[c.decision], c.cell.key))
+
+
+def render_table(report: GateReport, baseline: str, candidate: str) -> str:
+    """The gate's table: a header naming the method; per cell (worst first) its decision, kind, both builds' bad
+    runs, the effect with its 95% interval (rate cells: difference of bad-run rates over the pairs and the
+    discordant pairs candidate:baseline; safety cells: the anomaly kinds or the rule-of-three bound) and the runs
+    used; each performance comparison as a row under its cell; then the reason of every cell not passed."""
+    s = report.settings
+    head = (f"release gate: candidate {candidate} vs baseline {baseline} (safety cells: fail on a definite anomaly, "
+            f"pass after {s.safety_runs} clean runs; rate cells: SPRT on discordant pairs, alpha "
+            f"{report.rate_alpha:.3g} each; performance: Wilcoxon signed-rank on the first {s.perf_runs} pairs, "
+            f"alpha {report.perf_alpha:.3g} per cell, regression > {1 + s.min_effect:g}x; family-wise alpha "
+            f"{s.alpha:g})")
+    rows = [("decision", "cell", "kind", f"baseline {baseline}", f"candidate {candidate}", "effect [95% CI]", "runs")]
+    ordered = _worst_first(report)
+    for c in ordered:
+        rows.append((c.decision.upper() if c.decision == "fail" else c.decision, c.cell.key, c.cell.kind,
+                     _count(c, "baseline"), _count(c, "candidate"), _effect(c), str(c.runs_used)))
+        for p in c.perf:
+            rows.append(("  SLOWER" if p.regression else "  ok", f"  {p.fault_kind} {p.metric}", "perf",
+                         f"median {p.baseline_median:.3g}", f"median {p.candidate_median:.3g}",
+                         f"{p.ratio:.2f}x [{p.ratio_low:.2f}, {p.ratio_high:.2f}] p={_p(p.p_value)}", str(p.pairs)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [head] + ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+    lines += [f"{c.decision}: {c.cell.key}: {c.reason}" for c in ordered if c.decision != "pass"]
     return "\n".join(lines)
 
 
-def _cell_name(c: CellVerdict) -> str:
-    return f"{c.counts.workload} x {c.counts.nemesis}"
+def summary_line(report: GateReport, baseline: str, candidate: str) -> str:
+    """One line: PASS, FAIL (naming each failed cell and why) or UNDECIDED (naming the open cells)."""
+    used = f"{report.runs_used} runs"
+    if report.failed:
+        why = "; ".join(f"{c.cell.key}: {c.reason}" for c in report.failed)
+        return (f"gate: FAIL -- candidate {candidate} vs baseline {baseline}: {len(report.failed)} cell(s) failed "
+                f"({used}): {why}")
+    if report.open:
+        names = ", ".join(f"{c.cell.key} ({c.runs_used} runs)" for c in report.open)
+        within = f"within the budget of {report.settings.budget_runs} runs" if not report.final else "on these runs"
+        return f"gate: UNDECIDED -- {len(report.open)} cell(s) not decided {within} ({used}): {names}"
+    return (f"gate: PASS -- candidate {candidate} is no worse than {baseline} in all {len(report.cells)} cell(s) "
+            f"({used})")
 
 
-def summary_line(result: GateResult, baseline: str, candidate: str) -> str:
-    """One line: PASS, FAIL (naming the regressed cells) or UNDECIDED (naming the cells short of runs)."""
-    short = "; ".join(f"{_cell_name(c)} ({baseline}: {c.counts.n_b}, {candidate}: {c.counts.n_c})"
-                      for c in result.undecided)
-    if result.regressed:
-        names = ", ".join(_cell_name(c) for c in result.regressed)
-        also = f"; too few runs to decide in {len(result.undecided)} more: {short}" if short else ""
-        return (f"gate: FAIL -- candidate {candidate} is significantly worse than {baseline} in "
-                f"{len(result.regressed)} cell(s): {names}{also}")
-    if not result.cells:
-        return f"gate: UNDECIDED -- no checked runs of {baseline} or {candidate} in any cell"
-    if result.undecided:
-        return (f"gate: UNDECIDED -- too few checked runs (need {result.min_runs} per version) in "
-                f"{len(result.undecided)} cell(s): {short}")
-    return f"gate: PASS -- candidate {candidate} is not significantly worse than {baseline} in any of " \
-           f"{len(result.cells)} cell(s)"
-
-
-def render_junit(result: GateResult, baseline: str, candidate: str) -> str:
-    """JUnit XML: one testcase per cell; regressed is a failure, too few runs an error (verdict unknown)."""
+def render_junit(report: GateReport, baseline: str, candidate: str) -> str:
+    """JUnit XML: one testcase per cell; a failed cell is a failure, an open one an error (verdict unknown)."""
     cases = []
-    for c in result.cells:
-        k = c.counts
-        detail = (f"baseline {baseline}: {k.k_b}/{k.n_b} anomalous; candidate {candidate}: {k.k_c}/{k.n_c}; "
-                  f"p={_p(c.p_value)} adjusted={_p(c.adjusted_p)} ({c.test or 'not tested'})")
-        body = ""
-        if c.verdict == "regressed":
-            body = f"<failure message={quoteattr('regressed')}>{escape(detail)}</failure>"
-        elif c.verdict == "too-few-runs":
-            body = f"<error message={quoteattr(f'too few runs (need {result.min_runs})')}>{escape(detail)}</error>"
+    for c in report.cells:
+        detail = (f"baseline {baseline}: {_count(c, 'baseline')}; candidate {candidate}: {_count(c, 'candidate')}; "
+                  f"{c.reason}")
+        if c.decision == "fail":
+            body = f"<failure message={quoteattr(c.reason[:300])}>{escape(detail)}</failure>"
+        elif c.decision in ("undecided", "running"):
+            body = f"<error message={quoteattr(c.decision)}>{escape(detail)}</error>"
         else:
             body = f"<system-out>{escape(detail)}</system-out>"
         cases.append(f"  <testcase classname={quoteattr(f'gate.{candidate}-vs-{baseline}')} "
-                     f"name={quoteattr(_cell_name(c))}>{body}</testcase>")
-    props = {"baseline": baseline, "candidate": candidate, "alpha": str(result.alpha),
-             "correction": result.correction, "min_runs": str(result.min_runs)}
+                     f"name={quoteattr(c.cell.key)}>{body}</testcase>")
+    s = report.settings
+    props = {"baseline": baseline, "candidate": candidate, "alpha": str(s.alpha), "power": str(s.power),
+             "min_rate": str(s.min_rate), "min_effect": str(s.min_effect), "budget_runs": str(s.budget_runs),
+             "runs_used": str(report.runs_used)}
     prop_xml = "".join(f"    <property name={quoteattr(n)} value={quoteattr(v)}/>\n" for n, v in props.items())
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            f'<testsuite name="release-gate" tests="{len(cases)}" failures="{len(result.regressed)}" '
-            f'errors="{len(result.undecided)}">\n  <properties>\n{prop_xml}  </properties>\n'
+            f'<testsuite name="release-gate" tests="{len(cases)}" failures="{len(report.failed)}" '
+            f'errors="{len(report.open)}">\n  <properties>\n{prop_xml}  </properties>\n'
             + "".join(c + "\n" for c in cases) + "</testsuite>\n")
 
 

@@ -1,4 +1,10 @@
-"""Is a candidate build worse than the baseline?  The statistics of the release gate (pure; no Spark).
+"""Is a candidate build worse than the baseline, on a fixed set of runs?  The dashboard's version comparisons (pure;
+no Spark).
+
+The release gate itself (``splitbrain gate``, ``splitbrain spark gate``) decides sequentially, cell by cell, with
+:mod:`spark_analysis.sequential`; this fixed-size test stays for the dashboard, which compares every pair of
+versions over whatever runs the warehouse holds (:mod:`spark_analysis.comparisons`), and as the fixed-size baseline
+``bench/gate_power.py`` measures the sequential gate against.
 
 Vocabulary: a **cell** is one (workload, nemesis) pair; in each cell every checked run of a version is
 either anomalous or not, so a version's cell is ``k`` anomalous runs out of ``n``.  The gate asks, per

@@ -594,6 +594,7 @@ class SequentialGate:
         s = self.settings
         self.sprt = SprtDesign(self.rate_alpha, 1 - s.power, s.rate_odds_ratio) if self.rate_alpha > 0 else None
         self.runs_used = 0
+        self._in_flight = 0  # the sum of the cells' in_flight sets, kept as they change
 
     # -- inputs --
 
@@ -614,7 +615,9 @@ class SequentialGate:
             raise ValueError(f"RunOutcome.seed: {outcome.build} run of cell {outcome.cell!r} with seed {outcome.seed} "
                              "observed twice (a retried run must replace a crashed one, not a finished one)")
         self.runs_used += 1
-        st.in_flight.discard(key)
+        if key in st.in_flight:
+            st.in_flight.discard(key)
+            self._in_flight -= 1
         if outcome.build == "candidate" and outcome.verdict == "invalid" and st.cell.kind == "safety":
             st.failing.append(outcome)  # proof: fails the cell now, whatever the order (rule 1)
             self._set_anomaly(st, "fail", "", force=True)
@@ -658,7 +661,7 @@ class SequentialGate:
 
     @property
     def runs_in_flight(self) -> int:
-        return sum(len(st.in_flight) for st in self._state.values())
+        return self._in_flight
 
     @property
     def finished(self) -> bool:
@@ -715,6 +718,7 @@ class SequentialGate:
         st.next_seed = seed + 1
         st.add_seed(seed)
         st.in_flight.update((b, seed) for b in BUILDS)
+        self._in_flight += len(BUILDS)
         return seed
 
     def _set_anomaly(self, st: _CellState, decision: str, reason: str, *, force: bool = False) -> None:

@@ -1,41 +1,122 @@
-"""The release gate's printed table, summary line and JUnit file (spark_analysis.gate's pure renderers)."""
+"""The release gate's text (table, summary line, JUnit; spark_analysis.gate's pure renderers) and the Spark gate's
+pure driver part: rows -> cells and outcomes (gate_inputs, spec_is_safe, fault_figures)."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from typing import Any
 
-from spark_analysis.gate import render_junit, render_table, summary_line
-from spark_analysis.regression import CellCounts, gate
+import pytest
 
-CELLS = [CellCounts("queue", "kill", 5, 50, 30, 50), CellCounts("queue", "none", 0, 50, 0, 50),
-         CellCounts("broker-ids", "pause", 1, 4, 0, 50)]
+from spark_analysis.gate import fault_figures, gate_inputs, render_junit, render_table, spec_is_safe, summary_line
+from spark_analysis.sequential import Cell, FaultFigures, GateReport, GateSettings, RunOutcome, decide
 
 
-def test_table_lists_every_cell_worst_first_with_counts_and_method() -> None:
-    text = render_table(gate(CELLS, min_runs=20), "0.2.0", "0.3.0")
+def _report() -> GateReport:
+    outcomes = [RunOutcome("queue x kill x random", "candidate", 1, "invalid", ("lost-write",), ref="smoke/1")]
+    for seed in range(1, 31):
+        figs = {"partition": FaultFigures(recovery_s=1.0 + seed / 100, unavailable_s=2.0)}
+        outcomes += [RunOutcome("queue x none x random", b, seed, "valid", faults=figs) for b in ("baseline",
+                                                                                                  "candidate")]
+    for seed in range(1, 6):
+        outcomes += [RunOutcome("queue x pause x random [unsafe]", "baseline", seed, "valid"),
+                     RunOutcome("queue x pause x random [unsafe]", "candidate", seed, "valid")]
+    cells = [Cell("queue x kill x random", "safety"), Cell("queue x none x random", "safety"),
+             Cell("queue x pause x random [unsafe]", "rate")]
+    return decide(cells, outcomes, GateSettings(stop_on_failure=False))
+
+
+def test_table_lists_every_cell_worst_first_with_the_method_and_reasons() -> None:
+    text = render_table(_report(), "0.2.0", "0.3.0")
     lines = text.splitlines()
-    assert "candidate 0.3.0 vs baseline 0.2.0" in lines[0] and "Holm" in lines[0] and "Boschloo" in lines[0]
-    assert lines[2].startswith("REGRESSED") and "queue" in lines[2] and "5/50 0.10" in lines[2]
-    assert "30/50 0.60" in lines[2] and "+0.50 [" in lines[2]
-    assert lines[3].startswith("pass") and lines[4].startswith("too-few-runs")
+    assert "candidate 0.3.0 vs baseline 0.2.0" in lines[0] and "SPRT" in lines[0] and "29 clean runs" in lines[0]
+    assert lines[1].split()[:2] == ["decision", "cell"]
+    assert lines[2].startswith("FAIL") and "queue x kill x random" in lines[2] and "lost-write" in lines[2]
+    assert lines[3].startswith("undecided") and "[unsafe]" in lines[3]
+    assert lines[4].startswith("pass") and "rate < 0.100 (95%)" in lines[4]
+    perf = [ln for ln in lines if "partition recovery_s" in ln]
+    assert len(perf) == 1 and "1.00x" in perf[0] and perf[0].lstrip().startswith("ok")
+    assert any(ln.startswith("fail: queue x kill x random: ") and "smoke/1" in ln for ln in lines)
 
 
-def test_summary_names_the_regressed_or_the_short_cells() -> None:
-    assert "FAIL" in summary_line(gate(CELLS), "0.2.0", "0.3.0")
-    assert "too few runs to decide in 1 more: broker-ids x pause" in summary_line(gate(CELLS), "0.2.0", "0.3.0")
-    assert "queue x kill" in summary_line(gate(CELLS), "0.2.0", "0.3.0")
-    short = summary_line(gate(CELLS[1:]), "0.2.0", "0.3.0")
-    assert short.startswith("gate: UNDECIDED") and "broker-ids x pause (0.2.0: 4, 0.3.0: 50)" in short
-    assert summary_line(gate(CELLS[1:2]), "0.2.0", "0.3.0").startswith("gate: PASS")
-    assert "no checked runs" in summary_line(gate([]), "0.2.0", "0.3.0")
+def test_summary_names_the_failed_or_the_open_cells() -> None:
+    r = _report()
+    line = summary_line(r, "0.2.0", "0.3.0")
+    assert line.startswith("gate: FAIL") and "queue x kill x random" in line and "regression: lost-write" in line
+    open_only = decide([Cell("a", "rate")], [RunOutcome("a", "baseline", 1, "valid")])
+    assert summary_line(open_only, "0.2.0", "0.3.0").startswith("gate: UNDECIDED -- 1 cell(s) not decided on these")
+    n = GateSettings().safety_runs
+    passed = decide([Cell("a", "safety")], [RunOutcome("a", b, s, "valid") for s in range(n) for b in
+                                            ("baseline", "candidate")], GateSettings(perf_runs=0))
+    assert summary_line(passed, "0.2.0", "0.3.0").startswith("gate: PASS") and passed.exit_code == 0
 
 
-def test_junit_has_a_failure_per_regressed_cell_and_an_error_per_short_cell() -> None:
-    root = ET.fromstring(render_junit(gate(CELLS), "0.2.0", "0.3.0"))
+def test_junit_has_a_failure_per_failed_cell_and_an_error_per_open_cell() -> None:
+    root = ET.fromstring(render_junit(_report(), "0.2.0", "0.3.0"))
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("3", "1", "1")
     cases = {c.get("name"): c for c in root.iter("testcase")}
-    assert cases["queue x kill"].find("failure") is not None
-    assert cases["broker-ids x pause"].find("error") is not None
-    assert cases["queue x none"].find("failure") is None and cases["queue x none"].find("error") is None
+    assert cases["queue x kill x random"].find("failure") is not None
+    assert cases["queue x pause x random [unsafe]"].find("error") is not None
+    ok = cases["queue x none x random"]
+    assert ok.find("failure") is None and ok.find("error") is None
     props = {p.get("name"): p.get("value") for p in root.iter("property")}
-    assert props["baseline"] == "0.2.0" and props["candidate"] == "0.3.0"
+    assert props["baseline"] == "0.2.0" and props["candidate"] == "0.3.0" and props["alpha"] == "0.05"
+
+
+# -- the Spark gate's driver part --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("spec", "safe"), [
+    pytest.param({"cluster": {"version": "0.3"}}, True, id="defaults"),
+    pytest.param({}, True, id="no-cluster-map"),
+    pytest.param({"cluster": {"all_ack_in_sync_state_set": False}}, False, id="no-all-ack"),
+    pytest.param({"cluster": {"enable_elect_unclean_master": True}}, False, id="unclean-election"),
+    pytest.param({"cluster": {"bugs": ["stale-read"]}}, False, id="known-bug"),
+    pytest.param("name: [", None, id="not-a-mapping"),
+])
+def test_spec_is_safe(spec: Any, safe: bool | None) -> None:
+    assert spec_is_safe(spec) is safe
+
+
+def test_fault_figures_median_of_windows_and_p99_of_latencies() -> None:
+    windows = [("kill", 2.0, 1.0), ("kill", None, 3.0), ("kill", 4.0, None), ("partition", 1.0, 0.5)]
+    lat = [("kill", float(ms)) for ms in range(1, 101)]
+    got = fault_figures(windows, lat)
+    assert got[0][0] == "kill" and got[0][1] == 2.0 and got[0][2] == 2.0  # recovery median of 1, 3; unav of 2, 0, 4
+    assert got[0][3] == pytest.approx(99.01)  # linear interpolation, as Spark's percentile
+    assert got[1] == ("partition", 0.5, 1.0, None)
+
+
+def _row(run_id: str, version: str, seed: int | None, *, status: str = "ok", valid: str = "true",
+         kinds: tuple[str, ...] = (), safe: bool | None = True, nemesis: str = "kill") -> tuple[Any, ...]:
+    return (run_id, "queue", nemesis, "random", version, seed, f"2026-11-0{(seed or 0) % 9 + 1}", status, valid,
+            list(kinds), safe, [("kill", 1.0, 2.0, 30.0)])
+
+
+def test_gate_inputs_pairs_runs_by_rank_in_seed_order_and_splits_unsafe_cells() -> None:
+    rows = [_row("b/3", "0.2", 30), _row("b/1", "0.2", 10), _row("c/2", "0.3", 20, valid="false", kinds=("lost",)),
+            _row("c/1", "0.3", 5), _row("c/x", "0.3", None), _row("b/u", "0.2", 7, safe=False),
+            _row("c/u", "0.3", 8, safe=False, valid="unknown"), _row("b/p", "0.2", 1, status="partial"),
+            _row("c/crash", "0.3", 2, status="crashed"), _row("o/1", "0.9", 1)]
+    got = gate_inputs(rows, "0.2", "0.3")
+    assert [(c.key, c.kind) for c in got.cells] == [("queue x kill x random", "safety"),
+                                                    ("queue x kill x random [unsafe]", "rate")]
+    assert got.damaged == 1 and got.runs_per_version == {"0.2": 3, "0.3": 5}
+    by = {(o.cell, o.build, o.seed): o for o in got.outcomes}
+    safe = "queue x kill x random"
+    # baseline in seed order: b/1 (10), b/3 (30); candidate: crash (2), c/1 (5), c/2 (20), c/x (no seed: last)
+    assert [by[(safe, "baseline", i)].ref for i in range(2)] == ["b/1", "b/3"]
+    assert [by[(safe, "candidate", i)].ref for i in range(4)] == ["c/crash", "c/1", "c/2", "c/x"]
+    assert by[(safe, "candidate", 0)].verdict == "crashed" and by[(safe, "candidate", 2)].anomalies == ("lost",)
+    assert by[(safe + " [unsafe]", "candidate", 0)].verdict == "unknown"
+    assert by[(safe, "baseline", 0)].faults["kill"] == FaultFigures(1.0, 2.0, 30.0)
+    forced = gate_inputs(rows, "0.2", "0.3", cell_kind="rate")
+    assert [(c.key, c.kind) for c in forced.cells] == [("queue x kill x random", "rate")]
+
+
+def test_gate_inputs_a_listed_anomaly_makes_the_run_invalid_and_bad_arguments_are_refused() -> None:
+    got = gate_inputs([_row("c/1", "0.3", 1, valid="true", kinds=("lost",)), _row("b/1", "0.2", 1)], "0.2", "0.3")
+    assert {o.build: o.verdict for o in got.outcomes} == {"candidate": "invalid", "baseline": "valid"}
+    with pytest.raises(ValueError, match="cell_kind"):
+        gate_inputs([], "0.2", "0.3", cell_kind="mixed")
+    with pytest.raises(ValueError, match="candidate"):
+        gate_inputs([], "0.2", "0.2")
