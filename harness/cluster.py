@@ -394,6 +394,6 @@ def node_flags_used() -> dict[str, frozenset[str]]:
     return out
 
 
-CONTROLLER_BUGS = frozenset({"stale-read", "no-epoch-fencing", "reuse-broker-id"})
+CONTROLLER_BUGS = frozenset({"stale-read", "no-epoch-fencing", "reuse-broker-id", "slow-failover"})
 BROKER_BUGS = frozenset({"ack-before-replication", "non-atomic-meta"})
 KNOWN_BUGS = CONTROLLER_BUGS | BROKER_BUGS

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "CheckerVerdict", "anomaly_lines", "checker_verdicts", "clip", "crash_where", "failure_message",
-    "summary_lines", "verdict_label",
+    "CheckerVerdict", "anomaly_lines", "availability_line", "checker_verdicts", "clip", "crash_where",
+    "failure_message", "summary_lines", "verdict_label",
 ]
 
 EXPLANATION_CHARS = 200  # one line of explanation in the summary and in a JUnit message
@@ -135,6 +135,40 @@ def anomaly_lines(doc: Mapping[str, Any], checker: str, *, per_kind: int = 5) ->
     return lines
 
 
+def availability_line(doc: Mapping[str, Any]) -> str | None:
+    """One line on what the availability verdict judged (``checkers.availability.stats``): the fault windows
+    judged against the bound and the longest wait, how many stretches it could not decide, and the final heal --
+    so a valid verdict is seen not to be an empty one.  None when the run has no availability checker."""
+    checkers = doc.get("checkers")
+    entry = checkers.get("availability") if isinstance(checkers, Mapping) else None
+    stats = entry.get("stats") if isinstance(entry, Mapping) else None
+    if not isinstance(stats, Mapping):
+        return None
+    raw_exp = stats.get("expectations")
+    exp: Mapping[str, Any] = raw_exp if isinstance(raw_exp, Mapping) else {}
+    windows = [w for w in stats.get("windows") or [] if isinstance(w, Mapping)]
+    waits = [w["longest_wait_s"] for w in windows if isinstance(w.get("longest_wait_s"), int | float)]
+    judged = _count(stats.get("judged_windows"))
+    text = f"availability: {judged} fault window{'s' if judged != 1 else ''} judged"
+    if waits:
+        text += f" (longest wait {max(waits):.1f} s, bound {exp.get('write_resume_s')} s)"
+    bad = _count(stats.get("unavailable_windows"))
+    if bad:
+        text += f", {bad} unavailable"
+    undecided = _count(stats.get("undecided_pieces"))
+    text += f", {undecided} stretch{'es' if undecided != 1 else ''} not decidable"
+    raw_final = stats.get("final")
+    final: Mapping[str, Any] = raw_final if isinstance(raw_final, Mapping) else {}
+    per = final.get("workloads")
+    if final.get("judged") and isinstance(per, Mapping):
+        resumed = [f"{wl} {f.get('waited_s')} s" for wl, f in per.items()
+                   if isinstance(f, Mapping) and f.get("judged")]
+        text += "; after the final heal: " + (", ".join(resumed) or "no ops tried")
+    elif final.get("why"):
+        text += f"; final heal not judged ({final['why']})"
+    return text
+
+
 def crash_where(frames: Sequence[tuple[str, int, str]]) -> str:
     """Where a crash happened: the innermost frame of the project's own code (``file:line in func``),
     else the innermost frame.  ``frames`` are (file, line, function), outermost first."""
@@ -150,8 +184,8 @@ def summary_lines(doc: Mapping[str, Any], *, width: int = 100, faults: str = "",
     """The final summary of a run, one line per item, each at most ``width`` characters:
 
     the crash (exception and where) first, then every checker (verdict; for a failing or unknown one its
-    anomaly kinds with counts and first explanation, with the ops), the fault summary, and the file to open
-    (never cut: a path must stay usable).
+    anomaly kinds with counts and first explanation, with the ops), what the availability verdict judged
+    (:func:`availability_line`), the fault summary, and the file to open (never cut: a path must stay usable).
     """
     lines = []
     if crash:
@@ -168,6 +202,9 @@ def summary_lines(doc: Mapping[str, Any], *, width: int = 100, faults: str = "",
         if v.explanation:
             ops = f" (ops {', '.join(map(str, v.ops[:6]))}{', …' if len(v.ops) > 6 else ''})" if v.ops else ""
             lines.append(indented(10, f"{v.explanation}{ops}"))
+    availability = availability_line(doc)
+    if availability:
+        lines.append(clip(availability, width))
     if faults:
         lines.append(clip(f"faults: {faults}", width))
     if look_at:

@@ -11,7 +11,8 @@ nothing about the real cluster) and:
    every phase end;
 4. tears down (clients, nemesis), collects node logs (:class:`~harness.protocols.LogFiles`) into
    ``nodes/<node>/``, tears the DB down unless ``leave_running``;
-5. runs the checkers on the history read back from disk (a crashing checker gives "unknown") and
+5. runs the checkers on the history read back from disk (a crashing checker gives "unknown") -- the
+   workloads' own and the availability verdict (:func:`availability_checker`, named ``availability``) -- and
    writes ``results.json`` and ``junit.xml``; returns the exit code (0/1/2/255).
 
 SIGINT/SIGTERM stops generation: in-flight ops get ``grace_s`` to complete, the rest are closed
@@ -62,8 +63,8 @@ from harness.store import (
 )
 from nemesis import accounting
 
-__all__ = ["Interpreter", "RunOutcome", "TestParts", "fault_line", "run_repeated", "run_test", "worst_exit_code",
-           "write_schedule"]
+__all__ = ["AVAILABILITY", "AvailabilityChecker", "Interpreter", "RunOutcome", "TestParts", "availability_checker",
+           "fault_line", "run_repeated", "run_test", "worst_exit_code", "write_schedule"]
 
 log = logging.getLogger("splitbrain.runner")
 NEMESIS = g.NEMESIS_THREAD
@@ -290,6 +291,9 @@ def _check(r: _Run, history: Sequence[Any]) -> dict[str, Any]:
     """The checkers' merged verdict on the history read back from disk; an interrupted or crashed run is never
     valid (True becomes "unknown")."""
     results = {name: _check_safe(c, r.test, history) for name, c in r.parts.checkers.items()}
+    availability = availability_checker(r.spec)
+    if availability is not None and AVAILABILITY not in results and availability.applies(history):
+        results[AVAILABILITY] = _check_safe(availability, {**r.test, "main_phase_start_ns": r.main_start_ns}, history)
     merged = merge_results(results)
     valid = merged.get("valid", "unknown")
     if r.interp.errors:
@@ -299,6 +303,55 @@ def _check(r: _Run, history: Sequence[Any]) -> dict[str, Any]:
     if load is not None:
         merged["load"] = load
     return merged
+
+
+AVAILABILITY = "availability"  # the name of the availability verdict in results.json
+
+
+@dataclass(frozen=True)
+class AvailabilityChecker:
+    """The availability verdict of a run (:mod:`checker.availability`) as a harness checker: the spec's
+    topology and workloads, and its expectations resolved against the cluster's lease.  ``check`` reads when
+    the main phase started from ``test["main_phase_start_ns"]`` (the cluster counts as whole from then)."""
+
+    topology: Any  # checker.availability.Topology
+    workloads: tuple[str, ...]
+    expectations: Any  # checker.availability.Expectations
+
+    def applies(self, history: Sequence[Any]) -> bool:
+        """Whether the history holds a client op of one of its workloads (a run whose client is something else,
+        such as a test's scripted client under a spec that names ``queue`` by default, is not judged)."""
+        from checker.availability import WORKLOAD_OPS
+
+        fs = frozenset().union(*(WORKLOAD_OPS[w].fs for w in self.workloads))
+        return any(op.f in fs for op in history if op.is_client)
+
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> Any:
+        from checker.availability import check_availability
+
+        start_ns = test.get("main_phase_start_ns")
+        return check_availability(history, self.topology, self.workloads, self.expectations,
+                                  start_s=(start_ns or 0) / 1e9)
+
+
+def availability_checker(spec: TestSpec) -> AvailabilityChecker | None:
+    """The run's availability checker: None when the spec turns it off (``checker.availability.enabled:
+    false``), names no workload it can judge, or has no controllers.  The bounds it does not state derive from
+    ``cluster.lease_timeout_ms`` (the cluster's default lease when absent)."""
+    from checker.availability import WORKLOAD_OPS, Topology, resolve
+
+    workloads = tuple(w.name for w in spec.workloads if w.name in WORKLOAD_OPS)
+    if not workloads or not spec.nodes.controllers:
+        return None
+    lease = spec.cluster.get("lease_timeout_ms")
+    if not isinstance(lease, int) or isinstance(lease, bool):
+        from harness.cluster import ClusterOptions
+
+        lease = ClusterOptions.lease_timeout_ms
+    expectations = resolve(spec.checker.get("availability") or {}, lease_timeout_ms=lease)
+    if expectations is None:
+        return None
+    return AvailabilityChecker(Topology(spec.nodes.controllers, spec.nodes.broker_sets), workloads, expectations)
 
 
 def _record(r: _Run, merged: dict[str, Any], history: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Any]]:

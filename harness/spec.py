@@ -16,6 +16,7 @@ nemesis packages and schedule, the load (concurrency, rate), the phases and the 
     rate: 50                       # total client ops/s (mean)
     time_limit_s: 60               # main phase length
     phases: {recovery_s: 10, final_drain_s: 30}
+    checker: {availability: {write_resume_s: 8}}   # optional; keys and defaults: checker/availability
     seed: null                     # null -> chosen at load time and written to test.yaml
     test_count: 1
     leave_running: false
@@ -136,6 +137,8 @@ class TestSpec:
     test_count: int
     leave_running: bool
     source: str = "<dict>"
+    checker: Mapping[str, Any] = field(default_factory=dict)
+    """Checker options beyond the workloads' own: ``availability`` (:mod:`checker.availability`)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,7 +199,7 @@ class _Ctx:
 
 _TOP_KEYS = (
     "name", "backend", "nodes", "cluster", "workloads", "nemesis", "concurrency", "rate", "time_limit_s", "phases",
-    "seed", "test_count", "leave_running",
+    "seed", "test_count", "leave_running", "checker",
 )
 _NODE_WHAT = "a node name: lowercase letter then up to 9 of [a-z0-9-]"
 
@@ -322,6 +325,18 @@ def _target(c: _Ctx, key: str, raw: Any, nodes: NodesSpec) -> str:
     return raw
 
 
+def _checker(c: _Ctx, raw: Any) -> dict[str, Any]:
+    """``checker: {availability: {...}}``; :mod:`checker.availability` owns the keys and their ranges."""
+    from checker.availability import ExpectationError, validate_options
+
+    m = c.mapping("checker", raw if raw is not None else {}, ("availability",))
+    try:
+        return {"availability": validate_options(m["availability"])} if m.get("availability") is not None else {}
+    except ExpectationError as exc:
+        key = f"checker.availability.{exc.key}" if exc.key else "checker.availability"
+        raise c.err(key, exc.value, exc.allowed) from None
+
+
 def _phases(c: _Ctx, raw: Any) -> PhasesSpec:
     m = c.mapping("phases", raw, ("recovery_s", "final_drain_s"))
     return PhasesSpec(
@@ -362,6 +377,7 @@ def spec_from_dict(raw: Any, *, file: str = "<dict>", seed_source: Any = None) -
         test_count=c.int_range("test_count", m.get("test_count", 1), 1, 10_000),
         leave_running=c.boolean("leave_running", m.get("leave_running", False)),
         source=file,
+        checker=_checker(c, m.get("checker")),
     )
 
 
@@ -465,6 +481,10 @@ def spec_to_dict(spec: TestSpec) -> dict[str, Any]:
 
         d["nemesis"]["schedule"] = to_data(spec.nemesis.schedule)
     d["cluster"] = dict(spec.cluster)
+    if spec.checker:
+        d["checker"] = {k: dict(v) for k, v in spec.checker.items()}
+    else:
+        d.pop("checker", None)
     return d
 
 

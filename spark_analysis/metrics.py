@@ -4,7 +4,10 @@ Vocabulary:
 
 * a run is **checked** when its results.json was read (status ``ok`` or ``crashed``); partial and malformed
   runs are listed by the report but never counted in a rate;
-* a run is **anomalous** when it has at least one anomaly (``anomaly_count > 0``);
+* a run is **anomalous** when it has at least one anomaly (``anomaly_count > 0``) -- an ``unavailable``
+  anomaly (:mod:`checker.availability`) included: a run that broke its availability expectations is not valid;
+* a run is **unavailable** when its availability verdict is ``false``; runs judged without that verdict
+  (``availability`` null: turned off, or from before it existed) are left out of :func:`availability_rates`;
 * the **phase** of a completed client op is ``fault`` when it was invoked inside a fault window, else
   ``calm``;
 * per fault window, **unavailability** is the time from the fault's start to the last failed (``fail`` or
@@ -27,7 +30,8 @@ from pyspark.sql import functions as F
 from spark_analysis.wilson import Z95
 
 __all__ = [
-    "CHECKED_STATUSES", "anomaly_counts_by_type", "anomaly_rates", "flaky_configs", "latency_by_phase",
+    "CHECKED_STATUSES", "anomaly_counts_by_type", "anomaly_rates", "availability_rates", "flaky_configs",
+    "latency_by_phase",
     "recovery_by_fault", "rto_summary", "slowest_checks", "status_counts",
 ]
 
@@ -61,6 +65,23 @@ def anomaly_rates(runs: DataFrame, by: Sequence[str] = RATE_KEYS, *, z: float = 
     )
     low, high = wilson_columns(F.col("anomalous"), F.col("runs"), z)
     return (g.withColumn("rate", F.col("anomalous") / F.col("runs"))
+            .withColumn("ci_low", low).withColumn("ci_high", high).orderBy(*by))
+
+
+def availability_rates(runs: DataFrame, by: Sequence[str] = RATE_KEYS, *, z: float = Z95) -> DataFrame:
+    """Unavailable runs / checked runs judged for availability, per group, with the Wilson interval.
+
+    Columns: ``by``..., runs, unavailable, rate, ci_low, ci_high (sorted by ``by``).  A null
+    ``cluster_version`` groups as ``"unknown"``.
+    """
+    judged = (runs.where(F.col("status").isin(*CHECKED_STATUSES) & F.col("availability").isNotNull())
+              .fillna({"cluster_version": "unknown"}))
+    g = judged.groupBy(*by).agg(
+        F.count(F.lit(1)).alias("runs"),
+        F.sum(F.when(F.col("availability") == "false", 1).otherwise(0)).alias("unavailable"),
+    )
+    low, high = wilson_columns(F.col("unavailable"), F.col("runs"), z)
+    return (g.withColumn("rate", F.col("unavailable") / F.col("runs"))
             .withColumn("ci_low", low).withColumn("ci_high", high).orderBy(*by))
 
 

@@ -39,8 +39,9 @@ from spark_analysis.faults import FaultWindow, fault_windows
 from spark_analysis.recovery import WindowRecovery, window_recovery
 
 __all__ = [
-    "LOST_ATTEMPT_FILE", "STATUSES", "OpColumns", "ParsedRun", "RunTexts", "mode_fields", "op_columns", "op_rows",
-    "parse_history_text", "parse_run", "provenance_fields", "run_href", "spec_fields", "verdict_text",
+    "LOST_ATTEMPT_FILE", "STATUSES", "OpColumns", "ParsedRun", "RunTexts", "availability_field", "mode_fields",
+    "op_columns", "op_rows", "parse_history_text", "parse_run", "provenance_fields", "run_href", "spec_fields",
+    "verdict_text",
 ]
 
 STATUSES = ("ok", "crashed", "partial", "malformed")
@@ -147,6 +148,13 @@ def spec_fields(spec: Mapping[str, Any]) -> dict[str, Any]:
         "git_revision": _first(spec, _GIT_KEYS) or _first(git, ("commit", "revision")),
         "spec_key": hashlib.sha1(json.dumps(canonical, sort_keys=True, default=str).encode()).hexdigest()[:16],
     }
+
+
+def availability_field(res: Mapping[str, Any]) -> str | None:
+    """The availability checker's verdict (``true`` / ``false`` / ``unknown``) from results.json, None when the run
+    was judged without it (turned off, or a run from before the verdict existed)."""
+    entry = _mapping(res.get("checkers")).get("availability")
+    return verdict_text(entry.get("valid")) if isinstance(entry, Mapping) else None
 
 
 def mode_fields(spec: Mapping[str, Any], res: Mapping[str, Any]) -> dict[str, Any]:
@@ -339,7 +347,7 @@ def parse_run(run_id: str, root: str, path: str, texts: RunTexts, *, batch_id: s
         "faults_requested": len(accounted) if accounted else None,  # None: a run from before fault accounting
         "faults_not_effective": sum(1 for o in accounted if o.get("effective") is False) if accounted else None,
         "anomaly_count": sum(a["count"] for a in anomalies), "batch_id": batch_id,
-        **prov, **mode_fields(spec, res),
+        **prov, **mode_fields(spec, res), "availability": availability_field(res),
     }
     if not run["name"]:
         run["name"] = test

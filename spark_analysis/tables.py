@@ -3,12 +3,15 @@
 A *warehouse* is a directory of Parquet tables, one sub-directory each:
 
 * ``runs``      -- one row per run (spec fields, version and provenance, start, duration, verdict, status,
-  problems, the nemesis mode -- ``random``, ``guided`` or ``schedule`` -- and the coverage points the run
-  reached, :mod:`nemesis.coverage`);
+  problems, the nemesis mode -- ``random``, ``guided`` or ``schedule`` -- the coverage points the run
+  reached, :mod:`nemesis.coverage`, and ``availability``: the availability checker's verdict, ``true`` /
+  ``false`` / ``unknown``, null for a run judged without it, :mod:`checker.availability`).  ``valid`` is the
+  run's merged verdict, so a run that broke its availability expectations is ``false`` there too;
 * ``ops``       -- one row per history op, partitioned by ``date`` (the run's start day) and ``workload``;
 * ``faults``    -- one row per nemesis fault window (kind, targets, start/end ns, and its unavailability and
   recovery in seconds as the per-run checker computes them: :mod:`spark_analysis.recovery`);
-* ``anomalies`` -- one row per (run, anomaly type): count and one example as JSON;
+* ``anomalies`` -- one row per (run, anomaly type): count and one example as JSON (``unavailable``: the fault
+  window, how long the clients waited and the last errors they saw);
 * ``checks``    -- one row per (run, checker) from results.json: verdict, time_s (when recorded);
 * ``ingested``  -- the manifest: one row per ingested run id, with the batch that ingested it;
 * ``verdicts``  -- written by ``splitbrain spark check``: one row per re-checked run.
@@ -50,6 +53,7 @@ RUNS = _schema(
     ("op_count", _L), ("client_op_count", _L), ("fault_count", _I), ("anomaly_count", _L), ("batch_id", _S),
     ("sut_version", _S), ("revision_dirty", _B), ("harness_version", _S), ("harness_revision", _S), ("host", _S),
     ("faults_requested", _I), ("faults_not_effective", _I), ("nemesis_mode", _S), ("coverage_points", _L),
+    ("availability", _S),
 )
 OPS = _schema(
     ("run_id", _S), ("idx", _L), ("time_ns", _L), ("type", _S), ("process", _S), ("f", _S), ("node", _S),

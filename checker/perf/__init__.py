@@ -3,7 +3,8 @@
 Vocabulary (see ``_stats``): a *latency point* is one completed client op (invoke time, latency, type, f); a
 *nemesis window* is a fault from its starting nemesis op to its healing op (``NEMESIS_PAIRS`` plus any
 ``start-X``/``stop-X``); *availability* of a window is how long client ops kept failing after the fault
-started and the RTO, the time from the heal to the first ok completion.
+started and the RTO, the time from the heal to the first ok completion.  These are figures (the release gate
+compares them between builds), never a verdict: whether writes resumed in time is :mod:`checker.availability`'s.
 
 Entry point for the harness: :func:`analyze_perf` writes ``latency.png`` and ``rate.png`` into a directory and
 returns the statistics (op counts by f and type, latency quantiles, windows, availability) as JSON data.

@@ -13,7 +13,7 @@ from checker.timeline import AnomalyRecord, anomaly_records
 from harness.explain import anomaly_lines, checker_verdicts, verdict_label
 from harness.runs import VERDICTS, RunSummary
 
-__all__ = ["COLOURS", "PAGE_SIZE", "page", "render_index", "render_listing", "render_run"]
+__all__ = ["COLOURS", "PAGE_SIZE", "availability_table", "page", "render_index", "render_listing", "render_run"]
 
 COLOURS = {"valid": "#c8f0c8", "invalid": "#f6c3c3", "unknown": "#f9e2b0", "crashed": "#e2c8f0",
            "incomplete": "#e4e4e4"}
@@ -117,7 +117,7 @@ def render_run(s: RunSummary, *, results_text: str, test_yaml: str, history_tail
     body = (
         f"<p><a href='/'>&larr; all runs</a></p><h2>{_e(s.name)} {_e(s.ts)} {_verdict(s.verdict)}</h2>"
         f"<p>seed {_e(s.seed)} &middot; anomalies: {_anoms(counts)} &middot; {' &middot; '.join(links)}</p>"
-        f"{verdict_table(results_text)}{sections}{faults_table(results_text)}{imgs}<h3>results.json</h3><pre>{_e(results_text)}</pre><h3>test.yaml</h3><pre>{_e(test_yaml)}</pre>"
+        f"{verdict_table(results_text)}{sections}{availability_table(results_text)}{faults_table(results_text)}{imgs}<h3>results.json</h3><pre>{_e(results_text)}</pre><h3>test.yaml</h3><pre>{_e(test_yaml)}</pre>"
         f"<h3>history.jsonl (last {len(history_tail)} lines{history_ops})</h3>"
         f"<pre>{_e(chr(10).join(history_tail))}</pre>"
         f"<h3>files</h3><ul>{flist}</ul>"
@@ -183,6 +183,65 @@ def verdict_table(results_text: str) -> str:
         return crash
     return (crash + "<h3>verdict</h3><table class='verdicts'><tr><th>checker</th><th>verdict</th><th>anomalies</th>"
             "<th>first explanation</th></tr>" + "".join(rows) + "</table>")
+
+
+def _num(x: Any, unit: str = " s") -> str:
+    return "&ndash;" if not isinstance(x, int | float) or isinstance(x, bool) else f"{x:g}{unit}"
+
+
+def availability_table(results_text: str) -> str:
+    """The availability verdict in detail (:mod:`checker.availability`): what the run expected, every judged fault
+    window with the clients' longest wait against the bound, what could not be decided and why, and the final
+    heal.  Empty when the run has no availability checker."""
+    try:
+        doc = json.loads(results_text)
+    except ValueError:
+        return ""
+    checkers = doc.get("checkers") if isinstance(doc, dict) else None
+    entry = checkers.get("availability") if isinstance(checkers, dict) else None
+    stats = entry.get("stats") if isinstance(entry, dict) else None
+    if not isinstance(stats, dict):
+        return ""
+    raw_exp = stats.get("expectations")
+    exp: dict[str, Any] = raw_exp if isinstance(raw_exp, dict) else {}
+    bound = exp.get("write_resume_s")
+    rows = []
+    for w in stats.get("windows") or []:
+        if not isinstance(w, dict):
+            continue
+        bad = bool(w.get("unavailable"))
+        verdict = "<span class='bad'>UNAVAILABLE</span>" if bad else ("met" if w.get("longest_wait_s") is not None
+                                                                       else "no writes tried")
+        cls = " class='bad'" if bad else ""
+        rows.append(f"<tr{cls}><td>{_e(w.get('path'))}</td>"
+                    f"<td>{_num(w.get('start_s'))} &ndash; {_num(w.get('fault_end_s'))}</td>"
+                    f"<td>{_e(', '.join(map(str, w.get('began_with') or [])) or w.get('faults'))}</td>"
+                    f"<td>{_num(w.get('longest_wait_s'))}</td><td>{verdict}</td>"
+                    f"<td><small>{_e(w.get('why_expected'))}</small></td></tr>")
+    table = ("<table class='availability'><tr><th>writes</th><th>fault window</th><th>fault</th><th>longest wait</th>"
+             f"<th>verdict (bound {_num(bound)})</th><th>why writes must resume</th></tr>" + "".join(rows) + "</table>"
+             if rows else "<p>no fault window could be judged</p>")
+    undecided = [u for u in stats.get("undecided") or [] if isinstance(u, dict)]
+    more = ""
+    if undecided:
+        items = "".join(f"<li>{_e(u.get('path'))} {_num(u.get('start_s'))} &ndash; {_num(u.get('end_s'))} "
+                        f"({_e(u.get('faults'))}): {_e(u.get('why'))}</li>" for u in undecided)
+        more = (f"<details><summary>{_e(stats.get('undecided_pieces', len(undecided)))} stretches not judged "
+                f"(no claim either way)</summary><ul>{items}</ul></details>")
+    raw_final = stats.get("final")
+    final: dict[str, Any] = raw_final if isinstance(raw_final, dict) else {}
+    if final.get("judged"):
+        parts = []
+        for wl, f in (final.get("workloads") or {}).items():
+            if isinstance(f, dict):
+                word = ("<span class='bad'>UNAVAILABLE</span> " if f.get("unavailable") else "") + (
+                    f"resumed in {_num(f.get('waited_s'))}" if f.get("judged") else _e(f.get("why")))
+                parts.append(f"{_e(wl)}: {word}")
+        final_text = f"after the final heal at {_num(final.get('heal_s'))}: " + "; ".join(parts)
+    else:
+        final_text = f"final heal not judged: {_e(final.get('why', 'no record'))}"
+    return (f"<h3 id='availability'>availability</h3><p>{_e(exp.get('text', ''))}</p>{table}{more}"
+            f"<p>{final_text} (bound {_num(exp.get('final_resume_s'))})</p>")
 
 
 def faults_table(results_text: str) -> str:

@@ -13,6 +13,11 @@ following a leadership change, so live brokers can reach the new leader first).
    ``new_master_elected=False`` (clearing the master) if nobody is electable.  A set whose master was
    cleared gets a new master as soon as a SyncStateSet member is electable again.
 
+Deliberate bug ``slow-failover`` (``bugs``; for testing the tester, docs/bugs.md): a master whose lease ran out
+is fenced as usual, but re-elected only once its last heartbeat is :data:`SLOW_FAILOVER_LEASES` leases old
+instead of one.  Nothing unsafe happens -- the fenced master takes no writes and the election is the same --
+only the broker set has no serving master for five leases longer.
+
 Events computed in one scan are consistent with each other: the elections treat brokers fenced
 in the same scan as not electable.  Duplicate proposals from overlapping scans are harmless: the
 state machine rejects an ElectMaster computed on an old master epoch and a Fence for an old epoch
@@ -28,6 +33,9 @@ from system_under_test.controller.heartbeat import BrokerHeartbeatManager
 from system_under_test.controller.queries import electable
 from system_under_test.controller.state_machine import BrokerSet, ControllerState
 
+SLOW_FAILOVER = "slow-failover"
+SLOW_FAILOVER_LEASES = 6  # the bug re-elects a dead master after this many leases instead of one
+
 
 def _fence_events(bs: BrokerSet, heartbeats: BrokerHeartbeatManager, now_ms: int) -> list[Event]:
     out: list[Event] = []
@@ -38,12 +46,23 @@ def _fence_events(bs: BrokerSet, heartbeats: BrokerHeartbeatManager, now_ms: int
     return out
 
 
+def _waits_for_slow_failover(bs: BrokerSet, heartbeats: BrokerHeartbeatManager, now_ms: int) -> bool:
+    """Bug ``slow-failover``: the dead master's last heartbeat is not yet SLOW_FAILOVER_LEASES leases old."""
+    assert bs.master_id is not None
+    live = heartbeats.live_info((bs.broker_name, bs.master_id))
+    if live is None or heartbeats.is_alive((bs.broker_name, bs.master_id), now_ms):
+        return False  # not dead by its lease (fenced, shutting down, unknown here): not what the bug delays
+    return now_ms < live.last_update_ms + SLOW_FAILOVER_LEASES * live.lease_timeout_ms
+
+
 def _elect_event(bs: BrokerSet, heartbeats: BrokerHeartbeatManager, config: ControllerConfig,
-                 now_ms: int) -> Event | None:
+                 now_ms: int, bugs: frozenset[str] = frozenset()) -> Event | None:
     def can_lead(i: int) -> bool:
         return electable(bs, i, heartbeats, now_ms)
 
     if bs.master_id is not None and can_lead(bs.master_id):
+        return None
+    if SLOW_FAILOVER in bugs and bs.master_id is not None and _waits_for_slow_failover(bs, heartbeats, now_ms):
         return None
     if bs.master_id is None and bs.is_first_election():
         return None  # never had a master: the first broker to ask gets it (requests._elect_master)
@@ -59,12 +78,13 @@ def _elect_event(bs: BrokerSet, heartbeats: BrokerHeartbeatManager, config: Cont
 
 
 def scan(state: ControllerState, heartbeats: BrokerHeartbeatManager, config: ControllerConfig,
-         now_ms: int) -> list[Event]:
-    """Events the leader should propose now: fences first, then elections (set name order)."""
+         now_ms: int, *, bugs: frozenset[str] = frozenset()) -> list[Event]:
+    """Events the leader should propose now: fences first, then elections (set name order).  ``bugs``: the
+    node's deliberate bugs (only ``slow-failover`` changes the scan)."""
     events: list[Event] = []
     for bs in state.broker_sets():
         events.extend(_fence_events(bs, heartbeats, now_ms))
-        elect_event = _elect_event(bs, heartbeats, config, now_ms)
+        elect_event = _elect_event(bs, heartbeats, config, now_ms, bugs)
         if elect_event is not None:
             events.append(elect_event)
     return events

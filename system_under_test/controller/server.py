@@ -96,7 +96,7 @@ READ_CODES = frozenset({
     RequestCode.CONTROLLER_GET_REPLICA_INFO, RequestCode.CONTROLLER_GET_NEXT_BROKER_ID,
     RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, RequestCode.CONTROLLER_GET_BROKER_EPOCHS,
 })
-BUGS = frozenset({"stale-read", "no-epoch-fencing", "reuse-broker-id"})
+BUGS = frozenset({"stale-read", "no-epoch-fencing", "reuse-broker-id", "slow-failover"})
 
 
 class FormationFailed(Exception):
@@ -604,7 +604,7 @@ class ControllerServer:
             if now_ms - self._leader_since_ms < self.options.controller.lease_timeout_ms:
                 continue  # grace: let every live broker heartbeat the new leader first
             try:
-                events = scan(self.sm.state, self.heartbeats, self.options.controller, now_ms)
+                events = scan(self.sm.state, self.heartbeats, self.options.controller, now_ms, bugs=self.options.bugs)
             except Exception:
                 log.exception("scan failed")
                 continue

@@ -1,0 +1,96 @@
+"""Which client ops are *writes*, per workload, and what a write needs to succeed: the one table.
+
+:data:`WORKLOAD_OPS` maps a workload name (``workloads.registry``) to its op ``fs`` (the same set the workload's
+client handles; ``tests/unit/checker_availability`` checks every registered workload against it), the fs that
+are writes, and the *write path*: what must be reachable for a write to succeed.
+
+* ``broker-set`` -- the write goes to one broker set's master (a queue ``send``): it needs a controller quorum
+  (to fence and re-elect, and to shrink the SyncStateSet) and an electable in-sync replica of that set; the
+  set is named by the op's queue (``topic/broker-N/queue-id``).
+* ``controllers`` -- the write is a controller request (ElectMaster, AlterSyncStateSet, ApplyBrokerId on the
+  workloads' virtual broker sets, whose leases the harness keeps alive): it needs a controller quorum only.
+
+A workload without writes (``membership``: lifecycle ops whose refusals are their point) is not judged on
+writes; all its ops still count after the final heal.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+__all__ = ["BROKER_SET", "CONTROLLERS", "WORKLOAD_OPS", "WorkloadOps", "WritePath", "broker_set_of", "owner_of"]
+
+
+class WritePath(Enum):
+    BROKER_SET = "broker-set"
+    CONTROLLERS = "controllers"
+
+
+BROKER_SET, CONTROLLERS = WritePath.BROKER_SET, WritePath.CONTROLLERS
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadOps:
+    """One workload's ops: every ``f`` its client handles, the writes among them and what a write needs."""
+
+    fs: frozenset[str]
+    writes: frozenset[str]
+    path: WritePath | None
+    why: str  # why these are its writes, for the docs and the checker's stats
+
+    def __post_init__(self) -> None:
+        if not self.writes <= self.fs:
+            raise ValueError(f"WorkloadOps: writes {sorted(self.writes - self.fs)} are not among fs {sorted(self.fs)}")
+        if (self.path is None) != (not self.writes):
+            raise ValueError(f"WorkloadOps: a path is needed exactly when there are writes (writes "
+                             f"{sorted(self.writes)}, path {self.path})")
+
+
+WORKLOAD_OPS: Mapping[str, WorkloadOps] = {
+    "queue": WorkloadOps(
+        frozenset({"send", "poll", "commit", "drain"}), frozenset({"send"}), BROKER_SET,
+        "a send appends to the queue's broker set (commit only stores a consumer's position)"),
+    "controller-register": WorkloadOps(
+        frozenset({"read", "elect", "alter"}), frozenset({"elect", "alter"}), CONTROLLERS,
+        "ElectMaster and AlterSyncStateSet change the controller's metadata (a refusal is a definite answer)"),
+    "broker-ids": WorkloadOps(
+        frozenset({"next-id", "apply-id", "read-ids", "crash-broker", "start-broker", "stop-broker", "read-table"}),
+        frozenset({"apply-id"}), CONTROLLERS,
+        "ApplyBrokerId is the allocator's write (the lanes' crash/start/stop are process lifecycle, not writes)"),
+    "membership": WorkloadOps(
+        frozenset({"bounce", "leave", "stale-heartbeat", "pause-write", "read-members"}), frozenset(), None,
+        "lifecycle ops on extra brokers, most of them meant to be refused: no writes to judge"),
+}
+
+
+def _owners() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, ops in WORKLOAD_OPS.items():
+        for f in ops.fs:
+            if f in out:
+                raise ValueError(f"WORKLOAD_OPS: f {f!r} belongs to both {out[f]!r} and {name!r}")
+            out[f] = name
+    return out
+
+
+_OWNER = _owners()
+
+
+def owner_of(f: str) -> str | None:
+    """The workload whose client handles ``f`` (None: no workload in the table)."""
+    return _OWNER.get(f)
+
+
+def broker_set_of(value: Any) -> int | None:
+    """The broker set index a queue op's value names (``{"queue": "topic/broker-N/q"}`` -> N), else None."""
+    queue = value.get("queue") if isinstance(value, Mapping) else None
+    if not isinstance(queue, str) or queue.count("/") < 2:
+        return None
+    name = queue.rsplit("/", 2)[1]
+    digits = name.removeprefix("broker-")
+    return int(digits) if digits != name and digits.isdigit() else None
