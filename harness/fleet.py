@@ -209,12 +209,24 @@ def mark_lost_attempts(fleet_dir: Path, index: int, attempts: range, request: Ru
     return marked
 
 
-def _set_parent_death_signal() -> None:
-    """In the child, before exec: SIGTERM when the process that started it dies (Linux ``PR_SET_PDEATHSIG``)."""
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that asks for SIGTERM when the process that started the child dies (Linux
+    ``PR_SET_PDEATHSIG``), or None where there is no such call.  libc is loaded here, in the parent: the function
+    itself runs between fork and exec, where loading a library is not safe."""
     import ctypes
 
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
 
 
 def _child_argv(request: RunRequest, command: Sequence[str], spec_file: Path, dirs_file: Path) -> list[str]:
@@ -238,7 +250,7 @@ def run_child(request: RunRequest, *, command: Sequence[str], log_path: Path, he
             proc = subprocess.Popen(_child_argv(request, command, spec_file, dirs_file), stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                     start_new_session=detach,
-                                    preexec_fn=_set_parent_death_signal if detach else None)
+                                    preexec_fn=_parent_death_signal() if detach else None)
             if on_start is not None:
                 on_start(proc)
             code = proc.wait()

@@ -19,6 +19,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,13 +37,16 @@ class IngestTotals:
     warehouse: str
     handed: int = 0
     ingested: int = 0
+    batches: int = 0
+    busy_s: float = 0.0  # the helper's time spent ingesting (not counting its start)
     statuses: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         st = ", ".join(f"{k}={v}" for k, v in sorted(self.statuses.items())) or "-"
         err = f"; {len(self.errors)} batch(es) failed, first: {self.errors[0]}" if self.errors else ""
-        return f"warehouse {self.warehouse}: {self.ingested} of {self.handed} runs ingested ({st}){err}"
+        return (f"warehouse {self.warehouse}: {self.ingested} of {self.handed} runs ingested ({st}) in "
+                f"{self.batches} batch(es), {self.busy_s:.1f} s of ingest{err}")
 
 
 class WarehouseSink:
@@ -70,6 +74,8 @@ class WarehouseSink:
                     self.totals.errors.append(str(doc["error"]))
                     continue
                 self.totals.ingested += int(doc.get("ingested", 0))
+                self.totals.batches += 1
+                self.totals.busy_s += float(doc.get("elapsed_s", 0.0))
                 for k, v in dict(doc.get("statuses", {})).items():
                     self.totals.statuses[k] = self.totals.statuses.get(k, 0) + int(v)
 
@@ -145,9 +151,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             refs.append(RunRef(f"{path.parent.name}/{path.name}", str(path.parent.parent), str(path)))
         if not refs:
             continue
+        started = time.monotonic()
         try:
             s = ingest_refs(spark, refs, warehouse)
-            print(json.dumps({"ingested": s.ingested, "statuses": s.statuses, "batch": s.batch_id}), flush=True)
+            print(json.dumps({"ingested": s.ingested, "statuses": s.statuses, "batch": s.batch_id,
+                              "elapsed_s": round(time.monotonic() - started, 3)}), flush=True)
         except Exception as exc:  # reported to the pool; the next batch is tried
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             print(json.dumps({"error": f"{exc.__class__.__name__}: {first}"}), flush=True)

@@ -8,7 +8,9 @@ result can only come back second.
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -195,3 +197,32 @@ def test_fan_out_flags_are_refused_with_one_line_before_anything_runs(
 def test_spark_conf_must_be_key_value(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["test-all", "x.yaml", "--master", "local[1]", "--spark-conf", "task.cpus"]) == 2
     assert "is not KEY=VALUE" in capsys.readouterr().err
+
+
+STARTER = r'''
+import sys
+from pathlib import Path
+from harness.fleet import RunRequest, run_child
+out = Path(sys.argv[1])
+child = ("import os, signal, sys, time, pathlib; out = pathlib.Path(sys.argv[1]); "
+         "signal.signal(signal.SIGTERM, lambda *a: (out.joinpath('term').write_text('x'), sys.exit(0))); "
+         "out.joinpath('sid').write_text(str(os.getsid(0))); time.sleep(60)")
+run_child(RunRequest("detached", "seed: 1\n", str(out)), command=(sys.executable, "-c", child, str(out)),
+          log_path=out / "log", header="[fleet] run 0 attempt 1 on here: detached", detach=True)
+'''
+
+
+@pytest.mark.timeout(60)
+def test_a_detached_child_has_its_own_session_and_is_stopped_when_its_starter_dies(tmp_path: Path) -> None:
+    """What happens to a run's child when the executor's Python worker that started it dies with its host."""
+    starter = subprocess.Popen([sys.executable, "-c", STARTER, str(tmp_path)], cwd=Path(__file__).resolve().parents[3])
+    try:
+        wait_until(lambda: (tmp_path / "sid").exists(), timeout_s=30, what="the child to start")
+        assert int((tmp_path / "sid").read_text()) not in (os.getsid(0), os.getsid(starter.pid))
+        starter.kill()  # SIGKILL: no handler of the starter runs
+        starter.wait()
+        wait_until(lambda: (tmp_path / "term").exists(), timeout_s=30, what="SIGTERM to reach the orphaned child")
+    finally:
+        if starter.poll() is None:
+            starter.kill()
+            starter.wait()
