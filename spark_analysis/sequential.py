@@ -601,6 +601,12 @@ class SequentialGate:
     def observe(self, outcome: RunOutcome) -> None:
         """Take one finished run into account (any order; a pair's two runs may arrive far apart).
 
+        Runs are used in seed order: seed ``s`` is processed once both builds' runs of every known seed up to ``s``
+        are in (finished or crashed).  A run whose seed that processing has already passed -- a seed never handed
+        out by :meth:`next_pairs` that arrives after later seeds were processed, or a retry of a pair already
+        processed -- is counted (``runs_used``, :attr:`CellReport.late_runs`) but not used; a safety cell's
+        definite anomaly still fails it (a proof needs no order).
+
         Raises:
             ValueError: a cell that was not declared, or a second usable run of the same cell, build and seed.
         """
