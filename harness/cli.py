@@ -34,6 +34,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "repro": ("harness.commands.repro", "rerun a stored run with its spec, seed and executed fault schedule"),
     "shrink": ("harness.commands.shrink", "cut a failing run's fault schedule down to the faults that matter"),
     "test-all": ("harness.commands.test_all", "run several specs; summary table and one JUnit file"),
+    "gate": ("harness.commands.gate", "release gate: run two revisions of the cluster side by side until it can "
+                                      "decide (exit 0 pass/1 regression/2 undecided)"),
     "cluster": ("harness.commands.cluster", "cluster up SPEC | down | status | logs NODE (no test)"),
     "serve": ("harness.commands.serve", "web UI over a results directory"),
 }

@@ -8,10 +8,12 @@ The shell, in order:
    figures per fault kind.  From a ``--warehouse``: the ``runs``, ``anomalies``, ``faults`` and ``ops`` tables
    (the spec's settings are read from each run's ``test.yaml`` at its recorded path, on the executors).  From
    ``--results`` directories: each run is parsed on an executor with the ingest code
-   (:func:`spark_analysis.runfiles.parse_run`).  Both give the same figures: per fault kind, the median over
-   the run's windows of that kind of ``recovery_s`` (windows without a recovery skipped) and of
-   ``unavailable_s`` (a window with no failed op counts 0 s), and the exact p99 (linear interpolation) of the
-   latencies of ok client ops invoked under that kind of fault.  A run id seen in both sources counts once.
+   (:func:`spark_analysis.runfiles.parse_run`).  Both give the same figures, the per-run checker's own
+   (``runs.fault_figures``: :func:`spark_analysis.runfiles.fault_figures_field`, which is
+   :func:`checker.perf.fault_kind_figures` -- the figures ``splitbrain gate`` compares too): per fault kind, the
+   median over the run's windows of that kind of the recovery, of how long no write succeeded, and the p99
+   latency of ok client ops invoked under that kind of fault.  Warehouses ingested before that column existed
+   have no figures: rebuild them.  A run id seen in both sources counts once.
 2. :func:`gate_inputs` (pure) -- the driver turns the rows into cells and :class:`RunOutcome`\\ s.  A cell is
    ``workload x nemesis x nemesis_mode``; with ``cell_kind="auto"`` runs whose spec has unsafe settings (or
    known bugs, or no readable spec) form a separate *rate* cell, ``"... [unsafe]"``, and safe runs a *safety*
@@ -58,33 +60,19 @@ def spec_is_safe(spec: Any) -> bool | None:
             and cluster.get("enable_elect_unclean_master", False) is False and not cluster.get("bugs"))
 
 
-def fault_figures(windows: Iterable[tuple[str, float | None, float | None]],
-                  latencies_ms: Iterable[tuple[str, float]]) -> list[tuple[str, Any, Any, Any]]:
-    """Per fault kind ``(kind, recovery_s, unavailable_s, p99_latency_ms)`` of one run (module docstring, step 1).
+def fault_figures(text: str | None) -> list[tuple[str, Any, Any, Any]]:
+    """Per fault kind ``(kind, recovery_s, unavailable_s, p99_latency_ms)`` from a run's ``fault_figures`` JSON
+    (module docstring, step 1); a missing or unreadable value gives none."""
+    import json
 
-    Args:
-        windows: ``(kind, unavailable_s, recovery_s)`` per fault window.
-        latencies_ms: ``(kind, latency)`` of each ok client op invoked under a fault of that kind.
-    """
-    import numpy as np
-
-    rec: dict[str, list[float]] = {}
-    unav: dict[str, list[float]] = {}
-    lat: dict[str, list[float]] = {}
-    for kind, unavailable_s, recovery_s in windows:
-        unav.setdefault(kind, []).append(0.0 if unavailable_s is None else float(unavailable_s))
-        rec.setdefault(kind, [])
-        if recovery_s is not None:
-            rec[kind].append(float(recovery_s))
-    for kind, ms in latencies_ms:
-        lat.setdefault(kind, []).append(float(ms))
-
-    def med(v: list[float]) -> float | None:
-        return float(np.median(v)) if v else None
-
-    return [(k, med(rec.get(k, [])), med(unav.get(k, [])),
-             float(np.percentile(lat[k], 99)) if lat.get(k) else None)
-            for k in sorted(set(rec) | set(lat))]
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        return []
+    if not isinstance(data, Mapping):
+        return []
+    return [(str(k), v.get("recovery_s"), v.get("unavailable_s"), v.get("p99_latency_ms"))
+            for k, v in sorted(data.items()) if isinstance(v, Mapping)]
 
 
 def gate_rows(spark: Any, *, warehouse: str | None, results: Sequence[str], versions: Sequence[str]) -> list[GateRow]:
@@ -115,7 +103,7 @@ def _results_row(ref: Any) -> GateRow | None:
     import yaml
 
     from spark_analysis.ingest import read_texts
-    from spark_analysis.runfiles import op_columns, parse_run
+    from spark_analysis.runfiles import parse_run
 
     texts, errors = read_texts(ref.path)
     p = parse_run(ref.run_id, ref.root, ref.path, texts)
@@ -125,16 +113,9 @@ def _results_row(ref: Any) -> GateRow | None:
         safe = spec_is_safe(yaml.safe_load(texts.test_yaml)) if texts.test_yaml else None
     except yaml.YAMLError:
         safe = None
-    windows = [(w.kind, r.unavailable_s, r.recovery_s) for w, r in zip(p.faults, p.recovery)]
-    lat: list[tuple[str, float]] = []
-    for cols in op_columns(p).values():
-        # OPS column order: ..., 3 type, ..., 9 is_nemesis, 10 latency_ns, ..., 13 fault_kind
-        for typ, nem, latency, kind in zip(cols[3], cols[9], cols[10], cols[13]):
-            if typ == "ok" and not nem and latency is not None and kind is not None:
-                lat.append((kind, latency / 1e6))
     return (run["run_id"], run["workload"], run["nemesis"], run["nemesis_mode"] or "random",
             run["cluster_version"] or "unknown", run["seed"], run["start_time"], status, run["valid"],
-            sorted({a["type"] for a in p.anomalies}), safe, fault_figures(windows, lat))
+            sorted({a["type"] for a in p.anomalies}), safe, fault_figures(run["fault_figures"]))
 
 
 def _spec_safe_at(path: Any) -> bool | None:
@@ -160,23 +141,12 @@ def _warehouse_rows(spark: Any, warehouse: str, versions: Sequence[str]) -> list
     ids = runs.select("run_id")
     kinds = (read_table(spark, warehouse, "anomalies").join(ids, "run_id", "left_semi").where(F.col("count") > 0)
              .groupBy("run_id").agg(F.sort_array(F.collect_set("type")).alias("kinds")))
-    windows = (read_table(spark, warehouse, "faults").join(ids, "run_id", "left_semi").groupBy("run_id", "kind")
-               .agg(F.median("recovery_s").alias("recovery_s"),
-                    F.median(F.coalesce(F.col("unavailable_s"), F.lit(0.0))).alias("unavailable_s")))
-    lat = (read_table(spark, warehouse, "ops").join(ids, "run_id", "left_semi")
-           .where((~F.col("is_nemesis")) & (F.col("type") == "ok") & F.col("latency_ns").isNotNull()
-                  & F.col("fault_kind").isNotNull())
-           .groupBy("run_id", F.col("fault_kind").alias("kind"))
-           .agg(F.percentile(F.col("latency_ns") / F.lit(1e6), F.lit(0.99)).alias("p99_latency_ms")))
-    figures = (windows.join(lat, ["run_id", "kind"], "full_outer").groupBy("run_id")
-               .agg(F.sort_array(F.collect_list(F.struct("kind", "recovery_s", "unavailable_s",
-                                                         "p99_latency_ms"))).alias("figures")))
-    table = (runs.join(kinds, "run_id", "left").join(figures, "run_id", "left")
+    table = (runs.join(kinds, "run_id", "left")
              .select("run_id", "workload", "nemesis", "nemesis_mode", "cluster_version", "seed", "start_time",
-                     "status", "valid", "kinds", "path", "figures"))
+                     "status", "valid", "kinds", "path", "fault_figures"))
     rows = table.rdd.map(lambda r: (*r[:10], _spec_safe_at(r[10]), r[11])).collect()
-    return [(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], list(r[9] or []), r[10],
-             [(f[0], f[1], f[2], f[3]) for f in (r[11] or [])]) for r in rows]
+    return [(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], list(r[9] or []), r[10], fault_figures(r[11]))
+            for r in rows]
 
 
 # -- the driver's part (pure) ---------------------------------------------------------------------------------

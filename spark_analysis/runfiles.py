@@ -28,7 +28,7 @@ import datetime as _dt
 import hashlib
 import json
 from bisect import bisect_right
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -39,7 +39,8 @@ from spark_analysis.faults import FaultWindow, fault_windows
 from spark_analysis.recovery import WindowRecovery, window_recovery
 
 __all__ = [
-    "LOST_ATTEMPT_FILE", "STATUSES", "OpColumns", "ParsedRun", "RunTexts", "availability_field", "mode_fields",
+    "LOST_ATTEMPT_FILE", "STATUSES", "OpColumns", "ParsedRun", "RunTexts", "availability_field",
+    "fault_figures_field", "mode_fields",
     "op_columns", "op_rows", "parse_history_text", "parse_run", "provenance_fields", "run_href", "spec_fields",
     "verdict_text",
 ]
@@ -155,6 +156,25 @@ def availability_field(res: Mapping[str, Any]) -> str | None:
     was judged without it (turned off, or a run from before the verdict existed)."""
     entry = _mapping(res.get("checkers")).get("availability")
     return verdict_text(entry.get("valid")) if isinstance(entry, Mapping) else None
+
+
+def fault_figures_field(res: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]) -> str | None:
+    """The run's figures per fault kind as JSON (``{kind: {recovery_s, unavailable_s, p99_latency_ms}}``): the
+    per-run checker's own (results.json ``perf.by_fault_kind``), or for a run recorded before it wrote them the same
+    function on the history (:func:`checker.perf.fault_kind_figures`); None when the run had no fault window."""
+    recorded = _mapping(res.get("perf")).get("by_fault_kind")
+    if isinstance(recorded, Mapping):
+        return json.dumps(recorded, sort_keys=True) if recorded else None
+    # imported here: checker.perf also holds the plots, and matplotlib would slow every `import spark_analysis`
+    from checker.perf import WRITE_FS, fault_kind_figures, latency_points, nemesis_windows
+
+    client = [o for o in ops if "process" in o and "type" in o and "f" in o and "time" in o and "index" in o]
+    try:
+        figures = fault_kind_figures(latency_points(client), nemesis_windows(client), write_fs=WRITE_FS,
+                                     end_s=max((float(o["time"]) / 1e9 for o in client), default=0.0))
+    except (TypeError, ValueError, KeyError):
+        return None  # a history too damaged to pair ops: no figures, never a failed ingest
+    return json.dumps({k: v.to_dict() for k, v in figures.items()}, sort_keys=True) if figures else None
 
 
 def mode_fields(spec: Mapping[str, Any], res: Mapping[str, Any]) -> dict[str, Any]:
@@ -348,6 +368,7 @@ def parse_run(run_id: str, root: str, path: str, texts: RunTexts, *, batch_id: s
         "faults_not_effective": sum(1 for o in accounted if o.get("effective") is False) if accounted else None,
         "anomaly_count": sum(a["count"] for a in anomalies), "batch_id": batch_id,
         **prov, **mode_fields(spec, res), "availability": availability_field(res),
+        "fault_figures": fault_figures_field(res, ops),
     }
     if not run["name"]:
         run["name"] = test

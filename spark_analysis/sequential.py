@@ -149,9 +149,10 @@ class Cell:
 class FaultFigures:
     """One run's figures under one fault kind (None: not measured, e.g. no recovery was seen).
 
-    ``recovery_s``: time from the heal to the first ok completion; ``unavailable_s``: time from the fault's start
-    to the last failed completion; ``p99_latency_ms``: p99 latency of ok client ops invoked under the fault.  When
-    a run had several windows of the kind, the driver summarises them (e.g. the median).
+    ``recovery_s``: time from the heal to the first ok completion; ``unavailable_s``: how long no write succeeded
+    while the fault lasted (a failover's length); ``p99_latency_ms``: p99 latency of ok client ops invoked under
+    the fault.  Both gates take them from the per-run checker (:func:`checker.perf.fault_kind_figures`, the median
+    over a run's windows of the kind).
     """
 
     recovery_s: float | None = None

@@ -53,7 +53,7 @@ RUNS = _schema(
     ("op_count", _L), ("client_op_count", _L), ("fault_count", _I), ("anomaly_count", _L), ("batch_id", _S),
     ("sut_version", _S), ("revision_dirty", _B), ("harness_version", _S), ("harness_revision", _S), ("host", _S),
     ("faults_requested", _I), ("faults_not_effective", _I), ("nemesis_mode", _S), ("coverage_points", _L),
-    ("availability", _S),
+    ("availability", _S), ("fault_figures", _S),
 )
 OPS = _schema(
     ("run_id", _S), ("idx", _L), ("time_ns", _L), ("type", _S), ("process", _S), ("f", _S), ("node", _S),

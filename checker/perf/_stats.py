@@ -5,13 +5,14 @@ milliseconds (``*_ms``).  A *nemesis window* is the interval between a fault-sta
 matching healing op (``NEMESIS_PAIRS``, plus any ``start-X``/``stop-X``); an unhealed window ends at the end of
 the history.  *Availability* of a window: how long after the fault started client ops kept failing (the
 last ``fail``/``info`` completion before the next window starts), and the RTO: the time from the heal to
-the first ``ok`` completion.
+the first ``ok`` completion.  *Figures per fault kind* (:func:`fault_kind_figures`): recovery, how long no write
+succeeded, and p99 latency under each kind of fault -- what the release gate compares between two builds.
 """
 
 from __future__ import annotations
 
 import json
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -202,6 +203,72 @@ def availability(points: Sequence[LatencyPoint], windows: Sequence[Window]) -> l
             w.f, w.start_s, w.end_s, w.stop_f is not None, len(span) - len(fails), len(fails),
             (fails[0] - w.start_s) if fails else None, (fails[-1] - w.start_s) if fails else None, rto))
     return out
+
+
+def write_gap_s(ok_writes_s: Sequence[float], start_s: float, end_s: float, history_end_s: float) -> float:
+    """The longest stretch without an ok write (completion times ``ok_writes_s``, ascending) that overlaps
+    ``[start_s, end_s]``, counted from ``start_s`` at the earliest; a stretch no write ends, ends at
+    ``history_end_s``."""
+    i = bisect_right(ok_writes_s, start_s)  # the first ok write after the window starts
+    gap, since = 0.0, start_s
+    while True:
+        nxt = ok_writes_s[i] if i < len(ok_writes_s) else history_end_s
+        gap = max(gap, nxt - since)
+        if i >= len(ok_writes_s) or nxt >= end_s:
+            return gap
+        since, i = nxt, i + 1
+
+
+@dataclass(frozen=True, slots=True)
+class FaultKindFigures:
+    """One run's figures under one fault kind (a window's ``f``), each the median over the run's windows of that
+    kind, None when not measured.  The release gate compares them between two builds (:mod:`harness.gate_outcome`,
+    ``splitbrain spark gate``).
+
+    ``recovery_s``: the window's RTO (:func:`availability`); a healed window never followed by an ok completion
+    counts until the end of the history (a lower bound: a build that never recovers compares as slow, not as "not
+    measured").  ``unavailable_s``: :func:`write_gap_s` over the ok completions of writes -- how long the cluster
+    took no write, a failover's length.  Not "the last failed op" (:attr:`Availability.last_failure_s`): workers
+    bound to the faulted node fail until it returns whatever the cluster does, which would hide a slower failover.
+    None when the run has no writes.  ``p99_latency_ms``: of ok client ops invoked inside windows of the kind.
+    """
+
+    recovery_s: float | None
+    unavailable_s: float | None
+    p99_latency_ms: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _median(xs: Sequence[float]) -> float | None:
+    if not xs:
+        return None
+    s, n = sorted(xs), len(xs)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def fault_kind_figures(points: Sequence[LatencyPoint], windows: Sequence[Window], *, write_fs: Iterable[str],
+                       end_s: float) -> dict[str, FaultKindFigures]:
+    """Per fault kind, the run's :class:`FaultKindFigures`; ``write_fs`` are the ops that are writes, ``end_s``
+    the end of the history."""
+    if not windows:
+        return {}
+    writes = frozenset(write_fs)
+    ok_writes = sorted(p.time_s + p.latency_ms / 1000.0 for p in points if p.type == "ok" and p.f in writes)
+    has_writes = any(p.f in writes for p in points)
+    by_invoke = sorted((p.time_s, p.latency_ms) for p in points if p.type == "ok")
+    invoked = [t for t, _ in by_invoke]
+    per: dict[str, tuple[list[float], list[float], list[float]]] = {}
+    for w, a in zip(windows, availability(points, windows), strict=True):
+        rec, unav, lat = per.setdefault(w.f, ([], [], []))
+        if a.healed:
+            rec.append(a.rto_s if a.rto_s is not None else max(0.0, end_s - w.end_s))
+        if has_writes:
+            unav.append(write_gap_s(ok_writes, w.start_s, w.end_s, end_s))
+        lat += [ms for _, ms in by_invoke[bisect_left(invoked, w.start_s):bisect_right(invoked, w.end_s)]]
+    return {kind: FaultKindFigures(_median(rec), _median(unav), quantile(sorted(lat), 0.99) if lat else None)
+            for kind, (rec, unav, lat) in sorted(per.items())}
 
 
 def op_counts(points: Sequence[LatencyPoint]) -> dict[str, dict[str, int]]:

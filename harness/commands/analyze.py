@@ -1,6 +1,7 @@
 """``splitbrain analyze [RUN]``: re-check a stored run without touching any cluster.
 
-Reads the run's ``test.yaml`` (the exact spec), rebuilds its workloads' checkers, runs them on
+Reads the run's ``test.yaml`` (the exact spec), rebuilds its workloads' checkers and its availability verdict
+(:func:`harness.runner.availability_checker`), runs them on
 ``history.jsonl`` (a torn last line -- a crashed run -- is tolerated; an invoke without completion counts as
 ``info``), rewrites ``results.json`` and ``junit.xml`` (keeping the run facts: seed, counts, interrupted,
 crashed, duration) and, unless ``--no-plots``, the plots and timeline.  RUN defaults to ``<results>/latest``;
@@ -27,6 +28,7 @@ from harness.commands._artifacts import write_artifacts
 from harness.commands._exit import refuse
 from harness.commands._parts import build_workloads, namespaced_checkers
 from harness.junit import write_junit
+from harness.runner import AVAILABILITY, availability_checker
 from harness.runs import RunNotFound, resolve_run_dir
 from harness.spec import SpecError, load_spec
 from harness.store import RunDir, exit_code, merge_results, read_results, write_results
@@ -91,6 +93,10 @@ def analyze_run(run_dir: str | Path, *, plots: bool = True) -> tuple[int, dict[s
         merged: dict[str, Any] = {"valid": "unknown", "error": unreadable}
     else:
         results = {name: _check_safe(c, test, history) for name, c in namespaced_checkers(workloads).items()}
+        availability = availability_checker(spec)  # the run's availability verdict, as the runner made it
+        if availability is not None:
+            results[AVAILABILITY] = _check_safe(
+                availability, {**test, "main_phase_start_ns": known.get("main_phase_start_ns")}, history)
         merged = merge_results(results)
     valid = merged.get("valid", "unknown")
     if (facts.get("interrupted") or facts.get("crashed")) and valid is True:

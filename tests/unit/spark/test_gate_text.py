@@ -77,13 +77,29 @@ def test_spec_is_safe(spec: Any, safe: bool | None) -> None:
     assert spec_is_safe(spec) is safe
 
 
-def test_fault_figures_median_of_windows_and_p99_of_latencies() -> None:
-    windows = [("kill", 2.0, 1.0), ("kill", None, 3.0), ("kill", 4.0, None), ("partition", 1.0, 0.5)]
-    lat = [("kill", float(ms)) for ms in range(1, 101)]
-    got = fault_figures(windows, lat)
-    assert got[0][0] == "kill" and got[0][1] == 2.0 and got[0][2] == 2.0  # recovery median of 1, 3; unav of 2, 0, 4
-    assert got[0][3] == pytest.approx(99.01)  # linear interpolation, as Spark's percentile
-    assert got[1] == ("partition", 0.5, 1.0, None)
+def test_fault_figures_read_the_runs_recorded_json() -> None:
+    text = ('{"kill": {"recovery_s": 1.0, "unavailable_s": 2.5, "p99_latency_ms": 30.0}, '
+            '"start-partition": {"recovery_s": null, "unavailable_s": 0.5, "p99_latency_ms": null}}')
+    assert fault_figures(text) == [("kill", 1.0, 2.5, 30.0), ("start-partition", None, 0.5, None)]
+    assert fault_figures(None) == [] and fault_figures("not json") == [] and fault_figures("[1]") == []
+
+
+def test_the_ingested_figures_are_the_checkers_own() -> None:
+    from checker.perf import analyze_perf
+    from spark_analysis.runfiles import fault_figures_field
+
+    ops = [{"index": 0, "time": 0, "type": "invoke", "process": 0, "f": "send", "value": 1},
+           {"index": 1, "time": 10_000_000, "type": "ok", "process": 0, "f": "send", "value": 1},
+           {"index": 2, "time": 1_000_000_000, "type": "invoke", "process": "nemesis", "f": "kill", "value": "m"},
+           {"index": 3, "time": 1_000_000_000, "type": "info", "process": "nemesis", "f": "kill", "value": ["b1"]},
+           {"index": 4, "time": 2_000_000_000, "type": "invoke", "process": 1, "f": "send", "value": 2},
+           {"index": 5, "time": 2_500_000_000, "type": "ok", "process": 1, "f": "send", "value": 2},
+           {"index": 6, "time": 3_000_000_000, "type": "invoke", "process": "nemesis", "f": "start", "value": None},
+           {"index": 7, "time": 3_000_000_000, "type": "info", "process": "nemesis", "f": "start", "value": ["b1"]}]
+    recorded = analyze_perf(ops, ".", plots=False)
+    from_results = fault_figures(fault_figures_field({"perf": recorded}, ops))
+    from_history = fault_figures(fault_figures_field({}, ops))  # a run recorded before by_fault_kind
+    assert from_results == from_history == [("kill", 0.0, 1.5, 500.0)]  # no ok op after the heal: until the end
 
 
 def _row(run_id: str, version: str, seed: int | None, *, status: str = "ok", valid: str = "true",
