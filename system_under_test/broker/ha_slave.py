@@ -18,6 +18,10 @@ session, in order:
    together with one write and one fsync.  The confirm offset is adopted and the ack sent only
    after the append returned -- a slave acks only bytes it has durably appended.
 4. No transfer for ``IDLE_TIMEOUT_S`` (the master sends a heartbeat every second): reconnect.
+
+:attr:`HaSlave.master_confirm_offset` is the confirm offset of the last TRANSFER whose bytes are appended
+(None until one is): a broker whose store lost durable records leads again only once its log reaches it
+(:func:`~.ha.may_lead_again`).
 """
 
 from __future__ import annotations
@@ -77,11 +81,12 @@ class HaSlave:
         self.state = "READY"
         self.error: str | None = None
         self.local = SlaveLog(store.max_phys_offset, None)
+        self.master_confirm_offset: int | None = None  # of the last applied TRANSFER (module docstring)
         self._conn: Connection | None = None
         self._task: asyncio.Task[None] | None = None
         self._last_transfer_ms = 0
         self._stopped = False
-        self._backlog: list[tuple[Connection, list[SlaveAction], bytes]] = []
+        self._backlog: list[tuple[Connection, list[SlaveAction], bytes, int]] = []  # + the header's confirm offset
         self._applier: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -142,6 +147,7 @@ class HaSlave:
             if int(h["master_epoch"]) < self.master_epoch:
                 raise TransferError(f"{self.master_addr} answered as master of epoch {h['master_epoch']}, older than "
                                     f"the expected {self.master_epoch}")
+            self.master_confirm_offset = None  # until this session's first transfer is appended
             self._truncate(resp.body or [], int(h["max_offset"]), int(h["min_offset"]))
             last = self.store.epochs.last_entry
             self.local = SlaveLog(self.store.max_phys_offset, last.epoch if last is not None else None,
@@ -209,7 +215,7 @@ class HaSlave:
                 return
         self.local = local  # the state once the queued actions are carried out (they run in order)
         self._last_transfer_ms = self.now_ms()
-        self._backlog.append((conn, actions, bytes(body)))
+        self._backlog.append((conn, actions, bytes(body), header.confirm_offset))
         if self._applier is None or self._applier.done():
             self._applier = asyncio.get_running_loop().create_task(self._apply_backlog())
 
@@ -220,13 +226,13 @@ class HaSlave:
         while self._backlog:
             batch, self._backlog = self._backlog, []
             conn = batch[-1][0]
-            if any(c is not conn for c, _, _ in batch) or conn.closed:
+            if any(c is not conn for c, _, _, _ in batch) or conn.closed:
                 return  # a session ended; the next handshake starts from the store's max offset
             confirm = ack = None
             pending: list[bytes] = []
             pending_at = 0
             try:
-                for _, actions, body in batch:
+                for _, actions, body, _ in batch:
                     for action in actions:
                         if isinstance(action, AppendBytes):
                             if pending and pending_at + sum(map(len, pending)) != action.offset:
@@ -249,6 +255,7 @@ class HaSlave:
                 # never withdraw what consumers may have read
                 if confirm is not None and confirm > store.confirm_offset:
                     store.set_confirm_offset(confirm)
+                self.master_confirm_offset = batch[-1][3]
             except Exception as exc:  # whatever it is, the session must end rather than stall
                 if isinstance(exc, TransferError | StoreError | OSError | ValueError):
                     log.error("cannot apply transfer at %s: %s", pending_at, exc)

@@ -21,6 +21,13 @@
    :func:`~.ha.change_to_slave_steps`.
 6. On SIGTERM (controlled shutdown, KIP-631): refuse writes, heartbeat with ``want_shutdown`` until
    the reply says ``should_shutdown`` (mastership moved away), then close the store cleanly.
+
+A store that lost durable records (``MessageStore.durable_loss``: its recovery found the commit log
+shorter than what it had fsynced) keeps the broker out of mastership (``broker/ha/role.py``): heartbeats
+carry ``want_fence`` so the controller keeps it fenced and unelectable, and a role decision that would
+adopt mastership or ask for an election is REFUSE_TO_LEAD.  It follows other masters as a slave; once its
+log reaches its master's confirm offset (:func:`~.ha.may_lead_again`) the loss is cleared and the next
+heartbeat lets the controller unfence it.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from typing import Any
 from system_under_test import node_events
 from system_under_test.broker.config import BrokerConfig, FlushMode
 from system_under_test.broker.consumer_offsets import ConsumerOffsets
-from system_under_test.broker.ha import RoleDecisionKind, decide_role_change
+from system_under_test.broker.ha import RoleDecisionKind, decide_role_change, may_lead_again
 from system_under_test.broker.ha_master import HaMaster
 from system_under_test.broker.ha_slave import HaSlave
 from system_under_test.broker.registration import (
@@ -104,6 +111,7 @@ class Broker:
         self._hb_inflight: set[str] = set()
         self._last_lease_check_ms = 0
         self._registering = False
+        self._refused_lead_epoch: int | None = None  # last master epoch a REFUSE_TO_LEAD was logged for
 
     # -- start ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -119,6 +127,9 @@ class Broker:
         )
         Path(self.cfg.store_dir).mkdir(parents=True, exist_ok=True)
         self.store = await asyncio.to_thread(MessageStore.open, self.cfg.store_dir, store_cfg, self.cluster_id)
+        if self.store.durable_loss is not None:
+            log.warning("%s: staying fenced, and out of mastership, until replication from another master "
+                        "refills the log", self.store.durable_loss.describe())
         self.offsets = ConsumerOffsets(self.cfg.store_dir)
         self.ha_master = HaMaster(self.store, self.cfg, self._alter_sync_state_set, CLOCK.monotonic_ms,
                                   self._poll_now.set)
@@ -197,12 +208,25 @@ class Broker:
             "master_epoch": self.store.epochs.last_epoch, "max_offset": self.store.max_phys_offset,
             "confirm_offset": self.store.confirm_offset, "election_priority": self.cfg.election_priority,
             "heartbeat_timeout_ms": self.cfg.lease_timeout_ms, "want_shutdown": self.shutting_down,
+            "want_fence": self.store.durable_loss is not None,
         }
+
+    async def _clear_durable_loss_if_refilled(self) -> None:
+        """A store that lost durable records is made good once our log reaches the confirm offset of the
+        master we follow (:func:`~.ha.may_lead_again`): forget the loss; the next heartbeat unfences us."""
+        store, slave = self.store, self.ha_slave
+        if store is None or store.durable_loss is None or slave is None:
+            return
+        if may_lead_again(slave.master_confirm_offset, store.max_phys_offset):
+            await asyncio.to_thread(store.clear_durable_loss)
+            log.warning("log refilled to %d from master %d (its confirm offset %s): the durable loss is made good; "
+                        "asking to be unfenced", store.max_phys_offset, slave.master_id, slave.master_confirm_offset)
 
     async def heartbeat_once(self) -> None:
         """One heartbeat to every controller; each reply is handled as soon as it arrives (a blackholed
         controller must not delay the leader's renewal).  A controller whose previous heartbeat is still
         pending is skipped this round."""
+        await self._clear_durable_loss_if_refilled()
         sent = CLOCK.monotonic_ms()
         header = self.heartbeat_header()
         timeout_s = max(0.2, self.cfg.heartbeat_interval_ms * 2 / 1000)
@@ -355,8 +379,14 @@ class Broker:
             self.ha_master.deactivate(f"controller ({source}) has master epoch {master_epoch} > {self.master_epoch}")
         sync_set = SyncStateSet(frozenset(int(i) for i in info.get("sync_state_set") or []),
                                 int(info.get("sync_state_set_epoch") or 0))
+        lost = self.store is not None and self.store.durable_loss is not None
         decision = decide_role_change(self.master_epoch, master_epoch, None if master_id is None else int(master_id),
-                                      self.broker_id)
+                                      self.broker_id, lost_durable_records=lost)
+        if decision.kind is RoleDecisionKind.REFUSE_TO_LEAD:
+            if self._refused_lead_epoch != master_epoch:
+                self._refused_lead_epoch = master_epoch
+                log.warning("not leading (via %s): %s", source, decision.reason)
+            return None
         if decision.kind is RoleDecisionKind.NO_MASTER:
             return await self._ask_to_be_elected(master_epoch, source)
         if decision.kind is RoleDecisionKind.BECOME_MASTER:
@@ -413,6 +443,7 @@ class Broker:
         if store is not None:
             info.update({"max_offset": store.max_phys_offset, "min_offset": store.min_phys_offset,
                          "confirm_offset": store.confirm_offset, "synced_offset": store.synced_offset,
+                         "durable_loss": None if store.durable_loss is None else store.durable_loss.describe(),
                          "disk": store.fsync_stats(),
                          "epochs": [[e.epoch, e.start_offset] for e in store.epochs.entries]})
         ha = self.ha_master

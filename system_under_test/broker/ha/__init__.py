@@ -25,6 +25,7 @@ from system_under_test.broker.ha.role import (
     change_to_master_steps,
     change_to_slave_steps,
     decide_role_change,
+    may_lead_again,
     routing_broker_id,
 )
 from system_under_test.broker.ha.sync_state import (
@@ -71,6 +72,7 @@ __all__ = [
     "change_to_master_steps",
     "change_to_slave_steps",
     "decide_role_change",
+    "may_lead_again",
     "routing_broker_id",
     "DEFAULT_HA_MAX_TIME_SLAVE_NOT_CATCHUP_MS",
     "SlaveTracking",

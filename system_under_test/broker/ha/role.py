@@ -25,6 +25,18 @@ epoch's records to the previous epoch (the reference replaces it).
 The HA client appends replicated batches off the event loop, so the log is quiet only once it is
 stopped: while it runs, :func:`change_to_master_steps` returns just ``[StopHaClient()]`` and the shell
 asks again with the log the client left.
+
+A broker whose store lost *durable* records (its recovery found the commit log shorter than what had
+been fsynced -- a damaged disk, not a torn tail; ``MessageStore.durable_loss``) must not lead.  The seed's
+consistency proof rests on "for each (epoch, offset) only one master is responsible for accepting the
+log": a master back in its own epoch with a shorter log would write a second record at an (epoch,
+offset) its slaves already hold -- an acknowledged one, under SYNC -- and their handshake would truncate
+theirs to its end.  So, until the loss is made good, :func:`decide_role_change` answers
+``REFUSE_TO_LEAD`` where it would adopt mastership or ask for an election, and the shell keeps the
+broker fenced (its heartbeats carry ``want_fence``, KIP-631), which makes it unelectable: the
+controller's scan moves mastership to another electable SyncStateSet member, or clears it when there is
+none (the set then refuses writes rather than lose acknowledged ones).  It follows any other master as a
+slave, and :func:`may_lead_again` says when its log is refilled.
 """
 
 from __future__ import annotations
@@ -45,6 +57,7 @@ class RoleDecisionKind(enum.Enum):
     BECOME_MASTER = "become_master"
     BECOME_SLAVE = "become_slave"
     NO_MASTER = "no_master"  # the set has no master: try to get elected (ElectMaster by broker trigger)
+    REFUSE_TO_LEAD = "refuse_to_lead"  # we would lead, but our store lost durable records: stay fenced
 
 
 @dataclass(frozen=True)
@@ -56,14 +69,29 @@ class RoleDecision:
 
 
 def decide_role_change(
-    local_master_epoch: int, new_master_epoch: int, new_master_id: int | None, self_id: int
+    local_master_epoch: int, new_master_epoch: int, new_master_id: int | None, self_id: int, *,
+    lost_durable_records: bool = False,
 ) -> RoleDecision:
     """What to do with a (master id, master epoch) learned from the controller.
 
     A set without a master (``new_master_id`` None) always gives NO_MASTER, whatever its epoch: the broker
     asks to be elected (ElectMaster by broker trigger) until a poll shows a master.  A master is adopted
     only with a master epoch higher than the local one (stale and duplicate notifications are ignored).
+
+    ``lost_durable_records`` (the store lost records it had fsynced; module docstring): where the answer
+    would be BECOME_MASTER or NO_MASTER it is REFUSE_TO_LEAD -- neither adopt mastership (of any epoch: the
+    controller may still name us master of the epoch whose records we lost) nor ask to be elected.
+    Following another master is unchanged.
     """
+    if lost_durable_records and new_master_id in (None, self_id):
+        return RoleDecision(
+            RoleDecisionKind.REFUSE_TO_LEAD,
+            local_master_epoch,
+            None,
+            f"the controller {'names us master' if new_master_id is not None else 'has no master'} (master epoch "
+            f"{new_master_epoch}) but our store lost durable records: staying fenced until another master refills "
+            f"our log",
+        )
     if new_master_id is None:
         # Not a role to adopt but a request to elect: the controller's own epoch check settles a stale report.
         return RoleDecision(RoleDecisionKind.NO_MASTER, new_master_epoch)
@@ -77,6 +105,20 @@ def decide_role_change(
     if new_master_id == self_id:
         return RoleDecision(RoleDecisionKind.BECOME_MASTER, new_master_epoch, self_id)
     return RoleDecision(RoleDecisionKind.BECOME_SLAVE, new_master_epoch, new_master_id)
+
+
+def may_lead_again(master_confirm_offset: int | None, max_offset: int) -> bool:
+    """May a broker whose store lost durable records lead again (stop asking to be fenced)?
+
+    Yes once, following another master as a slave, its log has reached the confirm offset that master
+    last sent (``master_confirm_offset``; None before the first transfer).  Every acknowledged send lies
+    below that offset -- the confirm offset is the least that every SyncStateSet member holds and never
+    goes down, and with allAck a send is acknowledged only once every member holds it -- so the log holds
+    again every record it could have acknowledged.  Reaching the offset it had made durable would not do
+    instead: the new master may end below it (records nobody acknowledged), and waiting for new traffic to
+    pass it would keep a complete replica out of elections for nothing.
+    """
+    return master_confirm_offset is not None and max_offset >= master_confirm_offset
 
 
 def routing_broker_id(is_master: bool, broker_id: int) -> int:

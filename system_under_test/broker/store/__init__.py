@@ -18,6 +18,7 @@ from system_under_test.broker.store.commitlog import (
     FP_BEFORE_FSYNC,
     FP_WRITE,
     CommitLog,
+    DurableLoss,
     RecoveryReport,
 )
 from system_under_test.broker.store.config import FlushPolicy, StoreConfig
@@ -78,6 +79,7 @@ __all__ = [
     "StopKind",
     "CommitLog",
     "RecoveryReport",
+    "DurableLoss",
     "cut_files_offline",
     "FP_WRITE",
     "FP_BEFORE_FSYNC",

@@ -14,6 +14,14 @@ Words:
   to survive the death of the process, not of the machine).  The lose-unfsynced-writes nemesis
   kills the process, reads that file and cuts the log there -- dropping only bytes no caller was
   ever told were durable.
+* **durable loss** -- recovery found the log shorter than its *durable offset* (the larger of the
+  store checkpoint's flushed offset and the synced offset published before the restart): a cut
+  through a record the store had fsynced -- and, under SYNC, possibly acknowledged -- is not a torn
+  tail but lost data.  The log still opens (cut at the damage, as a torn tail is), but before
+  anything is cut the loss is recorded durably in ``<store>/commitlog.lost``; the marker stays
+  across restarts until :meth:`CommitLog.clear_durable_loss` (the broker calls it once replication
+  has refilled the log, see ``broker/ha/role.py``).  Every claim only ever names bytes that were
+  fsynced: a truncation lowers the published synced offset *before* it cuts.
 
 Duties of the caller (the :class:`MessageStore`):
 
@@ -50,6 +58,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from system_under_test.broker.store import _fileio
+from system_under_test.broker.store._kv import encode_kv, parse_kv
 from system_under_test.broker.store.config import FlushPolicy, StoreConfig
 from system_under_test.broker.store.errors import (
     OffsetError,
@@ -79,6 +88,7 @@ FP_READ = declare("store.read", "before commit-log bytes are read (error = EIO)"
 
 COMMITLOG_DIR = "commitlog"
 SYNCED_FILE = "commitlog.synced"
+LOST_FILE = "commitlog.lost"
 
 
 def read_synced_file(store_dir: str) -> int | None:
@@ -109,25 +119,72 @@ class _Segment:
 
 @dataclass(frozen=True)
 class RecoveryReport:
-    """What :meth:`CommitLog.recover` did."""
+    """What :meth:`CommitLog.recover` did.
+
+    ``durable_offset`` is what the log was known durable up to before this open (the module
+    docstring's *durable loss*); ``end`` below it means records that had been fsynced are gone.
+    """
 
     verified_from: int
     end: int
     records_verified: int
     truncated_bytes: int
     truncated_at: int | None
+    durable_offset: int = 0
+
+    @property
+    def lost_durable_bytes(self) -> int:
+        """Bytes below the durable offset that the log no longer holds (0: only a torn tail, if anything)."""
+        return max(0, self.durable_offset - self.end)
 
     def describe(self) -> str:
         cut = f", truncated {self.truncated_bytes}B torn tail at {self.truncated_at}" if self.truncated_bytes else ""
-        return f"verified {self.records_verified} records from {self.verified_from} to {self.end}{cut}"
+        lost = (f"; LOST {self.lost_durable_bytes}B of durable records (durable to {self.durable_offset})"
+                if self.lost_durable_bytes else "")
+        return f"verified {self.records_verified} records from {self.verified_from} to {self.end}{cut}{lost}"
+
+
+@dataclass(frozen=True)
+class DurableLoss:
+    """The commit log lost records it had made durable (``<store>/commitlog.lost``; module docstring).
+
+    Attributes:
+        durable_offset: the log had been fsynced up to here; None if the marker file is damaged.
+        end: where the log ended after the recovery that found the loss.
+    """
+
+    durable_offset: int | None
+    end: int
+
+    def describe(self) -> str:
+        was = "unknown (damaged marker)" if self.durable_offset is None else str(self.durable_offset)
+        return f"commit log lost durable records: durable up to {was}, recovered to {self.end}"
+
+
+def read_lost_file(store_dir: str) -> DurableLoss | None:
+    """The durable loss a store recorded and has not cleared, or None.  A damaged marker still counts."""
+    path = os.path.join(store_dir, LOST_FILE)
+    raw = _fileio.read_or_none(path)
+    if raw is None:
+        return None
+    try:
+        fields = parse_kv(raw, path, ("durable_offset", "end"))
+        return DurableLoss(int(fields["durable_offset"]), int(fields["end"]))
+    except ValueError as exc:
+        log.warning("durable-loss marker damaged (%s); the loss still stands", exc)
+        return DurableLoss(None, 0)
 
 
 class CommitLog:
     """See the module docstring.  Construct with :meth:`open`."""
 
-    def __init__(self, directory: str, config: StoreConfig, segments: list[_Segment], synced_path: str) -> None:
+    def __init__(self, directory: str, config: StoreConfig, segments: list[_Segment], synced_path: str,
+                 published_synced: int | None = None) -> None:
         self.directory = directory
         self.config = config
+        self._store_dir = os.path.dirname(synced_path)
+        self._published_before_open = published_synced  # read before the line below overwrites it
+        self.durable_loss: DurableLoss | None = read_lost_file(self._store_dir)
         self._segs = segments
         self._starts = [s.start for s in segments]
         self._lock = threading.RLock()
@@ -159,7 +216,7 @@ class CommitLog:
             segs.append(_Segment(int(name), path, fd, os.fstat(fd).st_size))
         if not segs:
             segs.append(cls._create_segment(directory, 0))
-        return cls(directory, config, segs, os.path.join(store_dir, SYNCED_FILE))
+        return cls(directory, config, segs, os.path.join(store_dir, SYNCED_FILE), read_synced_file(store_dir))
 
     @staticmethod
     def _create_segment(directory: str, start: int) -> _Segment:
@@ -551,6 +608,9 @@ class CommitLog:
             self._truncate_locked(phys_offset)
 
     def _truncate_locked(self, phys_offset: int) -> None:
+        # Lower the published claim first: a crash mid-cut must not leave a claim above the log's end,
+        # which the next open would take for lost durable records.
+        self._set_synced(min(self._synced, phys_offset))
         removed = False
         while len(self._segs) > 1 and self._segs[-1].start >= phys_offset and self._segs[-1].start > self.min_offset:
             seg = self._segs.pop()
@@ -565,7 +625,6 @@ class CommitLog:
         seg.size = phys_offset - seg.start
         if removed:
             _fileio.fsync_dir(self.directory)
-        self._set_synced(min(self._synced, phys_offset))
 
     def reset_start(self, phys_offset: int) -> None:
         """Make an empty log begin at ``phys_offset`` (a slave that syncs from the master's min offset).
@@ -591,16 +650,22 @@ class CommitLog:
             self._set_synced(phys_offset)
 
     # -- recovery ------------------------------------------------------------------------------
-    def recover(self, verify_from: int) -> RecoveryReport:
+    def recover(self, verify_from: int, durable_offset: int = 0) -> RecoveryReport:
         """Verify CRCs from the segment holding ``verify_from`` to the end; cut a torn tail.
 
         A frame that is incomplete or fails its checks is a *torn tail* if no valid frame follows
         it anywhere in the log: the log is truncated there (logged with file and offset).  If
         valid frames follow, the damage is in the middle and nothing is dropped.
 
+        ``durable_offset`` is the store checkpoint's flushed offset; the synced offset published
+        before this open counts too.  If the log ends -- or is about to be cut -- below the larger of
+        the two, durable records are lost: :attr:`durable_loss` is set and recorded durably *before*
+        anything is cut (module docstring).
+
         Raises:
             StoreCorruption: damage followed by valid data, or overlapping segments (file + offset).
         """
+        durable_offset = max(durable_offset, self._published_before_open or 0)
         with self.io_lock, self._lock:
             self._check_open()
             for a, b in zip(self._segs, self._segs[1:]):
@@ -623,11 +688,30 @@ class CommitLog:
                     continue
                 bad = result.stop.offset if result.stop is not None else seg.end
                 detail = result.stop.detail if result.stop is not None else f"{nxt.start - seg.end if nxt else 0}B hole"
-                dropped = self._torn_or_corrupt_locked(i, buf, bad, detail)
-                return RecoveryReport(self._segs[first].start, self.max_offset, count, dropped, bad)
-            return RecoveryReport(self._segs[first].start, self.max_offset, count, 0, None)
+                dropped = self._torn_or_corrupt_locked(i, buf, bad, detail, durable_offset)
+                return RecoveryReport(self._segs[first].start, self.max_offset, count, dropped, bad, durable_offset)
+            self._note_durable_loss_locked(self.max_offset, durable_offset)
+            return RecoveryReport(self._segs[first].start, self.max_offset, count, 0, None, durable_offset)
 
-    def _torn_or_corrupt_locked(self, i: int, buf: bytes, bad: int, detail: str) -> int:
+    def _note_durable_loss_locked(self, end: int, durable_offset: int) -> None:
+        """Record durably that the log ends at ``end`` below ``durable_offset`` (nothing if it does not)."""
+        if end >= durable_offset:
+            return
+        known = self.durable_loss.durable_offset if self.durable_loss is not None else None
+        loss = DurableLoss(max(durable_offset, known or 0), end)
+        log.error("commit log %s: %s; this broker must not lead until replication refills it", self.directory,
+                  loss.describe())
+        _fileio.atomic_write(os.path.join(self._store_dir, LOST_FILE),
+                             encode_kv({"durable_offset": loss.durable_offset, "end": loss.end}))
+        self.durable_loss = loss
+
+    def clear_durable_loss(self) -> None:
+        """Forget a recorded durable loss (durably): replication has refilled the log."""
+        with self.io_lock:
+            _fileio.remove_durably(os.path.join(self._store_dir, LOST_FILE))
+            self.durable_loss = None
+
+    def _torn_or_corrupt_locked(self, i: int, buf: bytes, bad: int, detail: str, durable_offset: int) -> int:
         seg = self._segs[i]
         later = self._segs[i + 1 :]
         nxt = find_next_valid(buf, bad - seg.start + 1) if bad - seg.start < len(buf) else None
@@ -647,6 +731,7 @@ class CommitLog:
                 offset=bad,
             )
         dropped = self.max_offset - bad
+        self._note_durable_loss_locked(bad, durable_offset)
         log.warning(
             "commit log: truncating torn tail in %s at offset %d (position %d, %s): dropping %d bytes",
             seg.path,

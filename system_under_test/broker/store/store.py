@@ -16,7 +16,10 @@ Open (:meth:`MessageStore.open`) does, in order:
 2. read and remove the clean marker: present -> CLEAN, else DIRTY (or EMPTY for a new store);
 3. recover the commit log: CRCs are re-verified from the checkpoint's flushed offset on a clean
    open, from the log start on a dirty one; a torn tail is cut, damage in the middle raises
-   :class:`StoreCorruption`;
+   :class:`StoreCorruption`; a log that ends below what was durable (the checkpoint's flushed
+   offset or the synced offset published before the restart) has lost durable records, which is
+   recorded durably and reported by :attr:`MessageStore.durable_loss` until
+   :meth:`MessageStore.clear_durable_loss` (the broker then must not lead: ``broker/ha/role.py``);
 4. drop epoch entries that start beyond the recovered end;
 5. clamp the checkpoint's confirm offset to ``[min offset, recovered end]``;
 6. re-derive every consume queue from the commit log up to the confirm offset (rebuilding missing
@@ -38,6 +41,7 @@ that is then undone.  Lock order: ``_write_lock``, ``_lock``, then the commit lo
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import os
 import threading
@@ -45,7 +49,7 @@ import uuid
 from collections.abc import Sequence
 
 from system_under_test.broker.store.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from system_under_test.broker.store.commitlog import CommitLog, RecoveryReport
+from system_under_test.broker.store.commitlog import CommitLog, DurableLoss, RecoveryReport
 from system_under_test.broker.store.config import FlushPolicy, StoreConfig
 from system_under_test.broker.store.consume_queue import ConsumeQueues
 from system_under_test.broker.store.epoch_file import EPOCH_FILE_NAME, EpochFileCache
@@ -135,7 +139,8 @@ class MessageStore:
         self.commitlog = CommitLog.open(directory, config)
         clean = self.state_on_open is StoreState.CLEAN and cp is not None
         verify_from = cp.commitlog_flushed_offset if clean and cp is not None else self.commitlog.min_offset
-        self.recovery: RecoveryReport = self.commitlog.recover(verify_from)
+        self.recovery: RecoveryReport = self.commitlog.recover(verify_from,
+                                                               cp.commitlog_flushed_offset if cp is not None else 0)
         lo, hi = self.commitlog.min_offset, self.commitlog.max_offset
         self.epochs = EpochFileCache.load(os.path.join(directory, EPOCH_FILE_NAME))
         self.epochs.remove_beyond(hi)
@@ -225,6 +230,18 @@ class MessageStore:
     def fsync_stats(self) -> dict[str, float]:
         """Commit-log fsync count and latency (see :meth:`CommitLog.fsync_stats`)."""
         return self.commitlog.fsync_stats()
+
+    @property
+    def durable_loss(self) -> DurableLoss | None:
+        """Set while the commit log lacks records it had made durable (step 3 of the module docstring):
+        found at this open or an earlier one, kept across restarts until :meth:`clear_durable_loss`."""
+        return self.commitlog.durable_loss
+
+    def clear_durable_loss(self) -> None:
+        """Forget the durable loss, durably: replication has refilled the log (the broker decides when)."""
+        with self._write_lock:
+            self._check_open()
+            self.commitlog.clear_durable_loss()
 
     @property
     def confirm_offset(self) -> int:
@@ -511,6 +528,11 @@ class MessageStore:
                     f"truncate at {phys_offset} outside the commit log [{self.min_phys_offset}, {self.max_phys_offset}]"
                 )
             removed = self._scan(phys_offset, self.max_phys_offset)
+            last = self._last_checkpoint
+            if last is not None and last.commitlog_flushed_offset > phys_offset:
+                # as the commit log lowers its published synced offset: never leave a durable claim above the
+                # end of the log, or a crash right after the cut would look like lost durable records
+                self._save_checkpoint(dataclasses.replace(last, commitlog_flushed_offset=phys_offset))
             self.commitlog.truncate(phys_offset)
             first_removed: dict[tuple[str, int], int] = {}
             for it in removed:

@@ -20,6 +20,7 @@ from system_under_test.broker.ha.role import (
     change_to_master_steps,
     change_to_slave_steps,
     decide_role_change,
+    may_lead_again,
     routing_broker_id,
 )
 
@@ -46,6 +47,52 @@ def test_decide_role_change_only_on_a_higher_master_epoch(local: int, new: int, 
         assert d.master_epoch == local and str(new) in d.reason
     else:
         assert d.master_epoch == new and d.master_id == master
+
+
+@given(local=st.integers(0, 6), new=st.integers(0, 6), master=st.one_of(st.none(), st.integers(1, 4)))
+def test_a_broker_that_lost_durable_records_never_leads_nor_asks_to(local: int, new: int, master: int | None) -> None:
+    """The durable-loss rule (role.py docstring): where a whole store would adopt mastership -- of any epoch,
+    its own old one included -- or ask for an election, a store that lost fsynced records refuses; every
+    other decision (follow another master, ignore a stale report) is the one a whole store gets."""
+    whole = decide_role_change(local, new, master, 1)
+    lost = decide_role_change(local, new, master, 1, lost_durable_records=True)
+    assert lost.kind not in (K.BECOME_MASTER, K.NO_MASTER)
+    if master in (None, 1):
+        assert lost.kind is K.REFUSE_TO_LEAD and lost.master_epoch == local and "lost durable records" in lost.reason
+    else:
+        assert lost == whole
+
+
+def test_the_restarted_master_named_in_its_own_epoch_refuses() -> None:
+    """The bench's finding (docs/bugs.md, seed 2001): restarted, the master of epoch 1 learns from its
+    registration that it is master of epoch 1; with a store that lost records it must not take it."""
+    assert decide_role_change(0, 1, 1, 1).kind is K.BECOME_MASTER
+    assert decide_role_change(0, 1, 1, 1, lost_durable_records=True).kind is K.REFUSE_TO_LEAD
+    assert decide_role_change(0, 2, None, 1, lost_durable_records=True).kind is K.REFUSE_TO_LEAD  # master cleared
+    assert decide_role_change(0, 3, 2, 1, lost_durable_records=True) == decide_role_change(0, 3, 2, 1)
+
+
+@pytest.mark.parametrize(("confirm", "max_offset", "want"), [
+    (None, 0, False),  # no transfer applied yet: nothing known about the master's log
+    (None, 5000, False),
+    (1200, 1199, False),  # one byte short of what the master confirmed
+    (1200, 1200, True),
+    (1200, 4000, True),
+    (0, 0, True),  # a master with nothing confirmed: nothing acknowledged can be missing
+])
+def test_may_lead_again_once_the_log_reaches_the_masters_confirm_offset(confirm: int | None, max_offset: int,
+                                                                          want: bool) -> None:
+    assert may_lead_again(confirm, max_offset) is want
+
+
+@given(confirm=st.one_of(st.none(), st.integers(0, 10**12)), max_offset=st.integers(0, 10**12),
+       more=st.integers(0, 10**6))
+def test_may_lead_again_is_monotonic_in_the_log(confirm: int | None, max_offset: int, more: int) -> None:
+    """Replication only appends: once allowed, a longer log stays allowed; never before a transfer."""
+    if may_lead_again(confirm, max_offset):
+        assert may_lead_again(confirm, max_offset + more)
+    if confirm is None:
+        assert not may_lead_again(confirm, max_offset)
 
 
 def test_routing_ids() -> None:
