@@ -221,7 +221,6 @@ def _drive(gate: Any, pool: Any, cells: dict[str, _Cell], builds: dict[str, Any]
 
     pending: dict[int, tuple[str, str, int]] = {}  # pool index -> (cell, build, seed)
     done = 0
-    explained: set[str] = set()
 
     def fill() -> None:
         free_pairs = max(0, (args.jobs - len(pending)) // 2) or (0 if pending else 1)
@@ -248,10 +247,6 @@ def _drive(gate: Any, pool: Any, cells: dict[str, _Cell], builds: dict[str, Any]
                 print(f"[gate] {done} done, {len(pending)} in flight: {cell} seed={seed} {name}: "
                       f"{outcome.verdict}{kinds} -- {where}", flush=True)
                 report = gate.report()
-                for cr in report.cells:
-                    if cr.decision == "fail" and cr.cell.key not in explained:
-                        explained.add(cr.cell.key)
-                        _explain_failure(cr)
                 if gate.finished:
                     # A failed cell's baseline runs still in flight say whether the candidate's anomaly is new (a
                     # regression) or old (the baseline shows it too): wait for them, then stop everything else.
@@ -264,7 +259,11 @@ def _drive(gate: Any, pool: Any, cells: dict[str, _Cell], builds: dict[str, Any]
         except KeyboardInterrupt:
             pool.cancel()
             print("[gate] interrupted: reporting what was decided so far", file=sys.stderr, flush=True)
-    return gate.report(final=True)
+    final = gate.report(final=True)
+    for cr in final.cells:  # after the baseline's run of the failing seed, so "old bug or new" is known
+        if cr.decision == "fail":
+            _explain_failure(cr)
+    return final
 
 
 def _explain_failure(cr: Any) -> None:
