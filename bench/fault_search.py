@@ -111,6 +111,8 @@ CASES: dict[str, Case] = {
     "non-atomic-meta": Case({"name": "broker-ids", "options": {"failpoints": 0, "virtual_sets": 1}},
                             {"bugs": ["non-atomic-meta"]}, frozenset({"restart-refused"}),
                             {"count": 1, "replicas": 1}, min_run_s=60.0, packages=("registration-crash",)),
+    # Only slower: a killed or cut-off master is re-elected after six leases; the availability verdict sees it.
+    "slow-failover": Case(QUEUE, {"bugs": ["slow-failover"]}, frozenset({"unavailable"})),
 }
 
 

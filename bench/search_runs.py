@@ -49,13 +49,26 @@ def shows(doc: Mapping[str, Any], kinds: frozenset[str], *, ignore: frozenset[st
         return any(counts.get(k) for k in kinds)
     if doc.get("valid") is not False:
         return False
-    seen = [k for k, v in counts.items() if v]
+    seen = failing_kinds(doc)
     return not seen or any(k not in ignore for k in seen)
 
 
+def failing_kinds(doc: Mapping[str, Any]) -> list[str]:
+    """The anomaly kinds of the checkers whose verdict is false, sorted (pure).  Kinds a valid checker counted
+    (the queue checker's ``unseen`` when its drain could not run, say) are not why a run is invalid; a failing
+    checker that names no kind counts as its own name."""
+    out: set[str] = set()
+    checkers = doc.get("checkers")
+    for name, entry in (checkers.items() if isinstance(checkers, Mapping) else ()):
+        if isinstance(entry, Mapping) and entry.get("valid") is False:
+            counted = [k for k, v in (entry.get("anomaly_counts") or {}).items() if v]
+            out.update(counted or [str(name)])
+    return sorted(out)
+
+
 def anomaly_kinds(doc: Mapping[str, Any]) -> list[str]:
-    """The anomaly kinds a run reported (those with a non-zero count), sorted (pure)."""
-    return sorted(k for k, v in (doc.get("anomaly_counts") or {}).items() if v)
+    """The anomaly kinds that made a run invalid (:func:`failing_kinds`), else every kind it reported (pure)."""
+    return failing_kinds(doc) or sorted(k for k, v in (doc.get("anomaly_counts") or {}).items() if v)
 
 
 def main_phase_s(doc: Mapping[str, Any], run_s: float) -> float:
