@@ -38,6 +38,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                                       "decide (exit 0 pass/1 regression/2 undecided)"),
     "cluster": ("harness.commands.cluster", "cluster up SPEC | down | status | logs NODE (no test)"),
     "serve": ("harness.commands.serve", "web UI over a results directory"),
+    "sim": ("harness.commands.sim", "the whole cluster in a seeded simulation, judged like a real run"),
 }
 
 

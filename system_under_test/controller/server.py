@@ -50,6 +50,7 @@ from system_under_test.controller.heartbeat import BrokerHeartbeatManager
 from system_under_test.controller.observed import applied_event
 from system_under_test.controller.queries import notifications
 from system_under_test.controller.requests import DecideContext, Decision, complete, decide
+from system_under_test.controller.routing import Route, route, scan_due
 from system_under_test.controller.scan import scan
 from system_under_test.controller.state_machine import ApplyResult, ControllerState
 from system_under_test.protocol import (
@@ -92,10 +93,6 @@ FORMED = failpoints.declare(
     "controller.formation.formed", "formation decided and the cluster id written; Raft not started yet"
 )
 
-READ_CODES = frozenset({
-    RequestCode.CONTROLLER_GET_REPLICA_INFO, RequestCode.CONTROLLER_GET_NEXT_BROKER_ID,
-    RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, RequestCode.CONTROLLER_GET_BROKER_EPOCHS,
-})
 BUGS = frozenset({"stale-read", "no-epoch-fencing", "reuse-broker-id", "slow-failover"})
 
 
@@ -419,20 +416,21 @@ class ControllerServer:
         request = _REQUEST_CODES.get(code)
         if request is None:
             return Reply.error(ResponseCode.CONTROLLER_INVALID_REQUEST, f"{code} is not a valid RequestCode")
-        if not self.raft.is_leader:
-            try:
-                if code == _HEARTBEAT:
-                    decide(request, frame.header, frame.body, self._ctx(now_ms))  # records the lease locally
-                elif code in READ_CODES and "stale-read" in self.options.bugs:
-                    d = decide(request, frame.header, frame.body, self._ctx(now_ms))  # BUG: follower memory
-                    return Reply(d.code, d.header, d.body)
-            except ValueError as exc:
-                return Reply.error(ResponseCode.CONTROLLER_INVALID_REQUEST, str(exc))
-            return Reply.error(ResponseCode.CONTROLLER_NOT_LEADER, f"{self.options.node_id} is not the leader",
-                               **self._leader_hint())
-        if code in READ_CODES:
+        how = route(request, is_leader=self.raft.is_leader, bugs=self.options.bugs)
+        if how is Route.READ_AFTER_BARRIER:
             return self._read_after_barrier(request, frame, now_ms)
-        return self._decide_and_commit(request, frame, now_ms)
+        if how is Route.DECIDE:
+            return self._decide_and_commit(request, frame, now_ms)
+        try:
+            if how is Route.RECORD_THEN_REFUSE:
+                decide(request, frame.header, frame.body, self._ctx(now_ms))  # records the lease locally
+            elif how is Route.ANSWER_FROM_MEMORY:
+                d = decide(request, frame.header, frame.body, self._ctx(now_ms))  # BUG stale-read: follower memory
+                return Reply(d.code, d.header, d.body)
+        except ValueError as exc:
+            return Reply.error(ResponseCode.CONTROLLER_INVALID_REQUEST, str(exc))
+        return Reply.error(ResponseCode.CONTROLLER_NOT_LEADER, f"{self.options.node_id} is not the leader",
+                           **self._leader_hint())
 
     async def _read_after_barrier(self, request: RequestCode, frame: Frame, now_ms: int) -> Reply:
         assert self.raft is not None
@@ -598,10 +596,10 @@ class ControllerServer:
         while True:
             await asyncio.sleep(interval)
             raft = self.raft
-            if raft is None or not raft.is_leader or self._leader_since_ms is None:
+            if raft is None or not raft.is_leader:
                 continue
             now_ms = CLOCK.monotonic_ns() // 1_000_000
-            if now_ms - self._leader_since_ms < self.options.controller.lease_timeout_ms:
+            if not scan_due(now_ms, self._leader_since_ms, self.options.controller.lease_timeout_ms):
                 continue  # grace: let every live broker heartbeat the new leader first
             try:
                 events = scan(self.sm.state, self.heartbeats, self.options.controller, now_ms, bugs=self.options.bugs)

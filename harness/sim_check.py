@@ -1,0 +1,100 @@
+"""Judge a simulated run with the checkers of a real run, and store it like one.
+
+:func:`check_run` runs, on a :class:`system_under_test.sim.SimRun`:
+
+* ``queue`` -- :func:`checker.queue.check_queue` (lost, duplicated, reordered sends ...), with the run's
+  settings in its stats as the queue workload's checker reports them;
+* ``invariants`` -- :func:`checker.invariants.check_invariants` over the history and the brokers' node events of
+  the kinds it reads (one master and one writer per master epoch, epochs never decrease per observer, ids
+  unique and stable ...; the simulator's other events, such as ``truncate``, are kept for the reader only);
+* ``availability`` -- :func:`checker.availability.check_availability` with the defaults a spec gets from its
+  lease (writes resume within 2 leases + 4 s of a fault that leaves them possible, and after the final heal);
+* ``restarts`` -- a broker that refused to start again (a torn ``.broker.meta``: ``restart-refused``), the
+  anomaly the ``broker-ids`` workload's restart checker reports.
+
+:func:`write_run` stores ``history.jsonl``, ``node-events.jsonl``, ``schedule.yaml`` (the executed faults as a
+``nemesis.schedule``, validated by :func:`nemesis.schedule.parse`) and ``results.json`` in a directory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from checker.availability import Topology, check_availability, resolve
+from checker.compose import Anomaly, Result, check_safe, compose, result_from_anomalies, results_to_json
+from checker.invariants import KINDS, check_invariants
+from checker.queue import check_queue
+from nemesis.schedule import parse as parse_schedule
+from nemesis.targets import Topology as TargetTopology
+from system_under_test.sim import SimRun
+
+__all__ = ["check_run", "replay_command", "schedule_of", "write_run"]
+
+
+def _restarts(run: SimRun) -> Result:
+    anomalies = [Anomaly("restart-refused", node, (), "the broker starts again", reason,
+                         f"{node} refused to start after a crash: {reason[:160]}")
+                 for node, reason in sorted(run.refused.items())]
+    return result_from_anomalies({"restart-refused": anomalies} if anomalies else {},
+                                 stats={"refused": len(anomalies)})
+
+
+def _queue(run: SimRun) -> Result:
+    res = check_queue(run.history)
+    return Result(res.valid, res.anomalies, {**res.stats, "settings": run.config.settings}, res.error, res.counts)
+
+
+def check_run(run: SimRun) -> dict[str, Result]:
+    """Every checker's result on ``run`` (see the module docstring), by name; a crashing checker is unknown."""
+    topo = Topology(run.controllers, run.broker_sets)
+    exp = resolve({}, lease_timeout_ms=run.config.lease_timeout_ms)
+    results = {
+        "queue": check_safe(_queue, run),
+        "invariants": check_safe(check_invariants, run.history, [e for e in run.node_events if e["event"] in KINDS]),
+        "restarts": check_safe(_restarts, run),
+    }
+    if exp is not None:
+        results["availability"] = check_safe(check_availability, run.history, topo, ["queue"], exp,
+                                             start_s=run.main_start_s)
+    return results
+
+
+def verdict(results: Mapping[str, Result]) -> Any:
+    return compose(results).valid
+
+
+def schedule_of(run: SimRun) -> list[dict[str, Any]]:
+    """The executed faults as ``nemesis.schedule`` steps, checked against that module's own validation."""
+    topo = TargetTopology(run.controllers, run.broker_sets)
+    parse_schedule(run.schedule, topo)
+    return run.schedule
+
+
+def replay_command(run: SimRun) -> str:
+    cfg = run.config
+    parts = [f"splitbrain sim --seed {cfg.seed} --seconds {cfg.seconds:g}"]
+    for bug in sorted(cfg.bugs):
+        parts.append(f"--bug {bug}")
+    parts.append(f"--faults {','.join(cfg.faults) if cfg.faults else 'none'}")
+    return " ".join(parts)
+
+
+def write_run(run: SimRun, results: Mapping[str, Result], out: Path) -> None:
+    """Store the run in ``out`` (created): history, node events, schedule and results."""
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "history.jsonl").open("w", encoding="utf-8") as fh:
+        for op in run.history:
+            fh.write(json.dumps(op, separators=(",", ":"), default=str) + "\n")
+    with (out / "node-events.jsonl").open("w", encoding="utf-8") as fh:
+        for e in run.node_events:
+            fh.write(json.dumps(e, separators=(",", ":"), default=str) + "\n")
+    (out / "schedule.yaml").write_text(yaml.safe_dump(schedule_of(run), sort_keys=False), encoding="utf-8")
+    doc = results_to_json(results)
+    doc["simulation"] = {"seed": run.config.seed, "replay": replay_command(run), "stats": run.stats,
+                         "simulated_s": run.simulated_s}
+    (out / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")

@@ -1,0 +1,246 @@
+"""A broker's store in memory, with the disk semantics of the real one: what is fsynced survives a crash.
+
+:class:`SimStore` models :class:`system_under_test.broker.store.MessageStore` (a file shell with threads) for
+the simulator.  What it runs of the production code: record frames are built by ``store.record.encode_stamped``
+and checked by ``store.record.decode_many`` (CRC per frame; recovery cuts the torn tail where decoding stops);
+the epoch entries are a path-less ``store.epoch_file.EpochFileCache`` (the real class, in memory).  What it
+re-states, because it lives in the file shell (``store/store.py``; listed in docs/simulation.md): queue offsets
+assigned at put, the visibility rule (a record enters its consume queue only once its end is <= the confirm
+offset, and leaves it again when the confirm offset is lowered), truncation of every part at a record
+boundary, the stable offset (under SYNC the synced offset), and recovery (torn tail cut, epoch entries beyond
+the end dropped, confirm offset from the last checkpoint clamped to the log, consume queues re-derived).
+
+Disk model.  The commit log's bytes are written at once (page cache); ``synced`` marks how far they are
+durable.  Under SYNC every append is fsynced before it returns (the real group commit); under ASYNC
+:meth:`flush` runs every flush interval.  The checkpoint (synced offset, confirm offset) is written at each
+flush and truncation.  Epoch entries are written atomically with fsync (as the real epoch file).  A crash
+(:meth:`crash`) keeps the synced bytes plus a random prefix of the unsynced ones -- possibly ending inside a
+frame (a torn write) -- and forgets everything in memory.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from dataclasses import dataclass
+
+from system_under_test.broker.store.epoch_file import EpochFileCache
+from system_under_test.broker.store.record import decode_many, encode_stamped, trusted_records
+
+__all__ = ["Item", "SimStore"]
+
+
+@dataclass(slots=True)
+class Item:
+    """One record of the commit log: where it is and which queue position it holds."""
+
+    phys: int
+    size: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    value: str
+
+    @property
+    def end(self) -> int:
+        return self.phys + self.size
+
+
+class SimStore:
+    """See the module docstring.  ``sync`` selects FlushMode.SYNC (fsync every append)."""
+
+    def __init__(self, *, sync: bool) -> None:
+        self.sync = sync
+        # the disk
+        self.log = bytearray()
+        self.synced = 0
+        self.checkpoint_confirm = 0
+        self.epochs = EpochFileCache(None)
+        self.fsyncs = 0
+        # memory, rebuilt by open()
+        self.items: list[Item] = []
+        self.starts: list[int] = []
+        self.next_qo: dict[tuple[str, int], int] = {}
+        self.pending: deque[Item] = deque()
+        self.cqs: dict[tuple[str, int], list[Item]] = {}
+        self.confirm = 0
+        self.dispatched = 0
+        self.torn_tails = 0
+        self.open()
+
+    # -- offsets ---------------------------------------------------------------------------------
+    @property
+    def max_offset(self) -> int:
+        return len(self.log)
+
+    @property
+    def stable_offset(self) -> int:
+        """End of finished appends: under SYNC the synced offset, else the max offset."""
+        return min(self.synced, len(self.log)) if self.sync else len(self.log)
+
+    def queue_bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
+        return 0, len(self.cqs.get((topic, queue_id), ()))
+
+    # -- writing ---------------------------------------------------------------------------------
+    def put(self, topic: str, queue_id: int, values: list[str], now_ms: int) -> list[Item]:
+        """Append as master: each record gets the next queue offset of its queue."""
+        key = (topic, queue_id)
+        first = self.next_qo.get(key, 0)
+        offsets = list(range(first, first + len(values)))
+        records = trusted_records(topic, queue_id, now_ms, [v.encode() for v in values], [""] * len(values))
+        data, sizes = encode_stamped(records, offsets, now_ms)
+        phys = len(self.log)
+        self.log += data
+        out = []
+        for v, qo, size in zip(values, offsets, sizes):
+            it = Item(phys, size, topic, queue_id, qo, v)
+            self._add(it)
+            out.append(it)
+            phys += size
+        self.next_qo[key] = first + len(values)
+        if self.sync:
+            self._fsync()
+        return out
+
+    def append_raw(self, phys: int, data: bytes) -> None:
+        """Append replicated whole frames at ``phys`` == max offset (CRC-checked as they are decoded)."""
+        if phys != len(self.log):
+            raise ValueError(f"append_raw at {phys} but the log ends at {len(self.log)}")
+        res = decode_many(data, phys)
+        if res.stop is not None or res.end != phys + len(data):
+            raise ValueError(f"append_raw at {phys}: bytes are not whole valid frames ({res.stop})")
+        self.log += data
+        for d in res.records:
+            r = d.record
+            it = Item(d.offset, d.size, r.topic, r.queue_id, r.queue_offset, r.body.decode())
+            self._add(it)
+            key = (r.topic, r.queue_id)
+            self.next_qo[key] = max(self.next_qo.get(key, 0), r.queue_offset + 1)
+        if self.sync:
+            self._fsync()
+
+    def _add(self, it: Item) -> None:
+        self.items.append(it)
+        self.starts.append(it.phys)
+        self.pending.append(it)
+
+    def read_raw(self, start: int, max_bytes: int) -> bytes:
+        """Whole frames from ``start`` (a record boundary), at most ``max_bytes`` (at least one frame)."""
+        i = bisect.bisect_left(self.starts, start)
+        if i >= len(self.items):
+            return b""
+        end = start
+        while i < len(self.items):
+            it = self.items[i]
+            if it.end - start > max_bytes and end > start:
+                break
+            end = it.end
+            i += 1
+        return bytes(self.log[start:end])
+
+    def boundary_at_or_below(self, offset: int) -> int:
+        """The largest record boundary <= ``offset``."""
+        i = bisect.bisect_right(self.starts, offset) - 1
+        if i < 0:
+            return 0
+        it = self.items[i]
+        return it.end if it.end <= offset else it.phys
+
+    # -- visibility ------------------------------------------------------------------------------
+    def set_confirm_offset(self, offset: int) -> None:
+        """Dispatch (or withdraw) consume-queue entries so that exactly the records ending <= ``offset``
+        are visible."""
+        if not 0 <= offset <= len(self.log):
+            raise ValueError(f"confirm offset {offset} outside the commit log [0, {len(self.log)}]")
+        if offset < self.dispatched:
+            redo = [it for it in self.items if it.end > offset and it.phys < self.dispatched]
+            for it in reversed(redo):
+                cq = self.cqs.get((it.topic, it.queue_id))
+                if cq and cq[-1] is it:
+                    cq.pop()
+            self.pending.extendleft(reversed(redo))
+            self.dispatched = redo[0].phys if redo else offset
+        self.confirm = offset
+        pending = self.pending
+        while pending and pending[0].end <= offset:
+            it = pending.popleft()
+            self.cqs.setdefault((it.topic, it.queue_id), []).append(it)
+            self.dispatched = it.end
+
+    def get(self, topic: str, queue_id: int, offset: int, max_count: int) -> list[Item]:
+        cq = self.cqs.get((topic, queue_id), [])
+        return cq[offset:offset + max_count]
+
+    # -- truncation and durability ---------------------------------------------------------------
+    def truncate(self, offset: int) -> None:
+        """Drop the log from ``offset`` (a record boundary): every part, durably."""
+        if offset > len(self.log) or (offset < len(self.log) and offset not in self._boundaries(offset)):
+            raise ValueError(f"truncate at {offset}: not a record boundary of the log [0, {len(self.log)}]")
+        i = bisect.bisect_left(self.starts, offset)
+        removed = self.items[i:]
+        del self.items[i:]
+        del self.starts[i:]
+        del self.log[offset:]
+        for it in removed:
+            key = (it.topic, it.queue_id)
+            self.next_qo[key] = min(self.next_qo.get(key, 0), it.queue_offset)
+            cq = self.cqs.get(key)
+            if cq is not None:
+                while cq and cq[-1].phys >= offset:
+                    cq.pop()
+        self.pending = deque(it for it in self.pending if it.phys < offset)
+        self.dispatched = min(self.dispatched, offset)
+        self.confirm = min(self.confirm, offset)
+        self.synced = min(self.synced, offset)
+        self.epochs.truncate_suffix_by_offset(offset)
+        self.checkpoint_confirm = min(self.checkpoint_confirm, offset)
+
+    def _boundaries(self, offset: int) -> set[int]:
+        i = bisect.bisect_left(self.starts, offset)
+        return {self.starts[i]} if i < len(self.starts) else set()
+
+    def flush(self) -> None:
+        """The background flusher (ASYNC) and the checkpoint: fsync the log, record the confirm offset."""
+        if self.synced < len(self.log):
+            self._fsync()
+        self.checkpoint_confirm = self.confirm
+
+    def _fsync(self) -> None:
+        self.synced = len(self.log)
+        self.fsyncs += 1
+
+    def reset_empty(self) -> None:
+        """An empty store forgets the epochs that wrote nothing here (slave handshake)."""
+        self.epochs.truncate_suffix_by_offset(0)
+
+    # -- crash and recovery ----------------------------------------------------------------------
+    def crash(self, keep_unsynced: int) -> None:
+        """The process died: keep the synced bytes plus ``keep_unsynced`` more (clamped), lose memory."""
+        keep = min(len(self.log), self.synced + max(0, keep_unsynced))
+        del self.log[keep:]
+        self.synced = min(self.synced, keep)
+
+    def open(self) -> None:
+        """Recover from the disk: cut a torn tail, drop epochs beyond the end, clamp the checkpoint's confirm
+        offset, re-derive queue offsets and consume queues."""
+        res = decode_many(bytes(self.log), 0)
+        if res.end < len(self.log):
+            self.torn_tails += 1
+            del self.log[res.end:]
+        self.synced = min(self.synced, len(self.log))
+        self.items, self.starts = [], []
+        self.next_qo, self.pending, self.cqs = {}, deque(), {}
+        for d in res.records:
+            r = d.record
+            it = Item(d.offset, d.size, r.topic, r.queue_id, r.queue_offset, r.body.decode())
+            self._add(it)
+            key = (r.topic, r.queue_id)
+            self.next_qo[key] = max(self.next_qo.get(key, 0), r.queue_offset + 1)
+        self.epochs.remove_beyond(len(self.log))
+        self.dispatched = 0
+        self.confirm = 0
+        self.set_confirm_offset(min(max(self.checkpoint_confirm, 0), len(self.log)))
+
+    def describe(self) -> str:
+        return (f"log [0,{len(self.log)}) synced {self.synced} confirm {self.confirm} epochs "
+                f"{self.epochs.describe()}")
