@@ -8,6 +8,12 @@ opened; routing is refreshed before the retry.  Any other failure raises :class:
 operation as ``fail`` (definite) or ``info`` (unknown: it may have been stored).  A send whose
 outcome is unknown is never retried silently.
 
+A master whose link has gone quiet or was closed (:mod:`.quiet_link`: a paused master keeps its sockets, and the
+kernel even opens new connections to it) is PINGed before a record is sent to it, within ``probe_timeout_s``:
+an unanswered PING is a definite failure, so the producer refreshes the route and tries again instead of sending
+a record whose outcome would stay unknown, and a send to a stale route that names a stopped master fails over
+as soon as the controller names the new one.
+
 :class:`SyncProducer` wraps the asyncio producer for scripts (its own event loop; not thread-safe).
 """
 
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from system_under_test.client.controller_client import ControllerClient, NoControllerAvailable
+from system_under_test.client.quiet_link import link_gone_quiet
 from system_under_test.protocol import (
     Connection,
     ConnectionLost,
@@ -80,6 +87,17 @@ class BrokerConnections:
                 self._conns[addr] = conn
             return conn
 
+    def gone_quiet(self, addr: str) -> bool:
+        """The connection to ``addr`` has heard nothing for a while or was closed (:func:`link_gone_quiet`): a
+        request must not go out on it, or on the connection that replaces it, before a PING is answered."""
+        conn = self._conns.get(addr)
+        if conn is None:
+            return False
+        if conn.closed:
+            return True
+        ping_s = conn.liveness.ping_interval_s if conn.liveness is not None else None
+        return link_gone_quiet(asyncio.get_running_loop().time() - conn.received_at, ping_s)
+
     async def close(self) -> None:
         for conn in self._conns.values():
             conn.close("client closed")
@@ -90,9 +108,12 @@ class Producer:
     """Leader-following producer.  Use one per event loop; ``await close()`` at the end."""
 
     def __init__(self, controllers: Sequence[str], token: str | None = None, *, timeout_s: float = 5.0,
-                 producer_id: str = "") -> None:
+                 producer_id: str = "", probe_timeout_s: float = 0.5) -> None:
+        if not probe_timeout_s > 0:  # NaN too
+            raise ValueError(f"Producer probe_timeout_s must be > 0 seconds, got {probe_timeout_s!r}")
         self.controller = ControllerClient(list(controllers), token=token, timeout_s=1.0)
         self.timeout_s = timeout_s
+        self.probe_timeout_s = probe_timeout_s  # how long a master whose link went quiet gets to answer a PING
         self.producer_id = producer_id
         self.routes: dict[str, tuple[str, int]] = {}  # broker set -> (master addr, master epoch)
         self.brokers = BrokerConnections()
@@ -141,11 +162,14 @@ class Producer:
                 backoff = min(backoff * 2, 0.25)
                 continue
             addr, epoch = route
+            quiet = self.brokers.gone_quiet(addr)
             try:
                 conn = await self.brokers.get(addr, timeout_s=min(1.0, remaining))
-            except ConnectionLost as exc:  # never sent: definite
-                last = str(exc)
-                await asyncio.sleep(min(backoff, remaining))
+                if quiet:  # a PING changes nothing: no answer is a definite failure (module docstring)
+                    await conn.request(RequestCode.PING, {}, timeout_s=max(0.01, min(self.probe_timeout_s, remaining)))
+            except (ConnectionLost, RequestTimeout, RpcError) as exc:  # nothing was sent: definite
+                last = f"master {addr} did not answer a probe: {exc}" if quiet else str(exc)
+                await asyncio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
                 backoff = min(backoff * 2, 0.25)
                 continue
             try:

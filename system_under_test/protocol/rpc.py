@@ -266,6 +266,13 @@ class Connection:
     def closed(self) -> bool:
         return self._is_closed
 
+    @property
+    def received_at(self) -> float:
+        """Loop time of the last bytes read from the peer: its last sign of life.  Before any, the
+        connection's start with liveness on (0.0 with it off).  With liveness on, a healthy peer is
+        heard at least every ``ping_interval_s`` plus a round trip."""
+        return self._received_at
+
     async def wait_closed(self) -> None:
         await self._closed.wait()
 

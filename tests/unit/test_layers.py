@@ -52,6 +52,7 @@ CORES: tuple[Core, ...] = (
     Core("system_under_test/broker/registration/meta_record.py"),
     Core("system_under_test/broker/registration/errors.py"),
     Core("system_under_test/broker/ha/*.py"),
+    Core("system_under_test/client/controller_route.py"), Core("system_under_test/client/quiet_link.py"),
     *(Core(f"system_under_test/broker/store/{m}.py") for m in ("record", "truncation", "_kv", "config", "errors",
                                                                "results")),
     Core("system_under_test/controller/*.py", shells=("server.py", "main.py", "formation.py", "batching.py")),
