@@ -22,14 +22,15 @@ Vocabulary:
   (``system_under_test/protocol``: request and response codes, frame kinds, request header schemas), which the
   revision's interpreter prints as JSON (:data:`WIRE_PROBE`, which uses only names the protocol package has had
   since its first commit).  :func:`wire_differences` is the rule: a code both sides know must carry the same
-  number, both directions; frame kinds must agree; for every request both know, each field the harness's schema
-  allows must be one the revision's schema accepts with the same type (servers reject unknown header fields), and
-  each field the revision requires must be one the harness can send.  Any of those is a refusal naming the
-  revision and the first differences.  Requests the harness knows and the revision does not are *not* refused --
-  a run that never sends them is fine -- but they are printed and recorded in the run's provenance
-  (``sut.missing_requests``), so a feature that needs one (say, guided mode's event observation on a revision
-  older than it) is explained, not a mystery.  There is no handshake on connect: every check happens before a
-  node starts, when a refusal costs nothing.
+  number, both directions; frame kinds must agree; for every request both know, each field the harness always
+  sends (required in its schema) must be one the revision's schema accepts (servers reject unknown header fields),
+  every field both know must have the same type, and each field the revision requires must be one the harness can
+  send.  Any of those is a refusal naming the revision and the first differences.  Requests the harness knows and
+  the revision does not, and optional fields only the harness's schema has (a newer feature's), are *not* refused
+  -- a run that never sends them is fine -- but they are printed and recorded in the run's provenance
+  (``sut.missing_requests``, ``sut.missing_optional_fields``), so a feature that needs one (say, guided mode's event
+  observation on a revision older than it) is explained, not a mystery.  There is no handshake on connect: every
+  check happens before a node starts, when a refusal costs nothing.
 
 Errors are :class:`RevisionError`, one line naming the revision and the reason; the commands print it and exit 2.
 
@@ -63,7 +64,7 @@ __all__ = [
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-BUILD_VERSION = 2  # bump when the layout of a build changes: older builds are then rebuilt
+BUILD_VERSION = 3  # bump when the layout of a build changes: older builds are then rebuilt
 _GIT_TIMEOUT_S = 60.0
 # A revision as a user may write it: what git accepts in practice for commit-ish names, minus shell and option
 # characters.  A leading '-' would be read by git as an option.
@@ -134,10 +135,12 @@ def parse_revision_text(text: object, *, where: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class WireReport:
-    """What :func:`wire_differences` found: ``problems`` refuse the revision; ``missing_requests`` do not."""
+    """What :func:`wire_differences` found: ``problems`` refuse the revision; ``missing_requests`` and
+    ``missing_optional_fields`` (``REQUEST.field``) do not."""
 
     problems: tuple[str, ...]
     missing_requests: tuple[str, ...]
+    missing_optional_fields: tuple[str, ...] = ()
 
     @property
     def compatible(self) -> bool:
@@ -164,6 +167,7 @@ def wire_differences(harness: Mapping[str, Any], sut: Mapping[str, Any],
     (:func:`harness.cluster.node_flags_used`), checked against the revision's ``node_flags`` when given.
     """
     problems: list[str] = []
+    optional: list[str] = []
     if harness.get("wire_version") != sut.get("wire_version"):
         problems.append(f"wire version {sut.get('wire_version')} (message bodies or frames differ from this "
                         f"harness's version {harness.get('wire_version')})")
@@ -177,8 +181,11 @@ def wire_differences(harness: Mapping[str, Any], sut: Mapping[str, Any],
         ours, theirs = ours_s[name], theirs_s[name]
         for field in sorted(ours):
             if field not in theirs:
-                problems.append(f"{name}: field {field!r} may be sent by the harness but is not in the revision's "
-                                "schema (its servers reject unknown fields)")
+                if ours[field][1]:  # required: the harness always sends it, and the revision's servers reject it
+                    problems.append(f"{name}: field {field!r} is always sent by the harness but is not in the "
+                                    "revision's schema (its servers reject unknown fields)")
+                else:  # optional and newer than the revision: only a feature that sends it would be refused
+                    optional.append(f"{name}.{field}")
             elif ours[field][0] != theirs[field][0]:
                 problems.append(f"{name}: field {field!r} is {ours[field][0]} here but {theirs[field][0]} there")
         for field in sorted(theirs):
@@ -193,7 +200,7 @@ def wire_differences(harness: Mapping[str, Any], sut: Mapping[str, Any],
         if lacking:
             problems.append(f"its {command} command does not take {', '.join(lacking)}, which the harness passes")
     missing = tuple(sorted(set(harness["request"]) - set(sut["request"])))
-    return WireReport(tuple(problems), missing)
+    return WireReport(tuple(problems), missing, tuple(optional))
 
 
 # Wire versions of the commits made before ``WIRE_VERSION`` existed in system_under_test/protocol/codes.py: a
@@ -217,6 +224,7 @@ class SutBuild:
     directory: Path  # <cache>/<sha>
     version: str  # the revision's pyproject version
     missing_requests: tuple[str, ...]
+    missing_optional_fields: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _SHA_RE.match(self.revision):
@@ -245,7 +253,8 @@ def build_record(build: SutBuild) -> dict[str, Any]:
     """The provenance of a run's cluster build (``results.json``'s ``provenance.sut``): the revision's own
     version and commit, never dirty (it is a commit), and the requests it lacks."""
     return {"version": build.version, "revision": build.revision, "dirty": False, "revision_error": None,
-            "build": "revision", "missing_requests": list(build.missing_requests)}
+            "build": "revision", "missing_requests": list(build.missing_requests),
+            "missing_optional_fields": list(build.missing_optional_fields)}
 
 
 # -- shell ---------------------------------------------------------------------------------------------------
@@ -436,7 +445,8 @@ def load_build(sha: str, *, cache: Path | None = None) -> SutBuild | None:
         return None
     if rec.get("build_version") != BUILD_VERSION or rec.get("revision") != sha:
         return None
-    return SutBuild(sha, directory, str(rec.get("version")), tuple(rec.get("missing_requests") or ()))
+    return SutBuild(sha, directory, str(rec.get("version")), tuple(rec.get("missing_requests") or ()),
+                    tuple(rec.get("missing_optional_fields") or ()))
 
 
 def ensure_build(rev: str, *, repo: Path = REPO_ROOT, cache: Path | None = None,
@@ -473,6 +483,7 @@ def ensure_build(rev: str, *, repo: Path = REPO_ROOT, cache: Path | None = None,
                 more = f" (and {len(report.problems) - 3} more)" if len(report.problems) > 3 else ""
                 raise RevisionError(f"revision {name}: its wire protocol is not the harness's: {shown}{more}")
             rec["missing_requests"] = list(report.missing_requests)
+            rec["missing_optional_fields"] = list(report.missing_optional_fields)
             (directory / "build.json").write_text(json.dumps(rec, indent=1, sort_keys=True), encoding="utf-8")
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)

@@ -201,4 +201,8 @@ def sut_banner(sut: SutBuild) -> str:
         line += (f"; warning: the revision lacks {len(sut.missing_requests)} request(s) this harness knows "
                  f"({', '.join(sut.missing_requests[:4])}{', ...' if len(sut.missing_requests) > 4 else ''}): "
                  "faults or observations that send them will fail")
+    if sut.missing_optional_fields:
+        fields = sut.missing_optional_fields
+        line += (f"; its schemas lack {len(fields)} optional field(s) this harness knows ({', '.join(fields[:4])}"
+                 f"{', ...' if len(fields) > 4 else ''}): a request that sets one would be refused")
     return line

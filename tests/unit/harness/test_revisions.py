@@ -89,8 +89,8 @@ def _mutate(change: str) -> dict[str, Any]:
         w["kinds"]["ONEWAY"] = 2
     elif change == "field type":
         w["schemas"]["SEND"]["topic"] = ["int", True, False]
-    elif change == "field the harness may send is unknown there":
-        del w["schemas"]["SEND"]["producer_id"]
+    elif change == "field the harness always sends is unknown there":
+        del w["schemas"]["SEND"]["topic"]
     elif change == "new required field":
         w["schemas"]["PULL"]["max_count"] = ["int", True, False]
     elif change == "wire version":
@@ -99,7 +99,7 @@ def _mutate(change: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("change", ["renumbered request", "number reused by another request", "renumbered response",
-                                    "frame kinds", "field type", "field the harness may send is unknown there",
+                                    "frame kinds", "field type", "field the harness always sends is unknown there",
                                     "new required field", "wire version"])
 def test_a_difference_in_something_both_sides_use_refuses_the_revision(change: str) -> None:
     report = wire_differences(_wire(), _mutate(change))
@@ -111,6 +111,10 @@ def test_requests_only_one_side_knows_do_not_refuse_but_are_listed() -> None:
     del older["request"]["EVENTS"]
     report = wire_differences(_wire(), older)
     assert report.compatible and report.missing_requests == ("EVENTS",)
+    older_fields = _wire()
+    del older_fields["schemas"]["SEND"]["producer_id"]  # an optional field newer than the revision
+    report = wire_differences(_wire(), older_fields)
+    assert report.compatible and report.missing_optional_fields == ("SEND.producer_id",)
     newer = _wire()
     newer["request"]["NEW_ADMIN"] = 99
     newer["schemas"]["SEND"]["optional_new"] = ["int", False, False]
@@ -174,7 +178,7 @@ def test_a_build_is_keyed_by_a_full_sha() -> None:
 def test_the_build_record_says_revision_never_dirty_and_what_it_lacks() -> None:
     rec = build_record(SutBuild(SHA, Path("c"), "0.3.0", ("PING",)))
     assert rec == {"version": "0.3.0", "revision": SHA, "dirty": False, "revision_error": None, "build": "revision",
-                   "missing_requests": ["PING"]}
+                   "missing_requests": ["PING"], "missing_optional_fields": []}
 
 
 def test_nodes_start_the_revision_in_isolated_mode() -> None:
