@@ -195,7 +195,7 @@ class SimBroker(SimNode):
             self.reg = self._resume_state()
         except MetaCorruptError as exc:
             self.refused = str(exc)
-            self.world.node_event(self.name, TORN_META, broker_name=self.opts.broker_name, reason=str(exc))
+            self.world.node_event(self.identity, TORN_META, broker_name=self.opts.broker_name, reason=str(exc))
             self.crash()  # the process exits (exit 3 in the real broker) and stays down
             return
         self.refused = None
@@ -215,11 +215,18 @@ class SimBroker(SimNode):
         self.ha = HaMaster(self)
         self.ha_slave = None
 
+    @property
+    def identity(self) -> str:
+        """Who this broker is in its node events: the node, and after a replaced disk a new broker (it registers
+        under a new id), ``<node>/disk<N>``."""
+        return self.name if not self.disks_replaced else f"{self.name}/disk{self.disks_replaced}"
+
     def wipe(self) -> None:
         """A replaced disk: an empty store and no meta files (the broker registers as a new broker id)."""
         self.store = SimStore(sync=self.opts.sync_flush)
         self.disk = _Disk()
         self.disks_replaced += 1
+        self.refused = None
 
     def arm_crash(self, point: str) -> None:
         """Crash when registration reaches failpoint ``point`` (one of the driver's ``FAILPOINTS``)."""
@@ -276,7 +283,8 @@ class SimBroker(SimNode):
             return
         if isinstance(action, Refuse):
             self.refused = action.reason
-            self.world.node_event(self.name, "registration-refused", broker_name=o.broker_name, reason=action.reason)
+            self.world.node_event(self.identity, "registration-refused", broker_name=o.broker_name,
+                                  reason=action.reason)
             return
         if isinstance(action, GetNextBrokerId):
             if self._point(FP_NEXT_ID_BEFORE):
@@ -346,7 +354,7 @@ class SimBroker(SimNode):
                     return
                 if rep.code != _SUCCESS:
                     self.refused = f"RegisterBroker refused: {ResponseCode(rep.code).name}"
-                    self.world.node_event(self.name, "registration-refused", broker_name=o.broker_name,
+                    self.world.node_event(self.identity, "registration-refused", broker_name=o.broker_name,
                                           reason=self.refused)
                     return
                 if self._point(FP_REGISTER_AFTER):
@@ -392,10 +400,8 @@ class SimBroker(SimNode):
         epoch = h.get("broker_epoch")
         self.broker_epoch = epoch if type(epoch) is int else 0
         self.fenced = bool(h.get("fenced", True))
-        # the broker's identity is its disk: a replaced disk is a new broker (it registers under a new id)
-        identity = self.name if not self.disks_replaced else f"{self.name}/disk{self.disks_replaced}"
-        self.world.node_event(identity, "broker-id", broker_name=self.opts.broker_name, broker_id=broker_id)
-        self.world.node_event(self.name, "broker-epoch", broker_name=self.opts.broker_name, broker_id=broker_id,
+        self.world.node_event(self.identity, "broker-id", broker_name=self.opts.broker_name, broker_id=broker_id)
+        self.world.node_event(self.identity, "broker-epoch", broker_name=self.opts.broker_name, broker_id=broker_id,
                               broker_epoch=self.broker_epoch)
         if not self.hb_started:
             self.hb_started = True
@@ -451,7 +457,7 @@ class SimBroker(SimNode):
         self.last_renew_ms = max(self.last_renew_ms, sent_ms)
         fenced = bool(h.get("fenced"))
         if fenced != self.fenced:
-            self.world.node_event(self.name, "fenced" if fenced else "unfenced", broker_name=self.opts.broker_name)
+            self.world.node_event(self.identity, "fenced" if fenced else "unfenced", broker_name=self.opts.broker_name)
         self.fenced = fenced
         epoch = h.get("master_epoch")
         if type(epoch) is int and epoch > self.master_epoch and self.role is Role.MASTER:
@@ -463,12 +469,12 @@ class SimBroker(SimNode):
         now = self.now_ms()
         if now < self._last_lease_check_ms:
             if not self.fenced:
-                self.world.node_event(self.name, "fenced", broker_name=self.opts.broker_name)
+                self.world.node_event(self.identity, "fenced", broker_name=self.opts.broker_name)
             self.fenced = True
             self.last_renew_ms = min(self.last_renew_ms, now)
         self._last_lease_check_ms = now
         if not self.fenced and now - self.last_renew_ms > self.opts.lease_timeout_ms:
-            self.world.node_event(self.name, "fenced", broker_name=self.opts.broker_name)
+            self.world.node_event(self.identity, "fenced", broker_name=self.opts.broker_name)
             self.fenced = True
         return not self.fenced
 
@@ -552,7 +558,7 @@ class SimBroker(SimNode):
                 steps = change_to_master_steps(epoch, [(e.epoch, e.start_offset) for e in self.store.epochs.entries],
                                                self.store.max_offset, ha_client_running=self.ha_slave is not None)
             except RoleError as exc:
-                self.world.node_event(self.name, "role-refused", broker_name=self.opts.broker_name, reason=str(exc))
+                self.world.node_event(self.identity, "role-refused", broker_name=self.opts.broker_name, reason=str(exc))
                 return
             self._run_steps(steps, members, set_epoch)
             if self.role is Role.MASTER and self.master_epoch == epoch:
@@ -577,7 +583,7 @@ class SimBroker(SimNode):
                 self.role, self.master_epoch = Role.MASTER, step.master_epoch
                 self.master_id, self.master_node = self.broker_id, self.name
                 self.ha.activate(self.broker_id, step.master_epoch, members, set_epoch)
-                self.world.node_event(self.name, "became-master", broker_name=self.opts.broker_name,
+                self.world.node_event(self.identity, "became-master", broker_name=self.opts.broker_name,
                                       master_epoch=step.master_epoch, broker_id=self.broker_id)
             elif isinstance(step, RecomputeConfirmOffset):
                 self.ha.recompute_confirm()
@@ -638,7 +644,7 @@ class SimBroker(SimNode):
         h = req.header
         epoch = self.master_epoch
         items = self.store.put(str(h["topic"]), int(h["queue_id"]), list(req.body), self.now_ms())
-        self.world.node_event(self.name, "accepted-write", broker_name=self.opts.broker_name, master_epoch=epoch)
+        self.world.node_event(self.identity, "accepted-write", broker_name=self.opts.broker_name, master_epoch=epoch)
         ha.on_appended()
         first, last = items[0], items[-1]
         ok = {"queue_offset": first.queue_offset, "phys_offset": first.phys, "count": len(items),

@@ -21,10 +21,9 @@ Node names follow a spec's defaults: controllers ``c1..c3``, brokers ``b1-1..b1-
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from system_under_test.broker.roles import Role
 from system_under_test.controller.config import ControllerConfig
 from system_under_test.sim.broker import TORN_META, BrokerOptions, SimBroker
 from system_under_test.sim.client import SimClients
@@ -39,6 +38,7 @@ CONTROLLER_BUGS = frozenset({"stale-read", "no-epoch-fencing", "reuse-broker-id"
 BROKER_BUGS = frozenset({"ack-before-replication", "non-atomic-meta"})
 SIM_BUGS = CONTROLLER_BUGS | BROKER_BUGS
 BROKER_SET = "broker-0"
+EXTRA_BROKER_SET = "regcrash-0"
 TOPIC = "sb"
 
 
@@ -132,6 +132,11 @@ class SimCluster:
         self.clients = SimClients("client", self.world, self.net, self.controller_names, broker_name=BROKER_SET,
                                   topic=TOPIC, queues_per_set=cfg.queues, threads=cfg.threads, think_ms=cfg.think_ms)
         self.net.add(self.clients, cluster=False)
+        # the registration-crash fault's broker: a broker set of its own, a new disk for every crash (as the real
+        # nemesis crashes extra broker processes, never the cluster's)
+        self.extra_broker = SimBroker("x1", self.world, self.net, self.controller_names,
+                                      replace(bopts, broker_name=EXTRA_BROKER_SET))
+        self.net.add(self.extra_broker, cluster=False)
         self.nemesis = Nemesis(self, tuple(cfg.faults))
         self.main_start_ms = int(cfg.warmup_s * 1000)
 
@@ -156,17 +161,6 @@ class SimCluster:
             if b.up and b.ha.active and (best is None or b.master_epoch > best.master_epoch):
                 best = b
         return best.name if best is not None else None
-
-    def spare_broker(self) -> str | None:
-        """A live broker that is not the master (the one a disk replacement may hit): its old id can never be
-        elected again (the new disk registers under a new id), so acknowledged data stays on the others."""
-        leader = self.leader_node()
-        bs = self.controllers[leader].state.broker_set(BROKER_SET) if leader is not None else None
-        if bs is None:
-            return None
-        spare = sorted(b.name for b in self.brokers.values() if b.up and b.broker_id and b.broker_id != bs.master_id
-                       and b.role is not Role.MASTER)
-        return spare[0] if spare else None
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> SimRun:

@@ -10,10 +10,10 @@ then undone; sometimes a second one joins the first (:class:`Nemesis` says when)
   from its slaves only, or split the cluster into random halves; healed by ``stop-partition``;
 * ``packet`` -- drop, delay and (Raft only) duplicate messages on every link; reordering follows from delays;
 * ``clock`` -- run one node's clock faster or slower (its timers and leases with it);
-* ``registration-crash`` -- give a broker that is not the master a new, empty disk (it registers under a new
-  broker id, so its old id is never elected again) and crash it at one of the registration driver's
-  failpoints; it is started again later (and must start: a broker that refuses to start is a
-  ``restart-refused`` anomaly).
+* ``registration-crash`` -- start a fresh broker of its own broker set (``x1`` of ``regcrash-0``, a new disk each
+  time, as the real nemesis uses extra broker processes) and crash it at one of the registration driver's
+  failpoints; it is started again later and must start (a broker that refuses is a ``restart-refused``
+  anomaly).
 
 Every fault is recorded twice: as nemesis ops in the history (``process: "nemesis"``; an ``invoke`` and an
 ``info`` completion whose ``value`` names the nodes or the grudge, with ``fault`` and ``effective``), in the
@@ -56,7 +56,8 @@ class Cluster(Protocol):
     def node(self, name: str) -> SimNode: ...
     def leader_node(self) -> str | None: ...
     def master_node(self) -> str | None: ...
-    def spare_broker(self) -> str | None: ...
+    @property
+    def extra_broker(self) -> SimBroker: ...
 
 
 @dataclass
@@ -271,26 +272,18 @@ class Nemesis:
         return undo
 
     def _registration_crash(self) -> Any:
-        c = self.cluster
-        rng = c.world.rng
-        spare = c.spare_broker()
-        if spare is None:
-            return None
-        broker = c.brokers[spare]
+        broker = self.cluster.extra_broker
+        rng = self.cluster.world.rng
         point = FAILPOINTS[rng.randrange(len(FAILPOINTS))]
         self._step("registration-crash", {"failpoint": point})
         broker.crash()
         broker.wipe()
         broker.arm_crash(point)
         broker.start()
-        self._op("registration-crash", {"failpoint": point, "node": spare}, fault="registration-crash",
-                 targets=[spare])
+        self._op("registration-crash", {"failpoint": point, "node": broker.identity}, fault="registration-crash")
 
         def undo() -> None:
-            if broker.up:
-                return
-            self._step("start", spare)
-            broker.start()
-            self._op("start", [spare], fault="start", targets=[spare])
+            if not broker.up and broker.refused is None:
+                broker.start()  # the crashed broker starts again; one that refused stays down
 
         return undo
