@@ -257,7 +257,7 @@ def test_failpoint_armed_by_admin_cli_crashes_leader_between_commit_and_reply(tm
 
         async def main() -> None:
             client = q.client()
-            client.leader_addr = q.peers[leader]
+            client.route = client.route.accepted(q.peers[leader])  # aim the write at the armed leader
             from system_under_test.protocol import ConnectionLost as Lost
 
             with pytest.raises((Lost, RequestTimeout)):
