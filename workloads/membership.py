@@ -8,9 +8,14 @@ lifecycle op at a time (other threads read the controller's table meanwhile):
   ``after`` (broker id and broker epoch).  Anomalies ``bounce-kept-epoch`` (the new incarnation did not get a
   higher broker epoch) and ``bounce-changed-id``.
 * ``leave`` ``{"slot"}``: SIGTERM (controlled shutdown), wait for the exit, read the controller's master, then
-  start the broker again.  Value adds ``was_master``, ``broker_id``, ``exited``, ``master_after`` (master id
-  right after the exit), ``others`` (live members left).  Anomaly ``shutdown-kept-mastership``: a master that
-  shut down in a controlled way while others were alive was still the master when its process had exited.
+  start the broker again.  Value adds ``broker_id`` (the id the leaving process reported as registered, None
+  if it reported none: not registered yet, or not answering), ``master_before`` (the controller's master id
+  before the SIGTERM), ``was_master`` (``broker_id`` is an id and the controller named it master),
+  ``exited``, ``master_after`` (master id right after the exit), ``others`` (live members left); built by the
+  pure :func:`leave_record`.  Anomaly ``shutdown-kept-mastership``: a master that shut down in a controlled
+  way while others were alive was still the master when its process had exited -- judged only when the
+  leaving broker's id is known (a process with no id cannot have been master, and "no master" afterwards is
+  what the rule asks for).
 * ``stale-heartbeat`` ``{"slot"}`` (after every bounce/leave, for that slot): a BROKER_HEARTBEAT carrying the
   broker epoch of the slot's previous incarnation.  Value adds ``stale_epoch``, ``refused``.  Anomaly
   ``stale-epoch-accepted``.
@@ -52,7 +57,7 @@ from workloads.common import (
 from workloads.registry import Workload, WorkloadContext, register
 
 __all__ = ["LIFECYCLE_FS", "MEMBERSHIP_FS", "MembershipChecker", "MembershipClient", "MembershipGen",
-           "MembershipOptions", "build_membership", "membership_anomalies"]
+           "MembershipOptions", "build_membership", "leave_record", "membership_anomalies"]
 
 SET = "mem-0"
 LIFECYCLE_FS = frozenset({"bounce", "leave", "stale-heartbeat", "pause-write"})
@@ -212,9 +217,7 @@ class MembershipClient(BrokerSpawningClient):
         exited = not await self.extra.alive(test, node, slot)
         after = await self.controller.get_replica_info(SET)
         await self._start(test, slot)
-        return {"broker_id": mine.get("broker_id"), "was_master": info.get("master_id") == mine.get("broker_id"),
-                "exited": exited, "others": others, "master_after": after.get("master_id"),
-                "master_epoch_after": after.get("master_epoch")}
+        return leave_record(mine, info, after, exited=exited, others=others)
 
     async def _stale(self, test: dict[str, Any], op: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
         from system_under_test.protocol import RequestCode
@@ -278,6 +281,23 @@ class MembershipClient(BrokerSpawningClient):
 # Checkers (pure)
 
 
+def leave_record(mine: Mapping[str, Any], before: Mapping[str, Any], after: Mapping[str, Any], *, exited: bool,
+                 others: int) -> dict[str, Any]:
+    """The value a ``leave`` adds (pure): ``mine`` is the leaving process's runtime info ({} if it did not answer),
+    ``before``/``after`` the controller's GetReplicaInfo before the SIGTERM and after the exit.
+
+    ``was_master`` needs an id on both sides: a process that reported no broker id (still registering, or not
+    answering) was not the master, even when the set had no master either (None == None is no evidence).
+    """
+    broker_id = mine.get("broker_id")
+    broker_id = broker_id if isinstance(broker_id, int) and not isinstance(broker_id, bool) else None
+    master_before = before.get("master_id")
+    return {"broker_id": broker_id, "master_before": master_before,
+            "was_master": broker_id is not None and master_before == broker_id,
+            "exited": exited, "others": others, "master_after": after.get("master_id"),
+            "master_epoch_after": after.get("master_epoch")}
+
+
 def membership_anomalies(history: Sequence[Any]) -> dict[str, list[Anomaly]]:
     """The workload's own anomalies (see the module docstring) from ok lifecycle ops (pure)."""
     out: dict[str, list[Anomaly]] = {}
@@ -300,7 +320,9 @@ def membership_anomalies(history: Sequence[Any]) -> dict[str, list[Anomaly]]:
                     b["broker_id"]:
                 add("bounce-changed-id", d, b["broker_id"], a["broker_id"], f"{v.get('slot')} changed its id")
         elif f == "leave":
-            if v.get("was_master") and v.get("exited") and v.get("others") and \
+            # An unknown id (None) matched the "no master" read afterwards in records built before leave_record.
+            known = isinstance(v.get("broker_id"), int) and not isinstance(v.get("broker_id"), bool)
+            if known and v.get("was_master") and v.get("exited") and v.get("others") and \
                     v.get("master_after") == v.get("broker_id"):
                 add("shutdown-kept-mastership", d, "another master (or none) when the process has exited",
                     {"master_id": v.get("master_after")},
