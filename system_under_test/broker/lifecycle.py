@@ -201,7 +201,13 @@ class Broker:
 
     # -- heartbeats and lease ------------------------------------------------------------------
     def heartbeat_header(self) -> dict[str, Any]:
+        """The BROKER_HEARTBEAT header.  A store that lost durable records asks to stay fenced and, under
+        ``--flush sync``, tells how far its log had been durable and in which epoch: the controller may then elect
+        a replica whose log reaches that far in that epoch (``controller/elect_policy.py``,
+        ``elect_complete_replica``).  Under ``--flush async`` an acknowledged record may lie above the durable
+        offset, so the offset bounds nothing and is not sent."""
         assert self.store is not None
+        loss = self.store.durable_loss if self.cfg.flush is FlushMode.SYNC else None
         return {
             "cluster_name": self.cfg.cluster_name, "broker_name": self.cfg.broker_name, "broker_id": self.broker_id,
             "broker_addr": self.cfg.listen, "broker_epoch": self.broker_epoch,
@@ -209,6 +215,8 @@ class Broker:
             "confirm_offset": self.store.confirm_offset, "election_priority": self.cfg.election_priority,
             "heartbeat_timeout_ms": self.cfg.lease_timeout_ms, "want_shutdown": self.shutting_down,
             "want_fence": self.store.durable_loss is not None,
+            "lost_durable_offset": None if loss is None else loss.durable_offset,
+            "lost_durable_epoch": None if loss is None else loss.epoch,
         }
 
     async def _clear_durable_loss_if_refilled(self) -> None:

@@ -15,7 +15,7 @@ The shells (``server.py``, ``main.py``, ``formation.py``) import from the module
 """
 
 from system_under_test.controller.config import ControllerConfig
-from system_under_test.controller.elect_policy import candidate_rank, elect
+from system_under_test.controller.elect_policy import candidate_rank, elect, elect_complete_replica, holds_claim
 from system_under_test.controller.errors import ConfigError, ControllerError, EventError, InvariantViolation
 from system_under_test.controller.events import (
     EVENT_TYPES,
@@ -86,8 +86,10 @@ __all__ = [
     "describe_scan",
     "describe_state",
     "elect",
+    "elect_complete_replica",
     "electable",
     "encode_events",
+    "holds_claim",
     "notifications",
     "scan",
 ]

@@ -12,6 +12,10 @@
    and take the first.  The broker id makes the order total, so the result never depends on set
    iteration order (the reference's TreeSet dropped equal candidates and its comparator cast a
    long difference to int; neither happens here).  A candidate without live info ranks last.
+
+``elect_complete_replica`` is the one way past the SyncStateSet under clean election, for the case the
+SyncStateSet cannot serve because a member's store lost durable records (docs/broker.md, Lost durable
+records): it picks a replica whose log provably holds everything acknowledged.
 """
 
 from __future__ import annotations
@@ -67,3 +71,63 @@ def elect(
     if result is None and all_replicas is not None:
         result = _try_elect(all_replicas, old_master, prefer, is_alive, live_info)
     return result
+
+
+def _claims(sync_state_set: Iterable[int], live_info: Callable[[int], LiveInfo | None]) -> list[tuple[int, int]]:
+    out = []
+    for member in sorted(set(sync_state_set)):
+        info = live_info(member)
+        if info is not None and info.lost_durable_offset is not None and info.lost_durable_epoch is not None:
+            out.append((info.lost_durable_offset, info.lost_durable_epoch))
+    return out
+
+
+def holds_claim(info: LiveInfo | None, durable_offset: int, epoch: int) -> bool:
+    """Does the replica of ``info`` hold a copy of a log that was durable up to ``durable_offset`` in ``epoch``?
+
+    Its last epoch must be ``epoch`` and its log must reach ``durable_offset`` -- by the ranked pair and by the
+    last heartbeat alike (the ranked pair never goes down, a truncated log does) -- and it must not have lost
+    durable records itself.
+    """
+    if info is None or info.lost_durable_offset is not None:
+        return False
+    return (info.master_epoch == epoch and info.reported_master_epoch == epoch
+            and min(info.max_offset, info.reported_max_offset) >= durable_offset)
+
+
+def elect_complete_replica(
+    sync_state_set: Iterable[int],
+    replicas: Iterable[int],
+    is_alive: Callable[[int], bool],
+    live_info: Callable[[int], LiveInfo | None],
+) -> int | None:
+    """A replica that provably holds everything acknowledged, for a SyncStateSet none of whose members is
+    electable; None if there is none.  Call it only after :func:`elect` found nobody.
+
+    Why it is safe.  Every SyncStateSet member holds every acknowledged record (a send is acknowledged once
+    every member has appended and fsynced it, and a slave joins only once it reached the confirm offset), so a
+    member whose store lost durable records and reports, in a heartbeat of its current incarnation, the offset
+    ``D`` its log had been durable up to and the master epoch ``E`` of that last durable record, bounds what was
+    acknowledged: every acknowledged record lies below ``D`` (a broker publishes its synced offset before it
+    acknowledges, and ``D`` is the larger of that and its checkpoint's).  Epoch ``E`` had one master, the only
+    writer of its records, and every replica's log is a prefix-consistent copy of the master it followed
+    (a handshake truncates a slave to the consistent point before it appends), so a replica whose last epoch is
+    ``E`` and whose log reaches ``D`` holds the member's whole durable log below ``D``: everything
+    acknowledged.  Electing it loses nothing; the damaged member then refills from it.
+
+    Args:
+        sync_state_set: the broker set's SyncStateSet (where the claims come from).
+        replicas: every replica of the set (the candidates; members with a claim never qualify).
+        is_alive: electability predicate (lease alive, registered, unfenced, not shutting down).
+        live_info: heartbeat record getter (claims, last epochs, max offsets, ranking).
+
+    Returns:
+        The best ranked candidate that holds every claim (all claims, when several members report one), or
+        None when no member reports a claim with its epoch, or nobody holds it.
+    """
+    claims = _claims(sync_state_set, live_info)
+    if not claims:
+        return None
+    complete = [c for c in sorted(set(replicas)) if is_alive(c)
+                and all(holds_claim(live_info(c), offset, epoch) for offset, epoch in claims)]
+    return min(complete, key=lambda c: candidate_rank(c, live_info(c)), default=None)

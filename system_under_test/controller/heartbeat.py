@@ -11,6 +11,12 @@ epoch is higher, or equal with a higher max offset -- so a reordered, older hear
 broker look further behind.  Exception: a heartbeat from a different *broker epoch* (a new
 incarnation, whose store may have been truncated) replaces everything.
 
+Two things are kept exactly as the last heartbeat said them, for the one rule that needs a lower bound
+rather than a ranking (``elect_policy.elect_complete_replica``): ``reported_master_epoch`` /
+``reported_max_offset`` (a log truncated by a handshake reports less, and the refreshed pair would not
+show it), and the durable-loss claim ``lost_durable_offset`` / ``lost_durable_epoch`` (None unless the
+broker's store lost durable records; None again once replication refilled it).
+
 Time is an argument (``now_ms``); nothing here reads a clock.  Keys are ``(broker_name, broker_id)``.
 """
 
@@ -36,6 +42,8 @@ class HeartbeatInfo:
     confirm_offset: int = 0
     election_priority: int = DEFAULT_ELECTION_PRIORITY
     lease_timeout_ms: int = 2000
+    lost_durable_offset: int | None = None
+    lost_durable_epoch: int | None = None
 
     def __post_init__(self) -> None:
         if self.lease_timeout_ms <= 0:
@@ -56,15 +64,21 @@ class LiveInfo:
     election_priority: int
     lease_timeout_ms: int
     last_update_ms: int
+    reported_master_epoch: int = 0
+    reported_max_offset: int = 0
+    lost_durable_offset: int | None = None
+    lost_durable_epoch: int | None = None
 
     def expires_at_ms(self) -> int:
         return self.last_update_ms + self.lease_timeout_ms
 
     def describe(self) -> str:
+        lost = ("" if self.lost_durable_offset is None else
+                f" LOST-DURABLE-TO={self.lost_durable_offset}@epoch{self.lost_durable_epoch}")
         return (
             f"{self.broker_name}/{self.broker_id} addr={self.broker_addr} epoch={self.broker_epoch} "
             f"master_epoch={self.master_epoch} max={self.max_offset} confirm={self.confirm_offset} "
-            f"prio={self.election_priority} last={self.last_update_ms} lease={self.lease_timeout_ms}ms"
+            f"prio={self.election_priority} last={self.last_update_ms} lease={self.lease_timeout_ms}ms{lost}"
         )
 
 
@@ -99,6 +113,10 @@ class BrokerHeartbeatManager:
             election_priority=info.election_priority,
             lease_timeout_ms=info.lease_timeout_ms,
             last_update_ms=last,
+            reported_master_epoch=info.master_epoch,
+            reported_max_offset=info.max_offset,
+            lost_durable_offset=info.lost_durable_offset,
+            lost_durable_epoch=info.lost_durable_epoch,
         )
         self._table[key] = rec
         return rec
@@ -109,9 +127,8 @@ class BrokerHeartbeatManager:
         if old is None:
             rec = LiveInfo(key[0], key[1], broker_addr, 0, 0, 0, 0, DEFAULT_ELECTION_PRIORITY, lease_timeout_ms, now_ms)
         else:
-            rec = LiveInfo(key[0], key[1], broker_addr or old.broker_addr, old.broker_epoch, old.master_epoch,
-                           old.max_offset, old.confirm_offset, old.election_priority, lease_timeout_ms,
-                           max(now_ms, old.last_update_ms))
+            rec = dataclasses.replace(old, broker_addr=broker_addr or old.broker_addr,
+                                      lease_timeout_ms=lease_timeout_ms, last_update_ms=max(now_ms, old.last_update_ms))
         self._table[key] = rec
         return rec
 

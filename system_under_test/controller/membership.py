@@ -5,7 +5,8 @@
   is refused with DUPLICATE_BROKER_REGISTRATION (an expired lease, or a finished controlled
   shutdown, lets the new incarnation take over).  An address change adds UpdateBrokerAddress.
 * Heartbeat: refused with STALE_BROKER_EPOCH unless it carries the current broker epoch
-  (KIP-380); records the lease; unfences a fenced broker; ``want_fence`` fences it.
+  (KIP-380); records the lease (and a durable-loss claim: ``lost_durable_offset`` / ``lost_durable_epoch``);
+  unfences a fenced broker; ``want_fence`` fences it.
 * Controlled shutdown (``want_shutdown`` or CONTROLLER_CONTROLLED_SHUTDOWN): records
   ControlledShutdown and, if the broker is master, an ElectMaster that moves mastership to the
   best electable SyncStateSet member (or clears it); ``should_shutdown`` is true once it is not
@@ -143,6 +144,12 @@ def _shutdown_events(bs: BrokerSet, broker_id: int, reg: Registration, ctx: Deci
     return events
 
 
+def _claim(h: Mapping[str, Any], key: str) -> int | None:
+    """An optional non-negative int of a heartbeat (a durable-loss claim); anything else is no claim."""
+    v = h.get(key)
+    return v if type(v) is int and v >= 0 else None
+
+
 def decide_heartbeat(h: Mapping[str, Any], ctx: DecideContext) -> Decision:
     name, broker_id = header_str(h, "broker_name"), header_int(h, "broker_id", minimum=1)
     given = header_int(h, "broker_epoch")
@@ -165,6 +172,8 @@ def decide_heartbeat(h: Mapping[str, Any], ctx: DecideContext) -> Decision:
         confirm_offset=header_int(h, "confirm_offset"),
         election_priority=priority if type(priority) is int else DEFAULT_ELECTION_PRIORITY,
         lease_timeout_ms=lease,
+        lost_durable_offset=_claim(h, "lost_durable_offset"),
+        lost_durable_epoch=_claim(h, "lost_durable_epoch"),
     ), ctx.now_ms)
     events: list[Event] = []
     if h.get("want_shutdown"):

@@ -11,7 +11,9 @@ following a leadership change, so live brokers can reach the new leader first).
    electable any more (lease expired, fenced, or in controlled shutdown) while at least one member
    of the set is alive: a controller-triggered ElectMaster -- the policy's pick, or
    ``new_master_elected=False`` (clearing the master) if nobody is electable.  A set whose master was
-   cleared gets a new master as soon as a SyncStateSet member is electable again.
+   cleared gets a new master as soon as a SyncStateSet member is electable again -- or, when a member's
+   store lost durable records, as soon as a replica is electable whose log provably holds everything
+   acknowledged (``elect_policy.elect_complete_replica``; docs/broker.md, Lost durable records).
 
 Deliberate bug ``slow-failover`` (``bugs``; for testing the tester, docs/bugs.md): a master whose lease ran out
 is fenced as usual, but re-elected only once its last heartbeat is :data:`SLOW_FAILOVER_LEASES` leases old
@@ -27,9 +29,9 @@ is rejected or a no-op.
 from __future__ import annotations
 
 from system_under_test.controller.config import ControllerConfig
-from system_under_test.controller.elect_policy import elect
+from system_under_test.controller.elect_policy import elect, elect_complete_replica
 from system_under_test.controller.events import ElectMaster, Event, FenceBroker
-from system_under_test.controller.heartbeat import BrokerHeartbeatManager
+from system_under_test.controller.heartbeat import BrokerHeartbeatManager, LiveInfo
 from system_under_test.controller.queries import electable
 from system_under_test.controller.state_machine import BrokerSet, ControllerState
 
@@ -69,8 +71,13 @@ def _elect_event(bs: BrokerSet, heartbeats: BrokerHeartbeatManager, config: Cont
     if not any(heartbeats.is_alive((bs.broker_name, i), now_ms) for i in bs.broker_ids()):
         return None  # everyone is gone: keep the record of the last master until someone returns
     everyone = bs.broker_ids() if config.enable_elect_unclean_master else None
-    new = elect(bs.sync_state_set, everyone, None, None, can_lead,
-                lambda i: heartbeats.live_info((bs.broker_name, i)))
+
+    def live(i: int) -> LiveInfo | None:
+        return heartbeats.live_info((bs.broker_name, i))
+
+    new = elect(bs.sync_state_set, everyone, None, None, can_lead, live)
+    if new is None:
+        new = elect_complete_replica(bs.sync_state_set, bs.broker_ids(), can_lead, live)
     if new is None and bs.master_id is None:
         return None  # already cleared; wait for an electable member
     return ElectMaster(bs.cluster_name, bs.broker_name, new is not None, new, bs.master_epoch,

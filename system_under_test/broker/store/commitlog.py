@@ -53,7 +53,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -151,14 +151,20 @@ class DurableLoss:
     Attributes:
         durable_offset: the log had been fsynced up to here; None if the marker file is damaged.
         end: where the log ended after the recovery that found the loss.
+        epoch: the master epoch of the last durable record (the one ending at ``durable_offset``), read from the
+            epoch file before the recovery cut it back; None if unknown (no entry covers it, a marker written
+            before the field existed, or a damaged marker).  A replica whose log ends in this epoch at or beyond
+            ``durable_offset`` holds everything this one had made durable (docs/broker.md, Lost durable records).
     """
 
     durable_offset: int | None
     end: int
+    epoch: int | None = None
 
     def describe(self) -> str:
         was = "unknown (damaged marker)" if self.durable_offset is None else str(self.durable_offset)
-        return f"commit log lost durable records: durable up to {was}, recovered to {self.end}"
+        in_epoch = "" if self.epoch is None else f" (epoch {self.epoch})"
+        return f"commit log lost durable records: durable up to {was}{in_epoch}, recovered to {self.end}"
 
 
 def read_lost_file(store_dir: str) -> DurableLoss | None:
@@ -169,7 +175,8 @@ def read_lost_file(store_dir: str) -> DurableLoss | None:
         return None
     try:
         fields = parse_kv(raw, path, ("durable_offset", "end"))
-        return DurableLoss(int(fields["durable_offset"]), int(fields["end"]))
+        epoch = fields.get("epoch")  # absent in markers written before the field existed
+        return DurableLoss(int(fields["durable_offset"]), int(fields["end"]), None if epoch is None else int(epoch))
     except ValueError as exc:
         log.warning("durable-loss marker damaged (%s); the loss still stands", exc)
         return DurableLoss(None, 0)
@@ -650,7 +657,8 @@ class CommitLog:
             self._set_synced(phys_offset)
 
     # -- recovery ------------------------------------------------------------------------------
-    def recover(self, verify_from: int, durable_offset: int = 0) -> RecoveryReport:
+    def recover(self, verify_from: int, durable_offset: int = 0,
+                epoch_at: Callable[[int], int | None] | None = None) -> RecoveryReport:
         """Verify CRCs from the segment holding ``verify_from`` to the end; cut a torn tail.
 
         A frame that is incomplete or fails its checks is a *torn tail* if no valid frame follows
@@ -660,7 +668,8 @@ class CommitLog:
         ``durable_offset`` is the store checkpoint's flushed offset; the synced offset published
         before this open counts too.  If the log ends -- or is about to be cut -- below the larger of
         the two, durable records are lost: :attr:`durable_loss` is set and recorded durably *before*
-        anything is cut (module docstring).
+        anything is cut (module docstring), with the master epoch ``epoch_at`` gives for the last durable
+        byte (the epoch file as it was before this recovery; None = unknown).
 
         Raises:
             StoreCorruption: damage followed by valid data, or overlapping segments (file + offset).
@@ -688,21 +697,31 @@ class CommitLog:
                     continue
                 bad = result.stop.offset if result.stop is not None else seg.end
                 detail = result.stop.detail if result.stop is not None else f"{nxt.start - seg.end if nxt else 0}B hole"
-                dropped = self._torn_or_corrupt_locked(i, buf, bad, detail, durable_offset)
+                dropped = self._torn_or_corrupt_locked(i, buf, bad, detail, durable_offset, epoch_at)
                 return RecoveryReport(self._segs[first].start, self.max_offset, count, dropped, bad, durable_offset)
-            self._note_durable_loss_locked(self.max_offset, durable_offset)
+            self._note_durable_loss_locked(self.max_offset, durable_offset, epoch_at)
             return RecoveryReport(self._segs[first].start, self.max_offset, count, 0, None, durable_offset)
 
-    def _note_durable_loss_locked(self, end: int, durable_offset: int) -> None:
-        """Record durably that the log ends at ``end`` below ``durable_offset`` (nothing if it does not)."""
+    def _note_durable_loss_locked(self, end: int, durable_offset: int,
+                                  epoch_at: Callable[[int], int | None] | None) -> None:
+        """Record durably that the log ends at ``end`` below ``durable_offset`` (nothing if it does not).
+
+        A loss recorded earlier and not cleared keeps its claim if that claim is the larger (its epoch with it):
+        the epoch file has been cut back since, so only the first recovery could read the epoch."""
         if end >= durable_offset:
             return
-        known = self.durable_loss.durable_offset if self.durable_loss is not None else None
-        loss = DurableLoss(max(durable_offset, known or 0), end)
+        known = self.durable_loss
+        if known is not None and (known.durable_offset is None or known.durable_offset >= durable_offset):
+            loss = DurableLoss(known.durable_offset, end, known.epoch)
+        else:
+            loss = DurableLoss(durable_offset, end, epoch_at(durable_offset - 1) if epoch_at is not None else None)
         log.error("commit log %s: %s; this broker must not lead until replication refills it", self.directory,
                   loss.describe())
-        _fileio.atomic_write(os.path.join(self._store_dir, LOST_FILE),
-                             encode_kv({"durable_offset": loss.durable_offset, "end": loss.end}))
+        fields: dict[str, object] = {"durable_offset": loss.durable_offset, "end": loss.end}
+        if loss.epoch is not None:
+            fields["epoch"] = loss.epoch
+        if loss.durable_offset is not None:  # a damaged marker stays as it is: the loss still stands
+            _fileio.atomic_write(os.path.join(self._store_dir, LOST_FILE), encode_kv(fields))
         self.durable_loss = loss
 
     def clear_durable_loss(self) -> None:
@@ -711,7 +730,8 @@ class CommitLog:
             _fileio.remove_durably(os.path.join(self._store_dir, LOST_FILE))
             self.durable_loss = None
 
-    def _torn_or_corrupt_locked(self, i: int, buf: bytes, bad: int, detail: str, durable_offset: int) -> int:
+    def _torn_or_corrupt_locked(self, i: int, buf: bytes, bad: int, detail: str, durable_offset: int,
+                                epoch_at: Callable[[int], int | None] | None) -> int:
         seg = self._segs[i]
         later = self._segs[i + 1 :]
         nxt = find_next_valid(buf, bad - seg.start + 1) if bad - seg.start < len(buf) else None
@@ -731,7 +751,7 @@ class CommitLog:
                 offset=bad,
             )
         dropped = self.max_offset - bad
-        self._note_durable_loss_locked(bad, durable_offset)
+        self._note_durable_loss_locked(bad, durable_offset, epoch_at)
         log.warning(
             "commit log: truncating torn tail in %s at offset %d (position %d, %s): dropping %d bytes",
             seg.path,

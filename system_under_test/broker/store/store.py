@@ -139,10 +139,17 @@ class MessageStore:
         self.commitlog = CommitLog.open(directory, config)
         clean = self.state_on_open is StoreState.CLEAN and cp is not None
         verify_from = cp.commitlog_flushed_offset if clean and cp is not None else self.commitlog.min_offset
-        self.recovery: RecoveryReport = self.commitlog.recover(verify_from,
-                                                               cp.commitlog_flushed_offset if cp is not None else 0)
-        lo, hi = self.commitlog.min_offset, self.commitlog.max_offset
+        # The epoch file is read before the recovery: a durable loss records the epoch of the last durable byte,
+        # which the cut back below removes when a whole epoch was lost.
         self.epochs = EpochFileCache.load(os.path.join(directory, EPOCH_FILE_NAME))
+
+        def epoch_at(offset: int) -> int | None:
+            found = self.epochs.find_entry_by_offset(offset)
+            return None if found is None else found.epoch
+
+        self.recovery: RecoveryReport = self.commitlog.recover(
+            verify_from, cp.commitlog_flushed_offset if cp is not None else 0, epoch_at)
+        lo, hi = self.commitlog.min_offset, self.commitlog.max_offset
         self.epochs.remove_beyond(hi)
         stored_confirm = cp.confirm_offset if cp is not None else lo
         self._confirm = min(max(stored_confirm, lo), hi)

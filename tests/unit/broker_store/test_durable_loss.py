@@ -171,3 +171,40 @@ def test_loss_is_reported_exactly_when_the_log_ends_below_the_claim(n: int, clai
         if log.durable_loss is not None:
             assert (log.durable_loss.durable_offset, log.durable_loss.end) == (claim, bounds[k])
         log.close()
+
+
+def test_the_loss_records_the_epoch_of_the_last_durable_record_before_the_epoch_file_is_cut(d: str) -> None:
+    """The marker names the master epoch the lost tail was written in, read before the recovery cuts the epoch
+    file back -- here the whole of epoch 2 is lost, so the epoch file afterwards ends in epoch 1 -- and keeps
+    it across reopens (the controller compares it with other replicas' last epochs: docs/broker.md)."""
+    s = MessageStore.open(d, SYNC, "c1")
+    s.epochs.start_epoch(1, 0)
+    first = s.put(msgs(4))
+    start2 = s.max_phys_offset
+    s.epochs.start_epoch(2, start2)
+    s.put(msgs(3, start=4))
+    end = s.max_phys_offset
+    s.close(clean=False)
+    os.truncate(last_segment(d), first[2].phys_offset - int(last_segment(d).name))  # back into epoch 1
+
+    s = MessageStore.open(d, SYNC, "c1")
+    loss = s.durable_loss
+    assert loss is not None and (loss.durable_offset, loss.end, loss.epoch) == (end, first[2].phys_offset, 2)
+    assert s.epochs.last_epoch == 1 and "(epoch 2)" in loss.describe()
+    s.close(clean=False)
+    os.truncate(last_segment(d), first[1].phys_offset - int(last_segment(d).name))  # damaged again, further
+    s = MessageStore.open(d, SYNC, "c1")
+    again = s.durable_loss
+    assert again is not None and (again.durable_offset, again.end, again.epoch) == (end, first[1].phys_offset, 2)
+    s.close()
+
+
+def test_a_marker_without_an_epoch_reads_as_an_unknown_epoch(d: str) -> None:
+    """Markers written before the epoch was recorded still stand as a loss; the epoch is unknown (None)."""
+    s = MessageStore.open(d, SYNC, "c1")
+    s.put(msgs(2))
+    s.close()
+    (Path(d) / LOST_FILE).write_bytes(commitlog_mod.encode_kv({"durable_offset": 900, "end": 12}))
+    s = MessageStore.open(d, SYNC, "c1")
+    assert s.durable_loss is not None and (s.durable_loss.durable_offset, s.durable_loss.epoch) == (900, None)
+    s.close()
