@@ -151,7 +151,7 @@ def test_a_matrix_runs_as_spark_tasks_and_every_run_is_ingested(standalone: Stan
 @pytest.mark.timeout(300)
 def test_a_run_on_a_killed_worker_is_retried_with_its_seed_and_its_lost_attempt_counted_nowhere(
         standalone: Standalone, tmp_path: Path) -> None:
-    spec = _spec(tmp_path, "fleet-kill", seed=7, time_limit_s=15)
+    spec = _spec(tmp_path, "fleet-kill", seed=7, time_limit_s=10)
     results, warehouse, junit = tmp_path / "results", tmp_path / "warehouse", tmp_path / "all.xml"
     with open(tmp_path / "driver.out", "w") as out:
         driver = subprocess.Popen(
