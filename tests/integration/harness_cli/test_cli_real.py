@@ -120,7 +120,8 @@ def test_sigint_stops_the_run_and_cleans_up(tmp_path: Path) -> None:
     code = ("import sys; from harness.testing.probe import register_probe_workload as r; r(); "
             "from harness import cli; sys.exit(cli.main(sys.argv[1:]))")
     proc = subprocess.Popen([sys.executable, "-c", code, "test", str(spec), "--results", str(results), "--quiet"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # not inherited SIG_IGN
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not list(results.glob("cli-int-sigint/*/history.jsonl")):

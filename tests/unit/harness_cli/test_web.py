@@ -166,8 +166,11 @@ def test_serve_command_prints_its_url_and_stops_on_ctrl_c(tree: Path) -> None:
     import sys
 
     repo = Path(__file__).resolve().parents[3]
+    # SIGINT as a terminal delivers it: a suite started as a background job ignores SIGINT, and the child would
+    # inherit that (a test must not depend on the dispositions it inherited)
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "serve", "--results", str(tree), "--port", "0"],
-                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
