@@ -50,6 +50,7 @@ from workloads.common import (
     StatsChecker,
     completion_for,
     invocation,
+    invoke_times,
     linearizability_result,
     op_dicts,
     option,
@@ -372,7 +373,7 @@ def _starts(history: Sequence[Any]) -> list[tuple[dict[str, Any], dict[str, Any]
 
 def invariant_ops(history: Sequence[Any]) -> list[dict[str, Any]]:
     """This workload's ops rewritten into ``checker.invariants`` history shapes (pure)."""
-    out = InvariantOps("bids")
+    out = InvariantOps("bids", invoke_times(history))
     for d, s in _starts(history):
         if s.get("broker_name"):
             out.broker_started(d, s["broker_name"], s["identity"], s)

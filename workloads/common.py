@@ -23,7 +23,7 @@ from harness import generator as g
 from harness.errors import SpecError
 from workloads.registry import WorkloadContext
 
-__all__ = ["BrokerSpawningClient", "InvariantOps", "StatsChecker", "completion_for", "invocation",
+__all__ = ["BrokerSpawningClient", "InvariantOps", "StatsChecker", "completion_for", "invocation", "invoke_times",
            "linearizability_result", "op_dicts", "option", "parse_options", "thread_of"]
 
 T = TypeVar("T")
@@ -134,18 +134,41 @@ class BrokerSpawningClient:
                 await self.controller.close()
 
 
+def invoke_times(history: Sequence[Any]) -> dict[int, int]:
+    """The invoke time of each completed op, by the completion's index (invoke and completion pair by process,
+    the history's rule)."""
+    pending: dict[Any, int] = {}
+    out: dict[int, int] = {}
+    for d in op_dicts(history):
+        if d.get("type") == "invoke":
+            pending[d.get("process")] = d.get("time", 0)
+        elif d.get("process") in pending and isinstance(d.get("index"), int):
+            out[d["index"]] = pending.pop(d.get("process"))
+    return out
+
+
 class InvariantOps:
     """A ``checker.invariants`` history built from a workload's observations: each becomes an invoke/ok pair
-    on a process of its own (``<prefix>-<op's process>``), in the order they are added."""
+    on a process of its own (``<prefix>-<op's process>``), in the order they are added, numbered with the index
+    of the workload op it came from, so an anomaly names the ops of the run's history.
 
-    def __init__(self, prefix: str) -> None:
+    A table read spans its op, from the invoke time ``invokes`` holds for it (:func:`invoke_times`) to its
+    completion: the checker orders two reads only when one had completed before the other was invoked, since
+    reads by several processes overlap and may complete in another order than the controller answered them.
+    Without its invoke time a read is taken to happen at its completion."""
+
+    def __init__(self, prefix: str, invokes: Mapping[int, int] | None = None) -> None:
         self.prefix = prefix
+        self.invokes = dict(invokes or {})
         self.ops: list[dict[str, Any]] = []
 
-    def add(self, d: Mapping[str, Any], f: str, value: dict[str, Any]) -> None:
-        base = {"process": f"{self.prefix}-{d.get('process')}", "f": f, "time": d.get("time", 0)}
-        self.ops.append({**base, "type": "invoke", "index": len(self.ops), "value": None})
-        self.ops.append({**base, "type": "ok", "index": len(self.ops), "value": value})
+    def add(self, d: Mapping[str, Any], f: str, value: dict[str, Any], *, invoke_time: int | None = None) -> None:
+        time = d.get("time", 0)
+        index = d.get("index") if isinstance(d.get("index"), int) else len(self.ops)
+        base = {"process": f"{self.prefix}-{d.get('process')}", "f": f, "index": index}
+        self.ops.append({**base, "type": "invoke", "time": time if invoke_time is None else invoke_time,
+                         "value": None})
+        self.ops.append({**base, "type": "ok", "time": time, "value": value})
 
     def broker_started(self, d: Mapping[str, Any], broker_name: str, node: str, state: Mapping[str, Any]) -> None:
         """A broker ``node`` of ``broker_name`` reported ``state`` (its broker_id and, if known, its epoch)."""
@@ -160,7 +183,8 @@ class InvariantOps:
         """The controller's replica table of ``broker_name`` as one read ``v`` returned it."""
         self.add(d, "replica-info", {"broker_name": broker_name, "master_broker_id": v.get("master_id"),
                                      "master_epoch": v.get("master_epoch"), "observer": "controller-table",
-                                     "sync_state_set_epoch": v.get("sync_state_set_epoch")})
+                                     "sync_state_set_epoch": v.get("sync_state_set_epoch")},
+                 invoke_time=self.invokes.get(d["index"]) if isinstance(d.get("index"), int) else None)
 
 
 def linearizability_result(res: LinResult, n_ops: int) -> Result:

@@ -27,7 +27,9 @@ lifecycle op at a time (other threads read the controller's table meanwhile):
 * ``read-members`` ``{}``: GetReplicaInfo of ``mem-0`` (observations for the invariant checker).
 
 Checkers: ``membership`` (the anomalies above), ``invariants`` (``checker.invariants`` over the ids, broker
-epochs and master epochs seen), ``stats``.
+epochs and master epochs seen), ``stats``.  Every ``read-members`` is one observation of the observer
+``controller-table`` spanning its op (invoke to completion): reads of several threads overlap, and only a read
+that completed before another was invoked bounds what that one may return.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from workloads.common import (
     StatsChecker,
     completion_for,
     invocation,
+    invoke_times,
     op_dicts,
     option,
     parse_options,
@@ -344,7 +347,7 @@ def membership_anomalies(history: Sequence[Any]) -> dict[str, list[Anomaly]]:
 
 
 def _invariant_ops(history: Sequence[Any]) -> list[dict[str, Any]]:
-    out = InvariantOps("mem")
+    out = InvariantOps("mem", invoke_times(history))
     for d in op_dicts(history):
         v = d.get("value")
         if d.get("type") != "ok" or not isinstance(v, Mapping):

@@ -2,7 +2,7 @@
 
 Inputs are *observations*, normalised from two sources into ``Observation`` records:
 
-1. **History ops** (ok completions; the invoke supplies a send's invoke time).  Value shapes::
+1. **History ops** (ok completions; the invoke supplies the op's invoke time).  Value shapes::
 
        f "broker-id"          {"broker_name": BS, "node": N, "broker_id": I}       # N: stable broker identity
        f "metadata-snapshot"  {"broker_name": BS, "master_broker_id": I, "master_epoch": E,
@@ -25,9 +25,11 @@ Inputs are *observations*, normalised from two sources into ``Observation`` reco
 
 ``broker_name`` names the broker set (RocketMQ's brokerName).  The checks and their violation types are in
 ``INVARIANT_TYPES``: broker ids unique per broker set and stable per broker; at most one master and one writer
-per (broker set, master epoch); master, sync-state set and broker epochs never decrease per observer; no write
-acknowledged by a broker already fenced or by a master already superseded when the send was invoked; each
-ApplyBrokerId register code applied with at most one id and each id with at most one register code.
+per (broker set, master epoch); master, sync-state set and broker epochs never decrease per observer in real
+time (below what the observer saw in ops that had completed before this one was invoked: overlapping ops may
+complete in either order, ``_check.check_monotonic``); no write acknowledged by a broker already fenced or by a
+master already superseded when the send was invoked; each ApplyBrokerId register code applied with at most one
+id and each id with at most one register code.
 """
 
 from __future__ import annotations

@@ -77,29 +77,54 @@ def check_masters(obs: Sequence[Observation]) -> list[Anomaly]:
 
 
 def check_monotonic(obs: Sequence[Observation]) -> list[Anomaly]:
-    """Per observer, in time order, the epochs it sees never go down."""
+    """Per observer, an epoch never goes below one the observer had seen *before* -- in real time.
+
+    Observation A is before B when A had completed when B began: ``A.time < B.start`` (an op begins at its
+    invoke, a log event at its time; at equal times the one given first is before).  Two ops of one observer
+    that overlap are not ordered: the several client processes that read the controllers' table share the
+    observer ``controller-table``, and a read invoked before an election may be answered before it and still
+    complete after a read invoked after it (a slow link, a retransmission).  For a value that only grows,
+    reads are linearizable exactly when none returns less than a read that had completed before it began
+    (points in the ops' intervals with non-decreasing values exist iff no such pair does), so this is the
+    whole rule for a linearizable table, and for one process, or one node's log, it is the plain sequence.
+    """
     fields: list[tuple[str, str, Callable[[Observation], Any]]] = [
         ("master_epoch", "nonmonotonic-master-epoch", lambda o: o.broker_name),
         ("sync_state_set_epoch", "nonmonotonic-sync-state-set-epoch", lambda o: o.broker_name),
         ("broker_epoch", "nonmonotonic-broker-epoch", lambda o: (o.broker_name, o.broker_id)),
     ]
+    relevant = [(pos, o) for pos, o in enumerate(obs) if o.kind in ("metadata", "broker-epoch", "became-master")]
     out = []
-    ordered = sorted((o for o in obs if o.kind in ("metadata", "broker-epoch", "became-master")),
-                     key=lambda o: o.time)
     for field_name, type_, subject in fields:
-        last: dict[Any, Observation] = {}
-        for o in ordered:
-            v = getattr(o, field_name)
-            if v is None:
-                continue
-            k = (o.observer, subject(o))
-            prev = last.get(k)
-            if prev is not None and v < getattr(prev, field_name):
-                out.append(_mk(type_, prev, o, {field_name: f">= {getattr(prev, field_name)}"}, {field_name: v},
-                               f"observer {o.observer} saw {field_name} of {subject(o)} go from "
-                               f"{getattr(prev, field_name)} down to {v}"))
-            if prev is None or v >= getattr(prev, field_name):
-                last[k] = o
+        groups: dict[Any, list[tuple[int, Observation]]] = {}
+        for pos, o in relevant:
+            if getattr(o, field_name) is not None:
+                groups.setdefault((o.observer, subject(o)), []).append((pos, o))
+        for members in groups.values():
+            out.extend(_below_earlier(members, field_name, type_, subject))
+    return out
+
+
+def _below_earlier(members: list[tuple[int, Observation]], field_name: str, type_: str,
+                   subject: Callable[[Observation], Any]) -> list[Anomaly]:
+    """The observations of one (observer, subject) whose value is below the highest of those before them."""
+    by_end = sorted(members, key=lambda m: (m[1].time, m[0]))
+    ends = [(o.time, pos) for pos, o in by_end]
+    highest: list[Observation] = []  # highest[i]: the latest-completing holder of the maximum among by_end[:i+1]
+    for _, o in by_end:
+        best = highest[-1] if highest else None
+        highest.append(o if best is None or getattr(o, field_name) >= getattr(best, field_name) else best)
+    out = []
+    for pos, o in by_end:
+        i = bisect_left(ends, (o.start, pos))  # by_end[:i] completed before o began
+        if i == 0:
+            continue
+        prev = highest[i - 1]
+        low, high = getattr(o, field_name), getattr(prev, field_name)
+        if low < high:
+            out.append(_mk(type_, prev, o, {field_name: f">= {high}"}, {field_name: low},
+                           f"observer {o.observer} saw {field_name} of {subject(o)} go from {high} down to {low} "
+                           f"(the {high} was seen before the {low} was asked for)"))
     return out
 
 

@@ -52,7 +52,9 @@ class Observation:
     sync_state_set_epoch: int | None = None
     broker_epoch: int | None = None
     register_code: str | None = None
-    invoke_time: int | None = None  # accepted-write from a send: when the send was invoked
+    # history ops: when the op was invoked (the observation holds somewhere in [invoke_time, time]); None for log
+    # events, which happen at ``time``
+    invoke_time: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -64,6 +66,11 @@ class Observation:
     @property
     def where(self) -> str:
         return f"op {self.op}" if self.op is not None else f"log of {self.observer} at t={self.time}"
+
+    @property
+    def start(self) -> int:
+        """When the observation may first have been made: the op's invoke, or the log event's time."""
+        return self.time if self.invoke_time is None else self.invoke_time
 
 
 def _from_fields(kind: str, d: Mapping[str, Any], *, time: int, observer: str, op: int | None, node: str | None,
@@ -115,16 +122,17 @@ def observations_from_history(history: Iterable[Any]) -> Iterator[Observation]:
                                invoke_time=(inv or d)["time"], broker_name=parts[1])
             continue
         node = value.get("node")
+        invoked = (inv or d)["time"]
         if kind == "metadata":
             yield _from_fields(kind, value, time=d["time"], observer=observer, op=d["index"],
-                               node=None if node is None else str(node))
+                               node=None if node is None else str(node), invoke_time=invoked)
             for bid, epoch in (value.get("broker_epochs") or {}).items():
                 yield _from_fields("broker-epoch", {"broker_id": int(bid), "broker_epoch": epoch},
                                    time=d["time"], observer=observer, op=d["index"], node=None,
-                                   broker_name=value.get("broker_name"))
+                                   broker_name=value.get("broker_name"), invoke_time=invoked)
             continue
         yield _from_fields(kind, value, time=d["time"], observer=observer, op=d["index"],
-                           node=None if node is None else str(node))
+                           node=None if node is None else str(node), invoke_time=invoked)
 
 
 def observation_from_log_event(e: Mapping[str, Any]) -> Observation:
