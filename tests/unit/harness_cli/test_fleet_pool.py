@@ -63,7 +63,7 @@ def _request(root: Path, name: str, seed: int, **fields: object) -> RunRequest:
 def test_results_stream_as_runs_finish_and_runs_can_be_submitted_while_iterating(
         tmp_path: Path, child: tuple[str, ...]) -> None:
     root = tmp_path / "r"
-    release = tmp_path / "release"
+    release, release_late = tmp_path / "release", tmp_path / "release-late"
     with LocalPool(2, child_command=child) as pool:
         slow = pool.submit(_request(root, "slow", 1, wait_for=str(release)))
         fast = pool.submit(_request(root, "fast", 2))
@@ -72,8 +72,11 @@ def test_results_stream_as_runs_finish_and_runs_can_be_submitted_while_iterating
             seen.append(result.index)
             if result.index == fast:
                 release.touch()  # only now can the slow run finish
-                late = pool.submit(RunRequest("late", yaml.safe_dump({"name": "late", "seed": 3}), str(root),
-                                              ("--sut-revision", "abc123")))
+                late = pool.submit(RunRequest(
+                    "late", yaml.safe_dump({"name": "late", "seed": 3, "wait_for": str(release_late)}), str(root),
+                    ("--sut-revision", "abc123")))
+            if result.index == slow:
+                release_late.touch()  # the late run finishes after the slow one, whatever the machine's load
     assert seen == [fast, slow, late]
     late_dir = next((root / "late").glob("2*"))
     argv = json.loads((late_dir / "results.json").read_text())["argv"]
