@@ -1,4 +1,4 @@
-"""Mutation bench: how much of the bug space nobody planted does generic chaos find?  Real runs of mutated clusters.
+"""Mutation bench: how much of the bug space nobody planted do generic chaos and the simulator find?
 
 The *catalogue* (:data:`MUTANTS`, one frozen :class:`Mutant` per row) holds small, realistic mistakes in the cluster
 under test, one place each: an off-by-one in an offset rule, a missing epoch check, a dropped fsync, a lease
@@ -22,30 +22,48 @@ commands against the mutant's revision (local backend, :func:`bench.search_runs.
 anomaly (verdict invalid) or the attempts' main phases add up to ``--budget-s``.  Every mutant runs the same spec
 (:func:`search_spec`): safe settings, the queue, controller-register, membership and broker-ids workloads, and
 generic chaos -- partitions, kills, pauses, clock faults, disk faults and crashes at protocol steps (plus the
-registration crashes broker-ids adds) -- with no schedule written for any mutant.  A third method, ``simulation``
-(the whole-cluster simulator of issue 31 section 3), does not exist yet: its column reads "not available".
+registration crashes broker-ids adds) -- with no schedule written for any mutant.
+
+The third method, ``simulation``, searches the mutant with the whole-cluster simulator of issue 31 section 3 -- the
+*mutant's own* simulator: the revision is built (:func:`harness.revisions.ensure_build`) and its interpreter runs
+``-I -m harness.cli sim`` (:func:`bench.search_runs.sim_search`), so the simulated controllers and brokers run the
+mutated code.  Seeds ``seed*1000, seed*1000+1, ..`` of ``--sim-seconds`` simulated seconds each, with every fault
+kind the simulator makes (:data:`SIM_FAULTS`) and the safe settings, until a seed is invalid (through a failing
+checker's kinds, :func:`bench.search_runs.failing_kinds`, not only ``--ignore-kinds``) or the search's budget is
+spent.  The budget is the same number, ``--budget-s``, but of CPU seconds of the simulator's process, not of
+simulated seconds: the simulator runs many times faster than real time (docs/simulation.md), so one CPU minute
+plays about an hour of cluster time.  The report gives the seed and the simulated time of the detection, the
+simulated seconds searched and the CPU seconds spent.  A mutant the simulator searched without finding is probed
+(:func:`bench.search_runs.sim_probe`): its first seeds are played again under a line tracer to tell whether the
+mutated lines ran at all -- the evidence that marks a mutant whose code the simulator does not run (its file never
+loaded, or the lines never reached) rather than a guess from docs/simulation.md's list.  A revision older than the
+simulator (no ``harness/commands/sim.py``, or no ``sim`` subcommand) reads "simulator not in this revision", never
+a miss.
 
 A *control* row runs the base revision itself the same way: it must not be found, or a kill means nothing (the
 report says so loudly).  A run invalid only through the anomaly kinds of ``--ignore-kinds`` (default
 ``unavailable``, :data:`IGNORED_KINDS`) does not count as a find; the report still shows such runs.  A mutant is
 *killed* by a method when one of its searches by that method found it; the
 report gives per mutant and method: found or not, the detection time (main-phase seconds, as fault_search
-measures it), the anomaly kinds the finding runs reported (so a reader can see they fit the mutation's symptom),
-and overall the kill rate, the rate per method and the mutants only one method killed.  Target (issue 31): at least
-80% of the catalogue killed within 3 minutes of search each (``--budget-s 180``).
+measures it; CPU seconds for ``simulation``), the anomaly kinds the finding runs reported (so a reader can see they
+fit the mutation's symptom), and overall the kill rate, the rate per method, the rate by chaos (``random`` or
+``guided``: without the simulator), by the simulator and by both (with it), and the mutants only chaos or only the
+simulator killed.  Target (issue 31): at least 80% of the catalogue killed within 3 minutes of search each
+(``--budget-s 180``), by chaos or simulation.
 
 Each finished search is appended to ``DIR/progress.jsonl`` under ``--results DIR``; run again on the same root
 with the same settings and base, the bench resumes (a search is redone when its spec, budget or mutant commit
-changed).  Pin the base with ``--base SHA`` when a long bench runs in parts while others commit.  Needs root
-(network namespaces) and a ``splitbrain test`` that knows ``--sut-revision``.
+changed).  Pin the base with ``--base SHA`` when a long bench runs in parts while others commit.  The chaos
+methods need root (network namespaces) and a ``splitbrain test`` that knows ``--sut-revision``; ``simulation``
+needs neither.
 
 Usage::
 
     python bench/mutants.py --list
     python bench/mutants.py --build [--base REV]           # make the mutant commits and refs, run nothing
-    python bench/mutants.py [--json] [--mutants a,b] [--methods random,guided] [--seeds 1] [--first-seed 1]
-        [--budget-s 180] [--run-s 60] [--interval-s 8] [--base REV] [--no-control] [--ignore-kinds unavailable]
-        [--results DIR]
+    python bench/mutants.py [--json] [--mutants a,b] [--methods random,guided,simulation] [--seeds 1]
+        [--first-seed 1] [--budget-s 180] [--run-s 60] [--interval-s 8] [--sim-seconds 60] [--base REV]
+        [--no-control] [--ignore-kinds unavailable] [--results DIR]
 """
 
 from __future__ import annotations
@@ -66,9 +84,19 @@ from typing import Any, NoReturn
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.search_runs import Progress, checkout_commit, summarize  # noqa: E402
+from bench.search_runs import (  # noqa: E402
+    NOT_IN_REVISION,
+    SIM_SEEDS_PER_SEARCH,
+    Progress,
+    checkout_commit,
+    sim_probe,
+    sim_search,
+    summarize,
+)
 from bench.search_runs import search as run_search  # noqa: E402
+from harness.revisions import RevisionError, ensure_build  # noqa: E402
 from nemesis.disk_kinds import FAULTS as DISK_LIVE_FAULTS  # noqa: E402
+from system_under_test.sim.faults import FAULT_KINDS as SIM_FAULT_KINDS  # noqa: E402
 
 COMPONENTS: dict[str, str] = {
     "controller/state-machine": "the replicated controller metadata and its apply function",
@@ -94,9 +122,20 @@ ISSUE_COMPONENTS = frozenset(COMPONENTS) - {"broker/lease"}
 
 CONTROL = "control"
 """The row that runs the base revision unmutated (a name no mutant may take)."""
-SEARCH_METHODS = ("random", "guided")
-METHODS = (*SEARCH_METHODS, "simulation")
-NOT_AVAILABLE = "not available"
+CHAOS_METHODS = ("random", "guided")
+"""Methods that run real ``splitbrain test`` processes with generic chaos (``--nemesis-mode``)."""
+SIMULATION = "simulation"
+METHODS = (*CHAOS_METHODS, SIMULATION)
+SIM_FAULTS = SIM_FAULT_KINDS
+"""Every fault kind the simulator makes, from its own table (``registration-crash`` included, as the chaos spec's
+broker-ids workload adds registration crashes)."""
+SIM_SECONDS = 60.0
+SIM_THREADS = 4
+PROBE_SEEDS = 10
+"""How many of a missed search's first seeds the line probe plays again (under the tracer a seed costs about twice
+its CPU time; ten seeds of 60 s are about 700 simulated seconds)."""
+SIM_COMMAND = "harness/commands/sim.py"
+"""The module of ``splitbrain sim``: a revision without it is older than the simulator."""
 KILL_RATE_TARGET = 0.8
 IGNORED_KINDS = ("unavailable",)
 """Anomaly kinds that do not count as a kill by default (``--ignore-kinds``; they still show in the report).
@@ -472,58 +511,141 @@ def search_spec(*, run_s: float, interval_s: float) -> dict[str, Any]:
     }
 
 
+def sim_args(*, seconds: float) -> list[str]:
+    """The arguments every simulator search gives ``splitbrain sim`` (besides seeds, ``--json`` and ``--out``): the
+    main phase, every fault kind (:data:`SIM_FAULTS`), the client threads; the simulator's settings are the safe
+    ones unless ``--unsafe`` is given, and it never is (pure)."""
+    return ["--seconds", f"{seconds:g}", "--faults", ",".join(SIM_FAULTS), "--threads", str(SIM_THREADS)]
+
+
+def mutated_lines(source: str, mutant: Mutant) -> tuple[int, int]:
+    """The first and last line (1-based, inclusive) that ``mutant.new`` occupies in the mutated file, given the
+    base ``source`` (pure).  A replacement that ends with a newline does not occupy the line after it."""
+    start = source.index(mutant.old)
+    first = source.count("\n", 0, start) + 1
+    body = mutant.new[:-1] if mutant.new.endswith("\n") else mutant.new
+    return first, first + body.count("\n")
+
+
+def coverage_of(probe: Mapping[str, Any] | None) -> str | None:
+    """What a line probe (:func:`bench.search_runs.sim_probe`) says about a mutant's code in the simulator (pure):
+    ``not loaded`` (its file was never imported), ``not reached`` (imported, the mutated lines never ran), ``ran``,
+    ``probe failed``; None without a probe."""
+    if probe is None:
+        return None
+    if "error" in probe:
+        return "probe failed"
+    if not probe.get("loaded"):
+        return "not loaded"
+    return "ran" if probe.get("hit_lines") else "not reached"
+
+
+NOT_SIMULATED = ("not loaded", "not reached")
+"""Probe readings that mark a mutant whose code the simulator does not run."""
+_READINGS = ("ran", "not reached", "not loaded", "probe failed")
+"""Probe readings, the one that says most first (lines that ran in one search ran, whatever another saw)."""
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The report (pure)
 
 
-def _row(name: str, by_method: Mapping[str, Sequence[Mapping[str, Any]]], budget_s: float,
+def _chaos_cell(searches: Sequence[Mapping[str, Any]], budget_s: float, ignore: frozenset[str]) -> dict[str, Any]:
+    s = summarize(list(searches), budget_s)
+    kinds = sorted({k for x in searches if x.get("found") for k in x.get("anomalies") or ()})
+    attempts = [a for x in searches for a in x.get("attempts") or ()]
+    return {**s, "killed": s["found"] > 0, "anomalies": kinds,
+            "errors": sum(1 for a in attempts if "error" in a),
+            "ignored_runs": sum(1 for a in attempts if set(a.get("anomalies") or ()) & ignore)}
+
+
+def _sim_cell(searches: Sequence[Mapping[str, Any]], budget_s: float) -> dict[str, Any] | str:
+    """The simulation column of one row: :data:`NOT_IN_REVISION` when no search could run the simulator, else the
+    chaos cell's figures (``detect_s`` and the budget in CPU seconds) plus the first detection's simulator seed,
+    its simulated time, the simulated seconds searched, and the line probe's reading of a miss."""
+    searched = [x for x in searches if x.get("status") != "not-in-revision"]
+    if not searched:
+        return NOT_IN_REVISION
+    s = summarize(searched, budget_s)
+    hits = sorted((x for x in searched if x.get("found")), key=lambda x: float(x.get("detect_s") or 0.0))
+    readings = {coverage_of(x.get("exercised")) for x in searched if not x.get("found")}
+    reading = next((r for r in _READINGS if r in readings), None)  # the strongest evidence of the searches
+    first = hits[0] if hits else None
+    return {**s, "killed": bool(hits), "budget_unit": "cpu_s",
+            "anomalies": sorted({k for x in hits for k in x.get("anomalies") or ()}),
+            "errors": sum(1 for x in searched if x.get("status") == "error"),
+            "error": next((str(x["error"]) for x in searched if x.get("error")), None),
+            "ignored_runs": sum(len(x.get("ignored_seeds") or ()) for x in searched),
+            "seeds_run": sum(int(x.get("seeds_run") or 0) for x in searched),
+            "simulated_s": round(sum(float(x.get("simulated_s") or 0.0) for x in searched), 1),
+            "cpu_s": round(sum(float(x.get("cpu_s") or 0.0) for x in searched), 1),
+            "sim_seed": first.get("sim_seed") if first else None,
+            "detect_sim_s": first.get("detect_sim_s") if first else None,
+            "simulated_s_to_detect": first.get("simulated_s_to_detect") if first else None,
+            "replay": first.get("replay") if first else None,
+            "coverage": "ran" if hits else reading,
+            "probes": [x["exercised"] for x in searched if x.get("exercised")]}
+
+
+def _row(by_method: Mapping[str, Sequence[Mapping[str, Any]]], budget_s: float,
          ignore: frozenset[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for method in METHODS:
         searches = by_method.get(method)
-        if method not in SEARCH_METHODS:
-            out[method] = NOT_AVAILABLE
-            continue
         if searches is None:
             out[method] = None  # not searched in this run of the bench
-            continue
-        s = summarize(list(searches), budget_s)
-        kinds = sorted({k for x in searches if x.get("found") for k in x.get("anomalies") or ()})
-        attempts = [a for x in searches for a in x.get("attempts") or ()]
-        out[method] = {**s, "killed": s["found"] > 0, "anomalies": kinds,
-                       "errors": sum(1 for a in attempts if "error" in a),
-                       "ignored_runs": sum(1 for a in attempts if set(a.get("anomalies") or ()) & ignore)}
+        elif method == SIMULATION:
+            out[method] = _sim_cell(searches, budget_s)
+        else:
+            out[method] = _chaos_cell(searches, budget_s, ignore)
     return out
+
+
+def _killed(cell: Any) -> bool:
+    return isinstance(cell, Mapping) and bool(cell.get("killed"))
+
+
+def _rate(killed: int, of: int) -> float | None:
+    return round(killed / of, 3) if of else None
 
 
 def build_report(raw: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]], config: Mapping[str, Any], *,
                  minutes: float, catalogue: Mapping[str, Mutant] | None = None) -> dict[str, Any]:
     """The bench's JSON document from its searches (``raw[mutant or "control"][method]``) (pure).
 
-    A mutant is killed by a method when one of that method's searches found it (any invalid verdict); killed at
-    all when some method killed it.  The kill rate is over the mutants searched (the control excluded).  The
-    control row must not be found: ``control_found`` true means a run of the unmutated base was invalid, so a kill
-    proves nothing until that is explained.
+    A mutant is killed by a method when one of that method's searches found it (an invalid verdict through a kind
+    that counts); killed at all when some method killed it.  The kill rate is over the mutants searched (the
+    control excluded); the simulator's own rate is over the mutants it could search (a revision without the
+    simulator is not a miss).  ``kill_rate_without_simulation`` is the chaos methods' (``random`` or ``guided``),
+    ``kill_rate_with_simulation`` theirs and the simulator's together; each is None when its methods did not run.
+    The control row must not be found: ``control_found`` true means a run of the unmutated base was invalid, so a
+    kill proves nothing until that is explained.
     """
     catalogue = CATALOGUE if catalogue is None else catalogue
     budget_s = float(config["budget_s"])
-    methods = [m for m in SEARCH_METHODS if m in config["methods"]]
+    methods = [m for m in METHODS if m in config["methods"]]
+    chaos = [m for m in CHAOS_METHODS if m in methods]
     ignore = frozenset(config.get("ignore_kinds") or ())
     rows: dict[str, Any] = {}
     for name, by_method in raw.items():
-        row = _row(name, by_method, budget_s, ignore)
+        row = _row(by_method, budget_s, ignore)
         m = catalogue.get(name)
         if m is not None:
             row.update({"component": m.component, "file": m.file, "models": m.models, "symptom": m.symptom})
         rows[name] = row
     mutants = [n for n in rows if n != CONTROL]
-    killed_by = {n: [meth for meth in methods if (rows[n].get(meth) or {}).get("killed")] for n in mutants}
+    killed_by = {n: [meth for meth in methods if _killed(rows[n].get(meth))] for n in mutants}
     killed = [n for n in mutants if killed_by[n]]
-    per_method = {meth: sum(1 for n in mutants if meth in killed_by[n]) for meth in methods}
+    searchable = {meth: [n for n in mutants if isinstance(rows[n].get(meth), Mapping)] for meth in methods}
+    per_method = {meth: _rate(sum(1 for n in searchable[meth] if meth in killed_by[n]), len(searchable[meth]))
+                  for meth in methods}
+    by_chaos = [n for n in mutants if set(killed_by[n]) & set(chaos)]
+    by_sim = [n for n in mutants if SIMULATION in killed_by[n]]
+    with_sim = SIMULATION in methods
     only = {meth: [n for n in mutants if killed_by[n] == [meth]] for meth in methods} if len(methods) > 1 else {}
     control = rows.get(CONTROL)
-    control_found = None if control is None else any((control.get(m) or {}).get("killed") for m in methods)
-    rate = round(len(killed) / len(mutants), 3) if mutants else None
+    control_found = None if control is None else any(_killed(control.get(m)) for m in methods)
+    rate = _rate(len(killed), len(mutants))
     full = set(mutants) == set(catalogue) and budget_s <= TARGET_BUDGET_S
     wall_s = sum(float(x.get("detect_wall_s") or 0.0) for by_method in raw.values() for searches in by_method.values()
                  for x in searches)
@@ -531,35 +653,50 @@ def build_report(raw: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]], c
         "config": dict(config), "minutes": minutes, "run_minutes": round(wall_s / 60, 1), "rows": rows,
         "mutants": len(mutants), "killed": killed, "not_killed": [n for n in mutants if n not in killed],
         "kill_rate": rate,
-        "kill_rate_per_method": {meth: round(k / len(mutants), 3) if mutants else None
-                                 for meth, k in per_method.items()},
+        "kill_rate_per_method": per_method,
+        "kill_rate_without_simulation": _rate(len(by_chaos), len(mutants)) if chaos else None,
+        "kill_rate_with_simulation": rate if with_sim and chaos else None,
         "killed_by_one_method_only": only,
-        "simulation": NOT_AVAILABLE,
+        "killed_only_by_chaos": [n for n in by_chaos if n not in by_sim] if chaos and with_sim else None,
+        "killed_only_by_simulation": [n for n in by_sim if n not in by_chaos] if chaos and with_sim else None,
+        "simulation": _sim_summary(rows, mutants) if with_sim else "not run",
         "control_found": control_found,
         "target": {"kill_rate": f">= {KILL_RATE_TARGET} of the catalogue within {TARGET_BUDGET_S:g} s of search each",
-                   "verdict": _verdict(rate, full, control_found)},
+                   "verdict": _verdict(rate, full, control_found, methods)},
         "components": {c: [n for n in mutants if catalogue.get(n) and catalogue[n].component == c]
                        for c in COMPONENTS},
     }
 
 
-def _verdict(rate: float | None, full: bool, control_found: bool | None) -> str:
+def _sim_summary(rows: Mapping[str, Mapping[str, Any]], mutants: Sequence[str]) -> dict[str, Any]:
+    """The simulator's column summed: what it searched, and which misses its line probe says it never ran."""
+    cells = {n: rows[n].get(SIMULATION) for n in [*mutants, CONTROL] if n in rows}
+    searched = {n: c for n, c in cells.items() if isinstance(c, Mapping)}
+    missed = {n: c for n, c in searched.items() if n != CONTROL and not c["killed"]}
+    return {"budget": "CPU seconds of the simulator's process per search (simulated seconds run many times faster)",
+            "searched": sorted(n for n in searched if n != CONTROL),
+            "not_in_revision": sorted(n for n, c in cells.items() if c == NOT_IN_REVISION),
+            "not_simulated": {n: c["coverage"] for n, c in missed.items() if c.get("coverage") in NOT_SIMULATED},
+            "ran_not_found": sorted(n for n, c in missed.items() if c.get("coverage") == "ran"),
+            "simulated_s": round(sum(float(c.get("simulated_s") or 0.0) for c in searched.values()), 1),
+            "cpu_s": round(sum(float(c.get("cpu_s") or 0.0) for c in searched.values()), 1),
+            "seeds_run": sum(int(c.get("seeds_run") or 0) for c in searched.values())}
+
+
+def _verdict(rate: float | None, full: bool, control_found: bool | None, methods: Sequence[str]) -> str:
     if control_found:
         return "void (the control was found)"
     if rate is None:
         return "no mutants"
-    met = rate >= KILL_RATE_TARGET
-    if not full:
-        return ("met" if met else "missed") + " on this subset (the target reads the whole catalogue at a budget "\
-            f"<= {TARGET_BUDGET_S:g} s)"
-    return "met" if met else "missed"
+    met = "met" if rate >= KILL_RATE_TARGET else "missed"
+    scope = [] if full else ["on this subset (the target reads the whole catalogue at a budget "
+                             f"<= {TARGET_BUDGET_S:g} s)"]
+    if set(methods) != set(METHODS):
+        scope.append(f"with {', '.join(methods)} only")
+    return " ".join([met, *scope])
 
 
-def _cell(cell: Any) -> str:
-    if cell is None:
-        return "-"
-    if isinstance(cell, str):
-        return cell
+def _chaos_text(cell: Mapping[str, Any]) -> str:
     if not cell["killed"]:
         ignored = f" ({cell['ignored_runs']} run(s) with ignored kinds)" if cell.get("ignored_runs") else ""
         return f"not found ({cell['found']}/{cell['seeds']})" + (f" {cell['errors']} err" if cell["errors"] else "") \
@@ -569,18 +706,52 @@ def _cell(cell: Any) -> str:
     return f"found {cell['found']}/{cell['seeds']} {t} [{','.join(cell['anomalies'])}]"
 
 
+def _sim_text(cell: Mapping[str, Any]) -> str:
+    searched = f"{cell['simulated_s']:.0f} sim-s/{cell['cpu_s']:.0f} cpu-s"
+    if not cell["killed"]:
+        notes = [f"{cell['errors']} err"] if cell["errors"] else []
+        if cell.get("coverage"):
+            notes.append(f"code {cell['coverage']}")
+        if cell.get("ignored_runs"):
+            notes.append(f"{cell['ignored_runs']} seed(s) with ignored kinds")
+        return f"not found ({cell['found']}/{cell['seeds']}) {searched}" + (f"; {'; '.join(notes)}" if notes else "")
+    when = cell["median_detect_s"]
+    t = f"{when:.1f} cpu-s" if when is not None else f">{cell['budget_s']:g} cpu-s median"
+    at = f"{cell['detect_sim_s']:.1f}" if cell.get("detect_sim_s") is not None else "?"
+    return (f"found {cell['found']}/{cell['seeds']} {t}, seed {cell['sim_seed']} @{at} sim-s "
+            f"({cell['simulated_s']:.0f} sim-s searched) [{','.join(cell['anomalies'])}]")
+
+
+def _cell(cell: Any) -> str:
+    if cell is None:
+        return "-"
+    if isinstance(cell, str):
+        return cell
+    return _sim_text(cell) if cell.get("budget_unit") == "cpu_s" else _chaos_text(cell)
+
+
+def _pct(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.0%}"
+
+
 def table(doc: Mapping[str, Any]) -> list[str]:
     """The printed report: one line per mutant and the control, then the kill rates and the target (pure)."""
     cfg = doc["config"]
+    methods = [m for m in METHODS if m in cfg["methods"]]
+    widths = {m: 62 if m == SIMULATION else 40 for m in methods}
+    budget = [f"chaos: main-phase s in runs of {cfg['run_s']:g}s"] if set(methods) & set(CHAOS_METHODS) else []
+    if SIMULATION in methods:
+        budget.append(f"simulation: CPU s of the simulator, seeds of {cfg.get('sim_seconds', SIM_SECONDS):g} "
+                      "simulated s")
     lines = [f"mutation bench: base {str(cfg.get('base'))[:12]}, {doc['mutants']} mutant(s)"
-             f"{' + control' if CONTROL in doc['rows'] else ''}, methods {','.join(cfg['methods'])} (simulation: "
-             f"{NOT_AVAILABLE}), seeds {cfg['seeds']}, budget {cfg['budget_s']:g}s, runs of {cfg['run_s']:g}s "
-             f"({doc.get('run_minutes', '?')} min of runs, {doc['minutes']} min this time); kinds not counted as "
-             f"kills: {', '.join(cfg.get('ignore_kinds') or []) or '-'}",
-             f"  {'mutant':34s} {'component':25s} " + " | ".join(f"{m:40s}" for m in METHODS)]
+             f"{' + control' if CONTROL in doc['rows'] else ''}, methods {','.join(methods)}, seeds {cfg['seeds']}, "
+             f"budget {cfg['budget_s']:g} per search ({'; '.join(budget)}) ({doc.get('run_minutes', '?')} min of "
+             f"runs, {doc['minutes']} min this time); kinds not counted as kills: "
+             f"{', '.join(cfg.get('ignore_kinds') or []) or '-'}",
+             f"  {'mutant':34s} {'component':25s} " + " | ".join(f"{m:{widths[m]}s}" for m in methods)]
     for name, row in doc["rows"].items():
         comp = row.get("component", "(unmutated base)" if name == CONTROL else "?")
-        cells = " | ".join(f"{_cell(row.get(m)):40s}" for m in METHODS)
+        cells = " | ".join(f"{_cell(row.get(m)):{widths[m]}s}" for m in methods)
         lines.append(f"  {name:34s} {comp:25s} {cells}".rstrip())
     if doc["control_found"]:
         lines.append("  CONTROL FOUND: a run of the unmutated base was invalid; no kill below means anything until "
@@ -591,11 +762,25 @@ def table(doc: Mapping[str, Any]) -> list[str]:
         lines.append("  control: not run (--no-control): kills are not checked against the unmutated base")
     rate = doc["kill_rate"]
     if rate is not None:
-        per = ", ".join(f"{m} {r:.0%}" for m, r in doc["kill_rate_per_method"].items())
-        lines.append(f"  kill rate: {len(doc['killed'])}/{doc['mutants']} = {rate:.0%} ({per}; simulation "
-                     f"{NOT_AVAILABLE})   target {doc['target']['kill_rate']}: {doc['target']['verdict']}")
+        per = ", ".join(f"{m} {_pct(r)}" for m, r in doc["kill_rate_per_method"].items())
+        lines.append(f"  kill rate: {len(doc['killed'])}/{doc['mutants']} = {rate:.0%} ({per})   target "
+                     f"{doc['target']['kill_rate']}: {doc['target']['verdict']}")
+        lines.append(f"  without the simulator (chaos only): {_pct(doc['kill_rate_without_simulation'])}; "
+                     f"with it (chaos or simulation): {_pct(doc['kill_rate_with_simulation'])}")
     for meth, names in doc["killed_by_one_method_only"].items():
         lines.append(f"  killed by {meth} only: {', '.join(names) or '-'}")
+    for group in ("chaos", "simulation"):
+        names = doc.get(f"killed_only_by_{group}")
+        if names is not None:
+            lines.append(f"  killed by {group} and not by the {'simulator' if group == 'chaos' else 'chaos methods'}:"
+                         f" {', '.join(names) or '-'}")
+    sim = doc.get("simulation")
+    if isinstance(sim, Mapping):
+        not_sim = ", ".join(f"{n} ({why})" for n, why in sim["not_simulated"].items()) or "-"
+        lines.append(f"  simulator: {sim['seeds_run']} seeds, {sim['simulated_s']:.0f} simulated s in "
+                     f"{sim['cpu_s']:.0f} CPU s; misses whose mutated code never ran in the probed seeds: {not_sim}; "
+                     f"misses whose code ran: {', '.join(sim['ran_not_found']) or '-'}"
+                     + (f"; {NOT_IN_REVISION}: {', '.join(sim['not_in_revision'])}" if sim["not_in_revision"] else ""))
     lines.append(f"  not killed: {', '.join(doc['not_killed']) or '-'}")
     return lines
 
@@ -622,18 +807,60 @@ def sut_revision_supported() -> bool:
     return "--sut-revision" in proc.stdout
 
 
+def simulator_in_revision(repo: Path, revision: str) -> bool:
+    """Whether ``revision`` has ``splitbrain sim`` (its module, :data:`SIM_COMMAND`).  A revision with the module
+    whose command line still lacks the subcommand is caught when its sweep starts."""
+    proc = subprocess.run(["git", "cat-file", "-e", f"{revision}:{SIM_COMMAND}"], cwd=repo, capture_output=True,
+                          timeout=60)
+    return proc.returncode == 0
+
+
+def search_simulation(name: str, revision: str, seed: int, *, budget_s: float, sim_seconds: float, results: Path,
+                      ignore: frozenset[str], repo: Path = ROOT, cache: Path | None = None) -> dict[str, Any]:
+    """One simulator search of ``revision`` (a mutant's commit, or the base for the control): its build's
+    interpreter runs the revision's ``splitbrain sim`` (:func:`bench.search_runs.sim_search`); a mutant's miss is
+    then probed for whether its mutated lines ran (:func:`bench.search_runs.sim_probe`, on the first
+    :data:`PROBE_SEEDS` seeds of the search)."""
+    if not simulator_in_revision(repo, revision):
+        print(f"#   {name} simulation seed={seed}: {NOT_IN_REVISION} ({revision[:12]})", file=sys.stderr)
+        return {"seed": seed, "found": False, "detect_s": None, "anomalies": [], "status": "not-in-revision"}
+    try:
+        build = ensure_build(revision, repo=repo, cache=cache)
+    except RevisionError as exc:
+        print(f"#   {name} simulation seed={seed}: {exc}", file=sys.stderr)
+        return {"seed": seed, "found": False, "detect_s": None, "anomalies": [], "status": "error",
+                "error": str(exc)}
+    args = sim_args(seconds=sim_seconds)
+    done = sim_search(name, seed, python=build.python, sim_args=args, budget_cpu_s=budget_s, results=results,
+                      ignore=ignore)
+    mutant = CATALOGUE.get(name)
+    if mutant is not None and done.get("status") == "searched" and not done["found"]:
+        source = _git_bytes(repo, "cat-file", "blob", f"{revision}^:{mutant.file}").decode("utf-8")
+        first = seed * SIM_SEEDS_PER_SEARCH
+        done["exercised"] = sim_probe(f"{name}-{seed}", python=build.python, sim_args=args, first_seed=first,
+                                      seeds=max(1, min(PROBE_SEEDS, int(done.get("seeds_run") or 0))),
+                                      file=mutant.file, lines=mutated_lines(source, mutant), results=results)
+        print(f"#   {name} simulation seed={seed}: probe {coverage_of(done['exercised'])} "
+              f"({done['exercised'].get('hit_lines')})", file=sys.stderr)
+    return done
+
+
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = _Parser(prog="bench/mutants.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--list", action="store_true", help="print the catalogue and exit")
     p.add_argument("--build", action="store_true", help="build the mutant commits and refs, print them, run nothing")
     p.add_argument("--mutants", default="", help=f"comma list of mutants (default: all {len(CATALOGUE)})")
-    p.add_argument("--methods", default=",".join(SEARCH_METHODS), help="comma list of random, guided")
+    p.add_argument("--methods", default=",".join(METHODS), help="comma list of random, guided, simulation (default "
+                   "all three)")
     p.add_argument("--seeds", type=int, default=1, help="searches per mutant and method (default 1)")
     p.add_argument("--first-seed", type=int, default=1, help="seeds are first-seed .. first-seed+seeds-1")
-    p.add_argument("--budget-s", type=float, default=TARGET_BUDGET_S, help="main-phase seconds per search (180)")
-    p.add_argument("--run-s", type=float, default=60.0, help="main phase of each attempt (default 60)")
+    p.add_argument("--budget-s", type=float, default=TARGET_BUDGET_S,
+                   help="per search: main-phase seconds (chaos), CPU seconds of the simulator (simulation); 180")
+    p.add_argument("--run-s", type=float, default=60.0, help="main phase of each chaos attempt (default 60)")
     p.add_argument("--interval-s", type=float, default=8.0, help="nemesis.interval_s of the spec (default 8)")
+    p.add_argument("--sim-seconds", type=float, default=SIM_SECONDS,
+                   help=f"simulated seconds of each simulator seed's main phase (default {SIM_SECONDS:g})")
     p.add_argument("--base", default="HEAD", help="the revision the mutants are made from (default HEAD)")
     p.add_argument("--no-control", action="store_true", help="do not search the unmutated base")
     p.add_argument("--ignore-kinds", default=",".join(IGNORED_KINDS),
@@ -652,14 +879,18 @@ def _validate(args: argparse.Namespace) -> tuple[list[str], list[str]] | str:
     if len(set(names)) != len(names):
         return "--mutants: a mutant is named twice"
     methods = [m for m in args.methods.split(",") if m]
-    if not methods or set(methods) - set(SEARCH_METHODS) or len(set(methods)) != len(methods):
-        return f"--methods: expected random and/or guided, got {args.methods!r} (simulation is not available)"
+    if not methods or set(methods) - set(METHODS) or len(set(methods)) != len(methods):
+        return f"--methods: expected a comma list of {', '.join(METHODS)}, got {args.methods!r}"
     if args.seeds < 1 or args.first_seed < 1:
         return "--seeds and --first-seed must be >= 1"
-    if not args.run_s > 0 or not args.budget_s >= args.run_s:
+    if not args.budget_s > 0:
+        return "--budget-s must be > 0"
+    if set(methods) & set(CHAOS_METHODS) and (not args.run_s > 0 or not args.budget_s >= args.run_s):
         return "--run-s must be > 0 and --budget-s >= --run-s"
     if not args.interval_s > 0:
         return "--interval-s must be > 0"
+    if not 0 < args.sim_seconds <= 3600:
+        return f"--sim-seconds must be in (0, 3600], got {args.sim_seconds:g}"
     if not all(_NAME.match(k) for k in args.ignore_kinds.split(",") if k):
         return f"--ignore-kinds: expected a comma list of anomaly kinds such as unavailable, got {args.ignore_kinds!r}"
     return names, methods
@@ -692,9 +923,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print("\n".join(f"{REF_PREFIX}{n} {c}" for n, c in commits.items()))
         return 0
-    if not sut_revision_supported():
+    if set(methods) & set(CHAOS_METHODS) and not sut_revision_supported():
         return _fail("`splitbrain test` has no --sut-revision here yet (python3 -m harness.cli test --help), so "
-                     "mutants cannot be run; --build makes their commits meanwhile")
+                     "mutants cannot be run by chaos; --methods simulation, or --build makes their commits meanwhile")
     results = Path(args.results or tempfile.mkdtemp(prefix="mutants-"))
     results.mkdir(parents=True, exist_ok=True)
     spec = search_spec(run_s=args.run_s, interval_s=args.interval_s)
@@ -702,6 +933,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = {"budget_s": args.budget_s, "run_s": args.run_s, "interval_s": args.interval_s,
                 "coverage_s": COVERAGE_S, "ignore_kinds": ignore}
     progress = Progress(results / "progress.jsonl", settings)
+    simulated = sim_args(seconds=args.sim_seconds)
+    # the simulator's searches are kept under settings of their own, so a change of the chaos runs' length does
+    # not redo them (and the other way round)
+    sim_progress = Progress(results / "progress.jsonl", {"budget_cpu_s": args.budget_s, "sim": simulated,
+                                                         "probe_seeds": PROBE_SEEDS, "ignore_kinds": ignore})
     rows = ([] if args.no_control else [(CONTROL, base)]) + [(n, commits[n]) for n in names]
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     print(f"# mutation bench: base {base[:12]}, {len(names)} mutant(s), results {results}", file=sys.stderr)
@@ -709,20 +945,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for name, revision in rows:
         raw[name] = {m: [] for m in methods}
-        key = {"spec": spec, "revision": revision}
         for seed in seeds:  # the methods alternate, so a change in the machine's load falls on both alike
             for method in methods:
-                done = progress.get(name, method, seed, key)
-                if done is None:
+                store = sim_progress if method == SIMULATION else progress
+                key: dict[str, Any] = ({"sim": simulated, "revision": revision} if method == SIMULATION
+                                       else {"spec": spec, "revision": revision})
+                done = store.get(name, method, seed, key)
+                if done is not None:
+                    print(f"#   {name} {method} seed={seed}: finished earlier ({store.path})", file=sys.stderr)
+                elif method == SIMULATION:
+                    done = search_simulation(name, revision, seed, budget_s=args.budget_s,
+                                             sim_seconds=args.sim_seconds, results=results, ignore=frozenset(ignore))
+                    store.add(name, method, key, done)
+                else:
                     done = run_search(name, method, seed, spec=spec, kinds=frozenset(), budget_s=args.budget_s,
                                       run_s=args.run_s, results=results, coverage_s=COVERAGE_S,
                                       sut_revision=revision, ignore=frozenset(ignore))
-                    progress.add(name, method, key, done)
-                else:
-                    print(f"#   {name} {method} seed={seed}: finished earlier ({progress.path})", file=sys.stderr)
+                    store.add(name, method, key, done)
                 raw[name][method].append(done)
     config = {"base": base, "mutants": names, "methods": methods, "seeds": args.seeds, "first_seed": args.first_seed,
               "budget_s": args.budget_s, "run_s": args.run_s, "interval_s": args.interval_s,
+              "sim_seconds": args.sim_seconds, "sim_args": simulated,
               "ignore_kinds": ignore, "results": str(results), "commit": checkout_commit(), "revisions": dict(rows),
               "spec": spec}
     doc = build_report(raw, config, minutes=round((time.monotonic() - started) / 60, 1))

@@ -200,10 +200,11 @@ def test_report_kill_rates_one_method_kills_and_anomaly_kinds() -> None:
     assert doc["killed_by_one_method_only"] == {"random": [], "guided": ["hb-half-lease"]}
     assert doc["not_killed"] == ["raft-vote-ignores-log"] and doc["control_found"] is False
     assert doc["rows"]["ack-any-member"]["guided"]["anomalies"] == ["lost-write", "unseen"]
-    assert doc["rows"]["ack-any-member"]["simulation"] == "not available"
-    assert doc["target"]["verdict"] == "missed"
+    assert doc["rows"]["ack-any-member"]["simulation"] is None and doc["simulation"] == "not run"
+    assert doc["kill_rate_without_simulation"] == 0.667 and doc["kill_rate_with_simulation"] is None
+    assert doc["target"]["verdict"] == "missed with random, guided only"
     text = "\n".join(mb.table(doc))
-    assert "found 1/1 5.0s [lost-write,unseen]" in text and "not available" in text
+    assert "found 1/1 5.0s [lost-write,unseen]" in text and "simulation" not in text.splitlines()[1]
     assert "killed by guided only: hb-half-lease" in text and "control: not found" in text
 
 
@@ -233,12 +234,13 @@ def test_report_figures_agree_with_the_searches(outcomes: dict[str, tuple[bool, 
 
 
 @pytest.mark.parametrize("argv", [["--mutants", "nope"], ["--mutants", "ack-any-member,ack-any-member"],
-                                  ["--methods", "simulation"], ["--methods", ""], ["--seeds", "0"],
+                                  ["--methods", "random,simulator"], ["--methods", ""], ["--seeds", "0"],
                                   ["--budget-s", "10", "--run-s", "30"], ["--run-s", "0"], ["--interval-s", "0"],
                                   ["--budget-s", "many"], ["--no-such-flag"], ["--base", "no-such-revision"],
-                                  ["--ignore-kinds", "Lost Write"]],
-                         ids=["mutant", "twice", "simulation", "no-method", "seeds", "budget", "run", "interval",
-                              "not-a-number", "unknown-flag", "base", "ignore-kinds"])
+                                  ["--ignore-kinds", "Lost Write"], ["--sim-seconds", "0"],
+                                  ["--methods", "simulation", "--budget-s", "0"]],
+                         ids=["mutant", "twice", "unknown-method", "no-method", "seeds", "budget", "run", "interval",
+                              "not-a-number", "unknown-flag", "base", "ignore-kinds", "sim-seconds", "sim-budget"])
 def test_bad_flags_exit_2_with_one_line(argv: list[str]) -> None:
     out = subprocess.run([sys.executable, str(BENCH), *argv], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and out.stdout == ""
@@ -275,3 +277,74 @@ def test_runs_invalid_only_through_ignored_kinds_are_shown_beside_a_miss() -> No
     assert doc["rows"]["elect-designate-unchecked"]["random"]["ignored_runs"] == 1 and doc["killed"] == []
     text = "\n".join(mb.table(doc))
     assert "1 run(s) with ignored kinds" in text and "kinds not counted as kills: unavailable" in text
+
+
+def _sim(found: bool, cpu: float | None = None, *, kinds: tuple[str, ...] = (), probe: dict[str, Any] | None = None,
+         status: str = "searched") -> dict[str, Any]:
+    out: dict[str, Any] = {"seed": 1, "found": found, "detect_s": cpu, "anomalies": list(kinds), "status": status,
+                           "budget_unit": "cpu_s", "seeds_run": 7, "simulated_s": 420.0, "cpu_s": cpu or 180.0,
+                           "ignored_seeds": [], "unknown_seeds": []}
+    if found:
+        out.update({"sim_seed": 1003, "detect_sim_s": 41.5, "simulated_s_to_detect": 221.5,
+                    "replay": "splitbrain sim --seed 1003"})
+    if probe is not None:
+        out["exercised"] = probe
+    return out
+
+
+def test_report_simulation_column_rates_with_and_without_it_and_probe_readings() -> None:
+    cat = {**CAT, "confirm-max-not-min": mb.CATALOGUE["confirm-max-not-min"]}
+    raw = {"control": {"random": [_search(False)], "simulation": [_sim(False, probe=None)]},
+           "ack-any-member": {"random": [_search(True, 20.0, ("lost-write",))],
+                              "simulation": [_sim(True, 3.2, kinds=("lost-write",))]},
+           "hb-half-lease": {"random": [_search(False)], "simulation": [_sim(True, 9.0, kinds=("unseen",))]},
+           "raft-vote-ignores-log": {"random": [_search(False)],
+                                     "simulation": [_sim(False, probe={"loaded": True, "hit_lines": []})]},
+           "confirm-max-not-min": {"random": [_search(True, 50.0, ("lost-write",))],
+                                   "simulation": [_sim(False, status="not-in-revision")]}}
+    doc = mb.build_report(raw, _config(methods=["random", "simulation"]), minutes=1.0, catalogue=cat)
+    assert doc["killed"] == ["ack-any-member", "hb-half-lease", "confirm-max-not-min"]
+    assert doc["kill_rate"] == 0.75 and doc["kill_rate_with_simulation"] == 0.75
+    assert doc["kill_rate_without_simulation"] == 0.5
+    # the simulator's rate is over what it could search: the revision without it is not a miss
+    assert doc["kill_rate_per_method"] == {"random": 0.5, "simulation": 0.667}
+    assert doc["killed_only_by_simulation"] == ["hb-half-lease"]
+    assert doc["killed_only_by_chaos"] == ["confirm-max-not-min"]
+    assert doc["rows"]["confirm-max-not-min"]["simulation"] == mb.NOT_IN_REVISION
+    sim = doc["simulation"]
+    assert sim["not_in_revision"] == ["confirm-max-not-min"]
+    assert sim["not_simulated"] == {"raft-vote-ignores-log": "not reached"} and sim["ran_not_found"] == []
+    cell = doc["rows"]["ack-any-member"]["simulation"]
+    assert cell["sim_seed"] == 1003 and cell["replay"] == "splitbrain sim --seed 1003" and cell["coverage"] == "ran"
+    text = "\n".join(mb.table(doc))
+    assert "found 1/1 3.2 cpu-s, seed 1003 @41.5 sim-s" in text and "code not reached" in text
+    assert "without the simulator (chaos only): 50%; with it (chaos or simulation): 75%" in text
+
+
+@given(st.text(alphabet="ab\n", max_size=30), st.text(alphabet="xy\n", min_size=1, max_size=12),
+       st.text(alphabet="ab\n", max_size=30))
+def test_mutated_lines_are_the_lines_the_replacement_occupies(before: str, new: str, after: str) -> None:
+    old = "OLD"
+    mutant = mb.Mutant(name="x", component="raft", file="system_under_test/f.py", old=old, new=new, models="m",
+                       symptom="s")
+    first, last = mb.mutated_lines(before + old + after, mutant)
+    mutated = (before + new + after).split("\n")
+    assert first == before.count("\n") + 1 and first <= last
+    body = new[:-1] if new.endswith("\n") else new
+    assert "\n".join(mutated[first - 1:last]).find(body) >= 0
+
+
+@pytest.mark.parametrize(("probe", "reading"), [(None, None), ({"error": "x"}, "probe failed"),
+                                                ({"loaded": False, "hit_lines": []}, "not loaded"),
+                                                ({"loaded": True, "hit_lines": []}, "not reached"),
+                                                ({"loaded": True, "hit_lines": [12]}, "ran")])
+def test_probe_readings(probe: dict[str, Any] | None, reading: str | None) -> None:
+    assert mb.coverage_of(probe) == reading
+
+
+def test_sim_args_name_every_fault_kind_the_simulator_makes() -> None:
+    from system_under_test.sim.faults import FAULT_KINDS
+
+    args = mb.sim_args(seconds=60)
+    assert set(args[args.index("--faults") + 1].split(",")) == set(FAULT_KINDS)
+    assert "--unsafe" not in args

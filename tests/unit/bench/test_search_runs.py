@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
@@ -66,3 +68,60 @@ def test_detection_skips_the_records_of_ignored_kinds() -> None:
 def test_anomaly_kinds_lists_the_counted_kinds_sorted() -> None:
     assert sr.anomaly_kinds(_doc(False, {"lost-write": 2, "duplicate": 1, "unseen": 0})) == ["duplicate", "lost-write"]
     assert sr.anomaly_kinds({}) == []
+
+
+def test_cpu_seconds_from_proc_stat_with_spaces_and_parentheses_in_the_name() -> None:
+    fields = ["S"] + ["0"] * 10 + ["250", "50"] + ["0"] * 30  # utime, stime: fields 14 and 15
+    stat = "4242 (py (thon) x) " + " ".join(fields)
+    assert sr.proc_cpu_s(stat, 100.0) == 3.0
+
+
+def _seed(valid: Any, kinds: dict[str, int] | None = None) -> dict[str, Any]:
+    return _doc(valid, kinds or {})
+
+_OUTCOMES = st.sampled_from(["valid", "unknown", "ignored", "found"])
+
+
+@given(st.lists(st.tuples(_OUTCOMES, st.floats(0.1, 20.0)), max_size=30), st.floats(1.0, 200.0))
+def test_sim_tally_counts_only_seeds_within_the_budget_and_stops_at_the_first_find(
+        seeds: list[tuple[str, float]], budget: float) -> None:
+    tally = sr.SimTally(budget, IGNORE)
+    docs = {"valid": _seed(True), "unknown": _seed("unknown"), "ignored": _seed(False, {"unavailable": 1}),
+            "found": _seed(False, {"lost-write": 1})}
+    cpu = 0.0
+    counted: list[str] = []
+    for i, (outcome, cost) in enumerate(seeds):
+        cpu += cost
+        over = tally.observe(sim_seed=i, cpu_s=cpu, simulated_s=60.0, doc=docs[outcome], detect_in_seed_s=5.0)
+        if cpu <= budget:
+            counted.append(outcome)
+        if over:
+            break
+    assert tally.seeds_run == len(counted) and tally.simulated_s == 60.0 * len(counted)
+    first_find = counted.index("found") if "found" in counted else None
+    if first_find is not None:
+        assert tally.stop == "found" and tally.found is not None
+        assert tally.found["sim_seed"] == first_find and tally.found["anomalies"] == ["lost-write"]
+        assert tally.found["simulated_s_to_detect"] == 60.0 * first_find + 5.0
+        assert len(counted) == first_find + 1
+    else:
+        assert tally.found is None
+        assert tally.stop in (None, "budget")
+    assert tally.ignored_seeds == [i for i, o in enumerate(counted) if o == "ignored"]
+    assert tally.unknown_seeds == [i for i, o in enumerate(counted) if o == "unknown"]
+    record = tally.result(7, wall_s=1.0)
+    assert record["found"] is (first_find is not None) and record["budget_unit"] == "cpu_s"
+
+
+def test_sim_tally_reports_a_crash_of_the_simulated_cluster_as_found_and_named() -> None:
+    tally = sr.SimTally(10.0)
+    tally.observe(sim_seed=0, cpu_s=1.0, simulated_s=60.0, doc=_seed(True))
+    tally.crashed(sim_seed=1, cpu_s=2.0, error="KeyError: 3")
+    record = tally.result(1, wall_s=2.0)
+    assert record["found"] and record["anomalies"] == ["crash"] and record["crash"] == "KeyError: 3"
+    assert record["stop"] == "crash" and record["sim_seed"] == 1
+    with pytest.raises(RuntimeError):
+        tally.observe(sim_seed=2, cpu_s=3.0, simulated_s=60.0, doc=_seed(True))
+    assert sr.SimTally(10.0).result(1, wall_s=0.0, error="boom")["status"] == "error"
+    with pytest.raises(ValueError, match="budget_cpu_s"):
+        sr.SimTally(0.0)
