@@ -8,10 +8,23 @@
 3. If the old master is electable and no other broker is preferred (or it is the preferred one),
    keep the old master (the caller turns that into MASTER_STILL_EXIST).
 4. If a broker is preferred (admin designation): it, if electable, else nobody -- no fallback.
-5. Otherwise rank by (master epoch desc, max offset desc, election priority asc, broker id asc)
-   and take the first.  The broker id makes the order total, so the result never depends on set
-   iteration order (the reference's TreeSet dropped equal candidates and its comparator cast a
-   long difference to int; neither happens here).  A candidate without live info ranks last.
+5. Otherwise rank by (heard recently first, master epoch desc, max offset desc, election priority asc,
+   broker id asc) and take the first.  The broker id makes the order total, so the result never
+   depends on set iteration order (the reference's TreeSet dropped equal candidates and its
+   comparator cast a long difference to int; neither happens here).  A candidate without live info
+   ranks last.
+
+*Heard recently* (given the controller's ``now_ms``): the candidate's last heartbeat is at most half
+its lease old.  Not in RIP-44.  Why it comes first: a partition that cuts the master and one in-sync
+slave off the controller quorum at the same moment leaves both leases running out together; the
+master's runs out first, the scan elects the slave whose lease is still nominally alive, the
+election makes the SyncStateSet just that slave, and half a second later its lease runs out too.
+Then no member of the set is electable, and the slave that did reach the quorum all along is not
+in the set: the broker set has no master until the partition heals (seen in a nightly
+queue x partition run: a `bridge` left the set without a master for 9 s against a bound of 8).
+Every SyncStateSet member holds every acknowledged record when acks wait for the whole set (the
+safe setting), so preferring a member that is demonstrably reachable loses nothing; under
+min-in-sync acks (not a safe setting) a more complete but silent member may lose to it.
 
 ``elect_complete_replica`` is the one way past the SyncStateSet under clean election, for the case the
 SyncStateSet cannot serve because a member's store lost durable records (docs/broker.md, Lost durable
@@ -25,11 +38,17 @@ from collections.abc import Callable, Iterable
 from system_under_test.controller.heartbeat import DEFAULT_ELECTION_PRIORITY, LiveInfo
 
 
-def candidate_rank(broker_id: int, info: LiveInfo | None) -> tuple[int, int, int, int]:
-    """Sort key: smaller is better."""
+def heard_recently(info: LiveInfo, now_ms: int) -> bool:
+    """The broker's last heartbeat is at most half its lease old (see the module docstring)."""
+    return now_ms - info.last_update_ms <= info.lease_timeout_ms // 2
+
+
+def candidate_rank(broker_id: int, info: LiveInfo | None, now_ms: int | None = None) -> tuple[int, int, int, int, int]:
+    """Sort key: smaller is better.  Without ``now_ms`` every candidate counts as heard recently."""
     if info is None:
-        return (1, 1, DEFAULT_ELECTION_PRIORITY + 1, broker_id)
-    return (-info.master_epoch, -info.max_offset, info.election_priority, broker_id)
+        return (1, 1, 1, DEFAULT_ELECTION_PRIORITY + 1, broker_id)
+    silent = 0 if now_ms is None or heard_recently(info, now_ms) else 1
+    return (silent, -info.master_epoch, -info.max_offset, info.election_priority, broker_id)
 
 
 def _try_elect(
@@ -38,6 +57,7 @@ def _try_elect(
     prefer: int | None,
     is_alive: Callable[[int], bool],
     live_info: Callable[[int], LiveInfo | None],
+    now_ms: int | None,
 ) -> int | None:
     alive = sorted({c for c in candidates if is_alive(c)})
     if not alive:
@@ -46,7 +66,7 @@ def _try_elect(
         return old_master
     if prefer is not None:
         return prefer if prefer in alive else None
-    return min(alive, key=lambda c: candidate_rank(c, live_info(c)))
+    return min(alive, key=lambda c: candidate_rank(c, live_info(c), now_ms))
 
 
 def elect(
@@ -56,6 +76,7 @@ def elect(
     prefer: int | None,
     is_alive: Callable[[int], bool],
     live_info: Callable[[int], LiveInfo | None],
+    now_ms: int | None = None,
 ) -> int | None:
     """Return the broker id to be master (possibly ``old_master``) or None if nobody is electable.
 
@@ -66,10 +87,11 @@ def elect(
         prefer: a designated broker id (admin-triggered election) or None.
         is_alive: electability predicate (lease alive, registered, unfenced, not shutting down).
         live_info: heartbeat record getter used for ranking.
+        now_ms: the controller's clock, to rank candidates heard recently first; None ranks without it.
     """
-    result = _try_elect(sync_state_set, old_master, prefer, is_alive, live_info)
+    result = _try_elect(sync_state_set, old_master, prefer, is_alive, live_info, now_ms)
     if result is None and all_replicas is not None:
-        result = _try_elect(all_replicas, old_master, prefer, is_alive, live_info)
+        result = _try_elect(all_replicas, old_master, prefer, is_alive, live_info, now_ms)
     return result
 
 

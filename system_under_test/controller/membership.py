@@ -138,7 +138,8 @@ def _shutdown_events(bs: BrokerSet, broker_id: int, reg: Registration, ctx: Deci
         alive = electable_fn(bs, ctx)
         others = [i for i in bs.sync_state_set if i != broker_id]
         everyone = [i for i in bs.broker_ids() if i != broker_id] if ctx.config.enable_elect_unclean_master else None
-        new = elect(others, everyone, None, None, alive, lambda i: ctx.heartbeats.live_info((bs.broker_name, i)))
+        new = elect(others, everyone, None, None, alive, lambda i: ctx.heartbeats.live_info((bs.broker_name, i)),
+                    ctx.now_ms)
         events.append(ElectMaster(bs.cluster_name, bs.broker_name, new is not None, new, bs.master_epoch,
                                   bs.sync_state_set_epoch))
     return events

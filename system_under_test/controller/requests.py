@@ -140,7 +140,7 @@ def _elect_master(h: Mapping[str, Any], ctx: DecideContext) -> Decision:
     prefer = broker_id if designate else None
     everyone = bs.broker_ids() if ctx.config.enable_elect_unclean_master else None
     new = elect(bs.sync_state_set, everyone, bs.master_id, prefer, electable_fn(bs, ctx),
-                lambda i: hb.live_info((name, i)))
+                lambda i: hb.live_info((name, i)), ctx.now_ms)
     if new is not None and new == bs.master_id:
         _, header, body = replica_info_reply(state, name)
         return Decision(ResponseCode.CONTROLLER_MASTER_STILL_EXIST,

@@ -75,7 +75,7 @@ def _elect_event(bs: BrokerSet, heartbeats: BrokerHeartbeatManager, config: Cont
     def live(i: int) -> LiveInfo | None:
         return heartbeats.live_info((bs.broker_name, i))
 
-    new = elect(bs.sync_state_set, everyone, None, None, can_lead, live)
+    new = elect(bs.sync_state_set, everyone, None, None, can_lead, live, now_ms)
     if new is None:
         new = elect_complete_replica(bs.sync_state_set, bs.broker_ids(), can_lead, live)
     if new is None and bs.master_id is None:
