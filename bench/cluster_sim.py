@@ -6,7 +6,8 @@ and the default nemesis (kills, pauses, partitions, packet faults, clock skew) o
 time goes, with the load it carried (client ops, messages and scheduler events per simulated second).  The
 checkers' time is reported apart (``check_s``): they judge the history after the run.
 
-Usage: ``python bench/cluster_sim.py [--seeds 5] [--seconds 120] [--threads 4] [--think-ms 100] [--json]``.
+Usage: ``python bench/cluster_sim.py [--seeds 5] [--seconds 120] [--threads 4] [--think-ms 100] [--workloads W,..]
+[--json]`` (default workloads: all the simulator plays -- queue, broker-ids, membership).
 Prints ``figure  value  target`` lines, or one JSON object ``{"figures": {...}, "targets": {...}}`` with --json.
 Run it under ``nice`` on a shared machine; it never asserts a time.
 """
@@ -23,17 +24,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from checker.compose import compose
 from harness.sim_check import check_run
-from system_under_test.sim import SimConfig, run
+from system_under_test.sim import DEFAULT_WORKLOADS, SIM_WORKLOADS, SimConfig, run
 
 TARGETS = {"speedup_x": 50, "simulated_s_per_wall_min": 3000}
 
 
-def measure(seeds: int, start: int, seconds: float, threads: int, think_ms: int) -> dict[str, float]:
+def measure(seeds: int, start: int, seconds: float, threads: int, think_ms: int,
+            workloads: tuple[str, ...] = DEFAULT_WORKLOADS) -> dict[str, float]:
     sim_s = wall = check_s = 0.0
     ops = events = messages = faults = invalid = 0
     for seed in range(start, start + seeds):
         t0 = time.process_time()
-        r = run(SimConfig(seed=seed, seconds=seconds, threads=threads, think_ms=think_ms))
+        r = run(SimConfig(seed=seed, seconds=seconds, threads=threads, think_ms=think_ms, workloads=workloads))
         t1 = time.process_time()
         verdict = compose(check_run(r)).valid
         t2 = time.process_time()
@@ -67,9 +69,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=120.0, help="simulated seconds of each run's main phase")
     p.add_argument("--threads", type=int, default=4, help="client threads")
     p.add_argument("--think-ms", type=int, default=100, help="mean pause between one thread's ops")
+    p.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS),
+                   help=f"comma list of simulated workloads ({', '.join(SIM_WORKLOADS)}; queue always)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    figures = measure(args.seeds, args.start, args.seconds, args.threads, args.think_ms)
+    workloads = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
+    bad = [w for w in workloads if w not in SIM_WORKLOADS]
+    if bad or "queue" not in workloads:
+        p.error(f"--workloads: unknown workload(s) {bad} or no queue; known: {', '.join(SIM_WORKLOADS)}")
+    figures = measure(args.seeds, args.start, args.seconds, args.threads, args.think_ms, workloads)
     if args.json:
         print(json.dumps({"figures": figures, "targets": TARGETS}))
     else:

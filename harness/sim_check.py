@@ -10,7 +10,13 @@
 * ``availability`` -- :func:`checker.availability.check_availability` with the defaults a spec gets from its
   lease (writes resume within 2 leases + 4 s of a fault that leaves them possible, and after the final heal);
 * ``restarts`` -- a broker that refused to start again (a torn ``.broker.meta``: ``restart-refused``), the
-  anomaly the ``broker-ids`` workload's restart checker reports.
+  anomaly the ``broker-ids`` workload's restart checker reports;
+* for each other simulated workload, the checkers a real run of it gets, under the names a real run gives them
+  (``<workload>/<checker>``, :data:`WORKLOAD_CHECKERS`): ``broker-ids/linearizable`` (the allocator ops against
+  ``IdAllocator``), ``broker-ids/invariants``, ``broker-ids/stats``; ``membership/membership``
+  (``stale-epoch-accepted``, ``bounce-kept-epoch`` ...), ``membership/invariants``, ``membership/stats``.  The
+  ``broker-ids`` allocator ops are writes of the controllers' path, so ``availability`` judges them too, as in a
+  real run.
 
 :func:`write_run` stores ``history.jsonl``, ``node-events.jsonl``, ``schedule.yaml`` (the executed faults as a
 ``nemesis.schedule``, validated by :func:`nemesis.schedule.parse`) and ``results.json`` in a directory.
@@ -32,8 +38,30 @@ from checker.queue import check_queue
 from nemesis.schedule import parse as parse_schedule
 from nemesis.targets import Topology as TargetTopology
 from system_under_test.sim import SimRun
+from workloads.broker_ids import ALLOC_FS, IdsInvariantChecker, LinearizableIdsChecker
+from workloads.common import StatsChecker
+from workloads.membership import MEMBERSHIP_FS, MembershipChecker, MembershipInvariants
 
-__all__ = ["check_run", "replay_command", "schedule_of", "write_run"]
+__all__ = ["WORKLOAD_CHECKERS", "check_run", "replay_command", "schedule_of", "write_run"]
+
+WORKLOAD_CHECKERS: dict[str, dict[str, Any]] = {
+    "broker-ids": {"linearizable": LinearizableIdsChecker(), "invariants": IdsInvariantChecker(),
+                   "stats": StatsChecker(("next-id", "apply-id"), ALLOC_FS)},
+    "membership": {"membership": MembershipChecker(), "invariants": MembershipInvariants(),
+                   "stats": StatsChecker(("bounce",), MEMBERSHIP_FS)},
+}
+"""The checkers of each simulated workload but ``queue``, as its builder in ``workloads/`` gives them to a real
+run (the lanes' ``restarts`` checker is the simulation's own ``restarts``: lanes are not simulated)."""
+
+
+def _stats(d: Mapping[str, Any]) -> Result:
+    """A stats checker's dict as a Result (the runner's rule: a dict result carries its own ``valid``)."""
+    return Result(d.get("valid", True), {}, {k: v for k, v in d.items() if k != "valid"})
+
+
+def _workload_checker(checker: Any, run: SimRun) -> Result:
+    res = checker.check({}, run.history, {})
+    return _stats(res) if isinstance(res, Mapping) else res
 
 
 def _restarts(run: SimRun) -> Result:
@@ -58,8 +86,11 @@ def check_run(run: SimRun) -> dict[str, Result]:
         "invariants": check_safe(check_invariants, run.history, [e for e in run.node_events if e["event"] in KINDS]),
         "restarts": check_safe(_restarts, run),
     }
+    for wl in run.config.workloads:
+        for name, checker in WORKLOAD_CHECKERS.get(wl, {}).items():
+            results[f"{wl}/{name}"] = check_safe(_workload_checker, checker, run)
     if exp is not None:
-        results["availability"] = check_safe(check_availability, run.history, topo, ["queue"], exp,
+        results["availability"] = check_safe(check_availability, run.history, topo, list(run.config.workloads), exp,
                                              start_s=run.main_start_s)
     return results
 
@@ -81,6 +112,7 @@ def replay_command(run: SimRun) -> str:
     for bug in sorted(cfg.bugs):
         parts.append(f"--bug {bug}")
     parts.append(f"--faults {','.join(cfg.faults) if cfg.faults else 'none'}")
+    parts.append(f"--workloads {','.join(cfg.workloads)}")
     return " ".join(parts)
 
 

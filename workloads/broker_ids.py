@@ -44,6 +44,19 @@ from harness import generator as g
 from harness.errors import SpecError
 from harness.extra_brokers import ExtraBrokers, crash_at, start_slot
 from nemesis.registration import FAILPOINTS, FIRST_REGISTRATION_POINTS
+from system_under_test.client.workload_requests import (
+    ALLOC_APPLY_FRACTION,
+    ALLOC_READ_FRACTION,
+    alloc_op,
+    alloc_seen,
+    apply_id_addr,
+    apply_id_call,
+    apply_id_value,
+    next_id_call,
+    next_id_value,
+    read_value,
+    replica_info_call,
+)
 from workloads.common import (
     BrokerSpawningClient,
     InvariantOps,
@@ -160,8 +173,8 @@ class BrokerIdsOptions:
     lanes: int = option(2, 1, 10, allowed="an integer in [1, 10]")
     base_port: int = option(10920, 1024, 60000, allowed="a port in [1024, 60000]")
     spawn_timeout_s: float = option(4.0, 0.5, 120.0, allowed="seconds in [0.5, 120]")
-    apply_fraction: float = option(0.45, 0.0, 1.0, allowed="a number in [0, 1]")
-    read_fraction: float = option(0.15, 0.0, 1.0, allowed="a number in [0, 1]")
+    apply_fraction: float = option(ALLOC_APPLY_FRACTION, 0.0, 1.0, allowed="a number in [0, 1]")
+    read_fraction: float = option(ALLOC_READ_FRACTION, 0.0, 1.0, allowed="a number in [0, 1]")
     check_time_limit_s: float = option(30.0, 1.0, 3600.0, allowed="seconds in [1, 3600]")
     registration_crash: bool = option(True, allowed="true or false (add the registration-crash nemesis package)")
     stop_after_lanes: bool = option(False, allowed="true or false (end the workload once every lane has run)")
@@ -220,25 +233,12 @@ class BrokerIdsGen:
                     step = dict(lane[pos[i]])
                     f = step.pop("f")
                     return (invocation(ctx, f, step), replace(self, pos=pos, busy=self.busy | {i}))
-        rng, o, seen = ctx.rng, self.options, self.seen or {}
-        r = rng.random()
-        if r < o.read_fraction:
-            if self.real and rng.random() < 0.5:
-                return (invocation(ctx, "read-table", {"broker_name": rng.choice(self.real)}), self)
-            return (invocation(ctx, "read-ids", {"broker_set": rng.choice(self.virtual)}), self)
-        name = rng.choice(self.virtual)
-        if r < o.read_fraction + o.apply_fraction:
-            nxt = seen.get(name, 1)
-            mine = [c for c in self.claims if c[0] == name]
-            choice = rng.random()
-            if mine and choice < 0.1:
-                _, bid, code = rng.choice(mine)
-            else:
-                bid = max(1, nxt - 1) if choice < 0.25 else nxt + rng.choice((0, 0, 0, 1, 2))
-                code = f"vid-{name}-{self.n}-{rng.getrandbits(24):06x}"
-            value = {"broker_set": name, "broker_id": bid, "register_code": code}
-            return (invocation(ctx, "apply-id", value), replace(self, pos=pos, n=self.n + 1))
-        return (invocation(ctx, "next-id", {"broker_set": name}), replace(self, pos=pos))
+        o = self.options
+        f, value = alloc_op(ctx.rng, self.virtual, self.real, self.seen or {}, self.claims, self.n,
+                            apply_fraction=o.apply_fraction, read_fraction=o.read_fraction)
+        if f in ("read-ids", "read-table"):
+            return (invocation(ctx, f, value), self)
+        return (invocation(ctx, f, value), replace(self, pos=pos, n=self.n + 1 if f == "apply-id" else self.n))
 
     def update(self, ctx: g.Context, event: dict[str, Any]) -> BrokerIdsGen:
         if event.get("type") not in ("ok", "fail", "info"):
@@ -253,16 +253,8 @@ class BrokerIdsGen:
             return replace(self, pos=tuple(pos), busy=self.busy - {i})
         if event.get("type") != "ok":
             return self
-        seen = dict(self.seen or {})
-        if f == "next-id" and isinstance(v.get("next_broker_id"), int):
-            seen[v["broker_set"]] = max(seen.get(v["broker_set"], 1), v["next_broker_id"])
-            return replace(self, seen=seen)
-        if f == "apply-id" and v.get("applied"):
-            seen[v["broker_set"]] = max(seen.get(v["broker_set"], 1), int(v["broker_id"]) + 1)
-            claim = (str(v["broker_set"]), int(v["broker_id"]), str(v["register_code"]))
-            claims = self.claims if claim in self.claims else (*self.claims, claim)[-32:]
-            return replace(self, seen=seen, claims=claims)
-        return self
+        learnt = alloc_seen(self.seen or {}, self.claims, f, v)
+        return self if learnt is None else replace(self, seen=learnt[0], claims=learnt[1])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,8 +287,8 @@ class BrokerIdsClient(BrokerSpawningClient):
             if f in LANE_FS:
                 return {**op, "type": "ok", "value": {**v, **await self._lane(test, f, v)}}
             if f == "next-id":
-                nxt = await self.controller.get_next_broker_id(self.cluster_name, v["broker_set"])
-                return {**op, "type": "ok", "value": {**v, "next_broker_id": nxt}}
+                resp = await self.controller.call(*next_id_call(self.cluster_name, v["broker_set"]))
+                return {**op, "type": "ok", "value": next_id_value(v, resp.header)}
             if f == "apply-id":
                 return await self._apply(op, v)
             if f in ("read-ids", "read-table"):
@@ -317,36 +309,31 @@ class BrokerIdsClient(BrokerSpawningClient):
         return await start_slot(self.extra, test, node, slot, name, int(v["port"]), timeout_s=timeout)
 
     async def _apply(self, op: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
-        from system_under_test.protocol.codes import ResponseCode
         from system_under_test.protocol.errors import RpcError
 
-        addr = f"10.253.{int(v['broker_id']) % 250}.1:10911"
+        code, header = apply_id_call(self.cluster_name, v["broker_set"], int(v["broker_id"]), str(v["register_code"]),
+                                     apply_id_addr(int(v["broker_id"])))
         try:
-            await self.controller.apply_broker_id(self.cluster_name, v["broker_set"], int(v["broker_id"]),
-                                                  str(v["register_code"]), addr)
+            await self.controller.call(code, header)
         except RpcError as exc:
-            if exc.code == ResponseCode.CONTROLLER_BROKER_ID_INVALID:
-                return {**op, "type": "ok", "value": {**v, "applied": False, "reason": str(exc)[:200]}}
-            raise
-        return {**op, "type": "ok", "value": {**v, "applied": True}}
+            value = apply_id_value(v, exc.code, str(exc))
+            if value is None:
+                raise
+            return {**op, "type": "ok", "value": value}
+        return {**op, "type": "ok", "value": apply_id_value(v, 0, "")}
 
     async def _read(self, op: dict[str, Any], f: str, v: dict[str, Any]) -> dict[str, Any]:
-        from system_under_test.protocol.codes import ResponseCode
         from system_under_test.protocol.errors import RpcError
 
-        name = v.get("broker_set") or v.get("broker_name")
+        code, header = replica_info_call(str(v.get("broker_set") or v.get("broker_name")))
         try:
-            info = await self.controller.get_replica_info(name)
+            resp = await self.controller.call(code, header)
         except RpcError as exc:
-            if exc.code != ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST:
+            value = read_value(f, v, exc.code, exc.header, None)
+            if value is None:
                 raise
-            info = {"body": {"brokers": []}}
-        brokers = [[int(i), str(a)] for i, a in (info.get("body") or {}).get("brokers", [])]
-        if f == "read-ids":
-            return {**op, "type": "ok", "value": {**v, "ids": sorted(i for i, _ in brokers)}}
-        return {**op, "type": "ok", "value": {**v, "brokers": brokers, "master_id": info.get("master_id"),
-                                              "master_epoch": info.get("master_epoch"),
-                                              "sync_state_set_epoch": info.get("sync_state_set_epoch")}}
+            return {**op, "type": "ok", "value": value}
+        return {**op, "type": "ok", "value": read_value(f, v, 0, resp.header, resp.body)}
 
 
 

@@ -46,6 +46,13 @@ from checker.invariants import check_invariants
 from harness import generator as g
 from harness.errors import SpecError
 from harness.extra_brokers import ExtraBrokers, start_slot
+from system_under_test.client.workload_requests import (
+    lifecycle_op,
+    read_value,
+    replica_info_call,
+    stale_heartbeat_call,
+    stale_heartbeat_value,
+)
 from workloads.common import (
     BrokerSpawningClient,
     InvariantOps,
@@ -94,19 +101,11 @@ class MembershipGen:
     def op(self, ctx: g.Context) -> Any:
         if ctx.free_thread() is None:
             return (g.PENDING, self)
-        rng = ctx.rng
         if self.busy:
             return (invocation(ctx, "read-members", {}), self)
-        slot = rng.choice(self.slots)
-        if self.stale_next is not None:
-            f, value = "stale-heartbeat", {"slot": self.stale_next}
-        elif not self.bounced:
-            f, value = "bounce", {"slot": slot}
-        elif rng.random() < self.options.pause_write_fraction:
-            f, value = "pause-write", {}
-        else:
-            f, value = ("bounce" if rng.random() < 0.6 else "leave"), {"slot": slot}
-        stale_next = slot if f in ("bounce", "leave") else None
+        f, value = lifecycle_op(ctx.rng, self.slots, self.stale_next, self.bounced,
+                                pause_write_fraction=self.options.pause_write_fraction)
+        stale_next = value["slot"] if f in ("bounce", "leave") else None
         return (invocation(ctx, f, value), replace(self, busy=True, stale_next=stale_next,
                                                    bounced=self.bounced or f == "bounce"))
 
@@ -177,9 +176,8 @@ class MembershipClient(BrokerSpawningClient):
         f, v = op["f"], dict(op.get("value") or {})
         try:
             if f == "read-members":
-                info = await self.controller.get_replica_info(SET)
-                return {**op, "type": "ok", "value": {**v, **{k: info.get(k) for k in (
-                    "master_id", "master_addr", "master_epoch", "sync_state_set_epoch")}}}
+                resp = await self.controller.call(*replica_info_call(SET))
+                return {**op, "type": "ok", "value": read_value(f, v, 0, resp.header, resp.body)}
             if f == "bounce":
                 return {**op, "type": "ok", "value": {**v, **await self._bounce(test, v["slot"])}}
             if f == "leave":
@@ -223,8 +221,6 @@ class MembershipClient(BrokerSpawningClient):
         return leave_record(mine, info, after, exited=exited, others=others)
 
     async def _stale(self, test: dict[str, Any], op: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
-        from system_under_test.protocol import RequestCode
-        from system_under_test.protocol.codes import ResponseCode
         from system_under_test.protocol.errors import RpcError
 
         slot = v["slot"]
@@ -232,19 +228,17 @@ class MembershipClient(BrokerSpawningClient):
         if len(seen) < 2:
             return {**op, "type": "fail", "error": f"no earlier incarnation of {slot} known yet"}
         (bid, stale), (_, current) = seen[-2], seen[-1]
-        header = {"cluster_name": self.cluster_name, "broker_name": SET, "broker_id": bid,
-                  "broker_addr": self.extra.addr(test, self.slots[slot], self.port(slot)), "broker_epoch": stale,
-                  "master_epoch": 0,
-                  "max_offset": 0, "confirm_offset": 0, "heartbeat_timeout_ms": self.options.lease_ms}
+        code, header = stale_heartbeat_call(self.cluster_name, SET, bid,
+                                            self.extra.addr(test, self.slots[slot], self.port(slot)), stale,
+                                            self.options.lease_ms)
         try:
-            await self.controller.call(RequestCode.BROKER_HEARTBEAT, header)
-            refused: Any = False
+            await self.controller.call(code, header)
+            reply = 0
         except RpcError as exc:
-            if exc.code != ResponseCode.STALE_BROKER_EPOCH:
+            reply = int(exc.code)
+            if stale_heartbeat_value(v, bid, stale, current, reply) is None:
                 raise
-            refused = True
-        return {**op, "type": "ok", "value": {**v, "broker_id": bid, "stale_epoch": stale, "current_epoch": current,
-                                              "refused": refused}}
+        return {**op, "type": "ok", "value": stale_heartbeat_value(v, bid, stale, current, reply)}
 
     async def _pause_write(self, test: dict[str, Any]) -> dict[str, Any]:
         from system_under_test.protocol import RequestCode, connect

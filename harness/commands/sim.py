@@ -1,11 +1,13 @@
 """``splitbrain sim``: the whole cluster in a seeded simulation, judged like a real run.
 
-    splitbrain sim --seed 7 --seconds 60 [--bug slow-failover] [--faults kill,partition] [--out DIR]
+    splitbrain sim --seed 7 --seconds 60 [--bug slow-failover] [--faults kill,partition] [--workloads queue,membership]
+                   [--out DIR]
     splitbrain sim --seed 0 --seeds 50 --seconds 30          # a sweep: one line per seed
 
-One run plays three controllers, one broker set of three brokers, queue clients and a nemesis on simulated
-time (``docs/simulation.md``); the production cores decide everything the processes would.  The run is
-checked by the queue, invariants, availability and restart checkers, its history, node events, executed fault
+One run plays three controllers, one broker set of three brokers, queue clients (and the broker-ids allocator
+and membership clients, ``--workloads``) and a nemesis on simulated time (``docs/simulation.md``); the
+production cores decide everything the processes would.  The run is checked by the queue, invariants,
+availability and restart checkers and each simulated workload's own; its history, node events, executed fault
 schedule and ``results.json`` are written to ``--out`` (default ``results/sim/seed-<N>``), and the verdict is
 printed as ``splitbrain test`` prints it.  The same seed replays the same history, byte for byte.
 
@@ -22,7 +24,7 @@ from pathlib import Path
 from checker.compose import results_to_json
 from harness.explain import summary_lines, verdict_label
 from harness.sim_check import check_run, replay_command, write_run
-from system_under_test.sim import FAULT_KINDS, SIM_BUGS, SimConfig
+from system_under_test.sim import DEFAULT_WORKLOADS, FAULT_KINDS, SIM_BUGS, SIM_WORKLOADS, SimConfig
 from system_under_test.sim import run as run_sim
 
 __all__ = ["configure", "run"]
@@ -36,6 +38,15 @@ def _faults(text: str) -> tuple[str, ...]:
     if bad:
         raise argparse.ArgumentTypeError(f"unknown fault kind(s) {bad}; known: {', '.join(FAULT_KINDS)} or none")
     return kinds
+
+
+def _workloads(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(w.strip() for w in text.split(",") if w.strip()))
+    bad = [w for w in names if w not in SIM_WORKLOADS]
+    if bad or "queue" not in names:
+        raise argparse.ArgumentTypeError(f"unknown workload(s) {bad} or no queue; known: {', '.join(SIM_WORKLOADS)} "
+                                         f"(queue always)")
+    return names
 
 
 def _seconds(text: str) -> float:
@@ -67,7 +78,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--faults", type=_faults, default=None,
                    help=f"comma list of fault kinds ({', '.join(FAULT_KINDS)}) or none; default: all but "
                         f"registration-crash")
-    p.add_argument("--threads", type=_count, default=4, help="client threads")
+    p.add_argument("--workloads", type=_workloads, default=DEFAULT_WORKLOADS,
+                   help=f"comma list of simulated workloads ({', '.join(SIM_WORKLOADS)}; queue always); default: "
+                        f"{','.join(DEFAULT_WORKLOADS)}")
+    p.add_argument("--threads", type=_count, default=4, help="queue client threads")
     p.add_argument("--unsafe", choices=("no-all-ack", "unclean-election"), action="append", default=[],
                    help="run with an unsafe setting (loss is then allowed by design)")
     p.add_argument("--out", help="where to write the run (default results/sim/seed-<N>); a sweep writes failing "
@@ -78,6 +92,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 def _config(args: argparse.Namespace, seed: int) -> SimConfig:
     extra = {} if args.faults is None else {"faults": args.faults}
     return SimConfig(seed=seed, seconds=args.seconds, bugs=frozenset(args.bug), threads=args.threads,
+                     workloads=args.workloads,
                      all_ack_in_sync_state_set="no-all-ack" not in args.unsafe,
                      enable_elect_unclean_master="unclean-election" in args.unsafe, **extra)
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from system_under_test.client.controller_route import ControllerRoute
 from system_under_test.client.quiet_link import link_gone_quiet
+from system_under_test.client.workload_requests import apply_id_call, next_id_call, replica_info_call
 from system_under_test.protocol import (
     SCHEMAS,
     Connection,
@@ -258,15 +259,12 @@ class ControllerClient:
         return (await self.call(RequestCode.CONTROLLER_GET_METADATA_INFO)).header
 
     async def get_next_broker_id(self, cluster_name: str, broker_name: str) -> int:
-        resp = await self.call(RequestCode.CONTROLLER_GET_NEXT_BROKER_ID,
-                               {"cluster_name": cluster_name, "broker_name": broker_name})
+        resp = await self.call(*next_id_call(cluster_name, broker_name))
         return int(resp.header["next_broker_id"])
 
     async def apply_broker_id(self, cluster_name: str, broker_name: str, broker_id: int, register_code: str,
                               broker_addr: str) -> None:
-        await self.call(RequestCode.CONTROLLER_APPLY_BROKER_ID, {
-            "cluster_name": cluster_name, "broker_name": broker_name, "broker_id": broker_id,
-            "register_code": register_code, "broker_addr": broker_addr})
+        await self.call(*apply_id_call(cluster_name, broker_name, broker_id, register_code, broker_addr))
 
     async def register_broker(self, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str,
                               incarnation_id: str, cluster_id: str | None) -> dict[str, Any]:
@@ -276,7 +274,7 @@ class ControllerClient:
         return {**resp.header, "body": resp.body}
 
     async def get_replica_info(self, broker_name: str) -> dict[str, Any]:
-        resp = await self.call(RequestCode.CONTROLLER_GET_REPLICA_INFO, {"broker_name": broker_name})
+        resp = await self.call(*replica_info_call(broker_name))
         return {**resp.header, "body": resp.body}
 
     async def elect_master(self, broker_name: str, broker_id: int | None = None, *, designate: bool = False,

@@ -4,10 +4,20 @@ See ``docs/simulation.md``.  :func:`run` plays one :class:`SimConfig` and return
 node events, executed fault schedule); ``harness/sim_check.py`` judges it with the checkers of a real run.
 """
 
-from system_under_test.sim.cluster import BROKER_BUGS, CONTROLLER_BUGS, SIM_BUGS, SimCluster, SimConfig, SimRun, run
+from system_under_test.sim.cluster import (
+    BROKER_BUGS,
+    CONTROLLER_BUGS,
+    DEFAULT_WORKLOADS,
+    SIM_BUGS,
+    SIM_WORKLOADS,
+    SimCluster,
+    SimConfig,
+    SimRun,
+    run,
+)
 from system_under_test.sim.faults import DEFAULT_FAULTS, FAULT_KINDS
 
 __all__ = [
-    "BROKER_BUGS", "CONTROLLER_BUGS", "DEFAULT_FAULTS", "FAULT_KINDS", "SIM_BUGS", "SimCluster", "SimConfig", "SimRun",
-    "run",
+    "BROKER_BUGS", "CONTROLLER_BUGS", "DEFAULT_FAULTS", "DEFAULT_WORKLOADS", "FAULT_KINDS", "SIM_BUGS", "SIM_WORKLOADS",
+    "SimCluster", "SimConfig", "SimRun", "run",
 ]

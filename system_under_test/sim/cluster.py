@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from system_under_test.controller.config import ControllerConfig
+from system_under_test.sim.admin import MEMBERSHIP_SET, SimAllocator, SimMembership
 from system_under_test.sim.broker import TORN_META, BrokerOptions, SimBroker
 from system_under_test.sim.client import SimClients
 from system_under_test.sim.controller import ControllerTiming, SimController
@@ -32,7 +33,8 @@ from system_under_test.sim.faults import DEFAULT_FAULTS, FAULT_KINDS, Nemesis
 from system_under_test.sim.network import Network, SimNode
 from system_under_test.sim.world import World
 
-__all__ = ["BROKER_BUGS", "CONTROLLER_BUGS", "SIM_BUGS", "SimCluster", "SimConfig", "SimRun", "run"]
+__all__ = ["BROKER_BUGS", "CONTROLLER_BUGS", "DEFAULT_WORKLOADS", "SIM_BUGS", "SIM_WORKLOADS", "SimCluster",
+           "SimConfig", "SimRun", "run"]
 
 CONTROLLER_BUGS = frozenset({"stale-read", "no-epoch-fencing", "reuse-broker-id", "slow-failover"})
 BROKER_BUGS = frozenset({"ack-before-replication", "non-atomic-meta"})
@@ -40,6 +42,9 @@ SIM_BUGS = CONTROLLER_BUGS | BROKER_BUGS
 BROKER_SET = "broker-0"
 EXTRA_BROKER_SET = "regcrash-0"
 TOPIC = "sb"
+SIM_WORKLOADS = ("queue", "broker-ids", "membership")
+"""The workloads a simulated run can play (docs/simulation.md's workload table names each)."""
+DEFAULT_WORKLOADS = SIM_WORKLOADS
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,8 @@ class SimConfig:
         seconds: length of the main phase (clients and faults).
         bugs: deliberate bugs (names of ``harness/cluster.py``'s KNOWN_BUGS), given to the nodes that own them.
         faults: fault kinds of :data:`~system_under_test.sim.faults.FAULT_KINDS` (empty: no nemesis).
-        threads: client threads; ``think_ms`` the mean pause between one thread's ops (load).
+        workloads: which of :data:`SIM_WORKLOADS` run (``queue`` always does: its clients and drain are the run).
+        threads: queue client threads; ``think_ms`` the mean pause between one thread's ops (load).
         lease_timeout_ms: the broker lease and the controller's lease (as ``cluster.lease_timeout_ms``).
         all_ack_in_sync_state_set, enable_elect_unclean_master, sync_flush: the safety settings (safe: True,
             False, True).
@@ -61,6 +67,7 @@ class SimConfig:
     seconds: float = 30.0
     bugs: frozenset[str] = frozenset()
     faults: tuple[str, ...] = DEFAULT_FAULTS
+    workloads: tuple[str, ...] = DEFAULT_WORKLOADS
     threads: int = 4
     think_ms: int = 100
     queues: int = 4
@@ -79,6 +86,10 @@ class SimConfig:
         bad = sorted(set(self.faults) - set(FAULT_KINDS))
         if bad:
             raise ValueError(f"SimConfig.faults: unknown fault kind(s) {bad}; known: {', '.join(FAULT_KINDS)}")
+        bad = sorted(set(self.workloads) - set(SIM_WORKLOADS))
+        if bad or "queue" not in self.workloads:
+            raise ValueError(f"SimConfig.workloads: unknown workload(s) {bad} or no queue; known: "
+                             f"{', '.join(SIM_WORKLOADS)} (queue always)")
         if not 0 < self.seconds <= 1e6:
             raise ValueError(f"SimConfig.seconds must be in (0, 1e6], got {self.seconds}")
         if self.threads < 1 or self.think_ms < 1 or self.queues < 1:
@@ -137,6 +148,20 @@ class SimCluster:
         self.extra_broker = SimBroker("x1", self.world, self.net, self.controller_names,
                                       replace(bopts, broker_name=EXTRA_BROKER_SET))
         self.net.add(self.extra_broker, cluster=False)
+        # the broker-ids allocator clients and the membership workload's own broker set (never faulted)
+        self.allocator = SimAllocator("ids-client", self.world, self.net, self.controller_names,
+                                      think_ms=2 * cfg.think_ms) if "broker-ids" in cfg.workloads else None
+        self.member_brokers: dict[str, SimBroker] = {}
+        self.membership: SimMembership | None = None
+        if "membership" in cfg.workloads:
+            self.member_brokers = {n: SimBroker(n, self.world, self.net, self.controller_names,
+                                                replace(bopts, broker_name=MEMBERSHIP_SET)) for n in ("m0", "m1", "m2")}
+            self.membership = SimMembership("mem-client", self.world, self.net, self.controller_names,
+                                            self.member_brokers, think_ms=5 * cfg.think_ms,
+                                            lease_ms=cfg.lease_timeout_ms)
+        for extra in (self.allocator, self.membership, *self.member_brokers.values()):
+            if extra is not None:
+                self.net.add(extra, cluster=False)
         self.nemesis = Nemesis(self, tuple(cfg.faults))
         self.main_start_ms = int(cfg.warmup_s * 1000)
 
@@ -167,15 +192,21 @@ class SimCluster:
         cfg, w = self.cfg, self.world
         for c in self.controllers.values():
             c.start()
-        for b in self.brokers.values():
+        for b in (*self.brokers.values(), *self.member_brokers.values()):
             w.after(w.rng.randint(0, 200), b.start)
         self.clients.start()
+        admin = [a for a in (self.allocator, self.membership) if a is not None]
+        for a in admin:
+            a.start()
+            w.at(self.main_start_ms, a.begin)
         main_end = self.main_start_ms + int(cfg.seconds * 1000)
         w.at(self.main_start_ms, self.clients.begin)
         w.at(self.main_start_ms, self.nemesis.begin)
         w.at(main_end, self.nemesis.stop)
         drain_at = main_end + int(cfg.settle_s * 1000)
         w.at(drain_at, self.clients.end)
+        for a in admin:
+            w.at(drain_at, a.end)
         w.at(drain_at + 1000, self.clients.drain)
         end = drain_at + 1000 + int(cfg.drain_s * 1000)
         step = 1000
@@ -193,7 +224,9 @@ class SimCluster:
         refused = {e["node"]: str(e.get("reason", "")) for e in w.node_events if e["event"] == TORN_META}
         stats: dict[str, Any] = {
             "events": w.events_run, "messages_sent": self.net.sent, "messages_dropped": self.net.dropped,
-            "faults": dict(sorted(self.nemesis.injected.items())), "client_ops": self.clients.ops_done,
+            "faults": dict(sorted(self.nemesis.injected.items())),
+            "client_ops": self.clients.ops_done + sum(c.ops_done for c in (self.allocator, self.membership)
+                                                      if c is not None),
             "drained_queues": len(self.clients.drained), "queues": len(self.clients.queues),
             "brokers": {n: {"broker_id": b.broker_id, "role": b.role.value, "master_epoch": b.master_epoch,
                             "max_offset": b.store.max_offset, "confirm_offset": b.store.confirm,

@@ -41,6 +41,8 @@ def test_sim_command_exits_1_on_a_found_bug(tmp_path: Path, capsys: pytest.Captu
     (["sim", "--faults", "earthquake"], "--faults"),
     (["sim", "--bug", "nope"], "--bug"),
     (["sim", "--seeds", "0"], "--seeds"),
+    (["sim", "--workloads", "queue,bank"], "--workloads"),
+    (["sim", "--workloads", "membership"], "--workloads"),
 ])
 def test_sim_command_refuses_bad_flags_in_one_line(argv: list[str], fragment: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:

@@ -130,6 +130,8 @@ def test_a_paused_node_gets_its_messages_on_resume_and_a_crash_forgets_calls() -
     ({"faults": ("earthquake",)}, "SimConfig.faults"),
     ({"seconds": 0}, "SimConfig.seconds"),
     ({"threads": 0}, "threads"),
+    ({"workloads": ("queue", "bank")}, "SimConfig.workloads"),
+    ({"workloads": ("membership",)}, "SimConfig.workloads"),
 ])
 def test_config_refuses_bad_values(kw: dict[str, object], fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
