@@ -49,7 +49,7 @@ def test_a_drawn_schedule_played_back_replays_the_run_byte_for_byte(seed: int, k
 
 def test_a_given_schedule_is_what_the_run_executes_and_records() -> None:
     cfg = SimConfig(seed=9, seconds=12)
-    steps = [{"at_s": 2, "f": "kill", "value": "b1-1"}, {"at_s": 3, "f": "pause", "value": "c1"},
+    steps: list[dict[str, Any]] = [{"at_s": 2, "f": "kill", "value": "b1-1"}, {"at_s": 3, "f": "pause", "value": "c1"},
              {"at_s": 4, "f": "start-packet", "value": {"targets": "all", "behavior": {"loss": {"percent": 20}}}},
              {"at_s": 6, "f": "start"}, {"at_s": 6, "f": "stop-packet"},
              {"at_s": 7, "f": "start-partition", "value": {"kind": "grudge", "grudge": {"c2": ["c3"]}}}]
