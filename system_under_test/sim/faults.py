@@ -155,6 +155,8 @@ _KIND_OF: Mapping[str, str] = {"kill": "kill", "pause": "pause", "start-partitio
                                "registration-crash": "registration-crash"}
 """A fault step's f -> the fault kind it counts under in the run's figures."""
 
+_PROCESS_FS = frozenset({"kill", "pause", "start", "resume"})
+
 _OP_FAULT: Mapping[str, str] = {"start-partition": "partition", "start-packet": "packet", "skew-clock": "clock"}
 """f -> the ``fault`` its history op names (default: the f itself), the names ``checker.availability`` reads."""
 
@@ -301,6 +303,8 @@ class Nemesis:
         entry: dict[str, Any] = {"at_s": self._main_s(), "f": step["f"]}
         if step.get("value") is not None:
             entry["value"] = step["value"]
+            if action.nodes and action.f in _PROCESS_FS and list(action.nodes) != value:
+                entry["value"] = ",".join(value)  # only the nodes it acted on (the others were down, up...)
         self.schedule.append(entry)
         kind = _KIND_OF.get(action.f)
         if kind is not None:
@@ -308,7 +312,7 @@ class Nemesis:
         w = self.cluster.world
         w.record("invoke", "nemesis", action.f, value)
         extra: dict[str, Any] = {"fault": _OP_FAULT.get(action.f, action.f), "effective": True}
-        if action.nodes or action.f in ("kill", "pause", "start", "resume"):
+        if action.nodes or action.f in _PROCESS_FS:
             nodes = list(value) if isinstance(value, list) else list(action.nodes)
             extra["targets"] = [{"selector": ",".join(nodes), "nodes": nodes, "roles": {}}]
         w.record("info", "nemesis", action.f, value, **extra)

@@ -64,6 +64,19 @@ def test_a_given_schedule_is_what_the_run_executes_and_records() -> None:
     assert r.stats["faults"] == {"kill": 1, "packet": 1, "partition": 1, "pause": 1}
 
 
+def test_a_step_records_only_what_it_did() -> None:
+    """A kill of a node that is down already and a start of nodes that are up change nothing: the executed
+    schedule says which nodes a step acted on, and leaves out a step that did nothing."""
+    cfg = SimConfig(seed=2, seconds=8)
+    steps = [{"at_s": 1, "f": "kill", "value": "c1"}, {"at_s": 2, "f": "kill", "value": "c1,b1-2"},
+             {"at_s": 3, "f": "start", "value": "c3"}, {"at_s": 4, "f": "start", "value": "dead"}]
+    r = run(cfg, plan_steps(steps, cfg.seconds))
+    assert r.schedule == [{"at_s": 1.0, "f": "kill", "value": "c1"}, {"at_s": 2.0, "f": "kill", "value": "b1-2"},
+                          {"at_s": 4.0, "f": "start", "value": "dead"}]
+    starts = [op for op in r.history if op["process"] == "nemesis" and op["f"] == "start" and op["type"] == "info"]
+    assert [sorted(op["value"]) for op in starts] == [["b1-2", "c1"]]
+
+
 def test_sim_schedule_flag_refuses_what_the_simulator_cannot_play(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.yaml"
