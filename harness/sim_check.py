@@ -106,17 +106,27 @@ def schedule_of(run: SimRun) -> list[dict[str, Any]]:
     return run.schedule
 
 
-def replay_command(run: SimRun) -> str:
+def replay_command(run: SimRun, schedule_file: str | None = None) -> str:
+    """The command that replays ``run``: its seed and flags, and ``--schedule`` when it played a given one."""
     cfg = run.config
     parts = [f"splitbrain sim --seed {cfg.seed} --seconds {cfg.seconds:g}"]
     for bug in sorted(cfg.bugs):
         parts.append(f"--bug {bug}")
-    parts.append(f"--faults {','.join(cfg.faults) if cfg.faults else 'none'}")
+    if cfg.threads != 4:
+        parts.append(f"--threads {cfg.threads}")
+    if not cfg.all_ack_in_sync_state_set:
+        parts.append("--unsafe no-all-ack")
+    if cfg.enable_elect_unclean_master:
+        parts.append("--unsafe unclean-election")
+    if schedule_file is not None:
+        parts.append(f"--schedule {schedule_file}")
+    else:
+        parts.append(f"--faults {','.join(cfg.faults) if cfg.faults else 'none'}")
     parts.append(f"--workloads {','.join(cfg.workloads)}")
     return " ".join(parts)
 
 
-def write_run(run: SimRun, results: Mapping[str, Result], out: Path) -> None:
+def write_run(run: SimRun, results: Mapping[str, Result], out: Path, schedule_file: str | None = None) -> None:
     """Store the run in ``out`` (created): history, node events, schedule and results."""
     out.mkdir(parents=True, exist_ok=True)
     with (out / "history.jsonl").open("w", encoding="utf-8") as fh:
@@ -127,6 +137,6 @@ def write_run(run: SimRun, results: Mapping[str, Result], out: Path) -> None:
             fh.write(json.dumps(e, separators=(",", ":"), default=str) + "\n")
     (out / "schedule.yaml").write_text(yaml.safe_dump(schedule_of(run), sort_keys=False), encoding="utf-8")
     doc = results_to_json(results)
-    doc["simulation"] = {"seed": run.config.seed, "replay": replay_command(run), "stats": run.stats,
+    doc["simulation"] = {"seed": run.config.seed, "replay": replay_command(run, schedule_file), "stats": run.stats,
                          "simulated_s": run.simulated_s}
     (out / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")

@@ -31,6 +31,7 @@ from system_under_test.sim.client import SimClients
 from system_under_test.sim.controller import ControllerTiming, SimController
 from system_under_test.sim.faults import DEFAULT_FAULTS, FAULT_KINDS, Nemesis
 from system_under_test.sim.network import Network, SimNode
+from system_under_test.sim.playback import Timed
 from system_under_test.sim.world import World
 
 __all__ = ["BROKER_BUGS", "CONTROLLER_BUGS", "DEFAULT_WORKLOADS", "SIM_BUGS", "SIM_WORKLOADS", "SimCluster",
@@ -121,7 +122,7 @@ class SimRun:
 class SimCluster:
     """The nodes, the network and the nemesis of one run."""
 
-    def __init__(self, cfg: SimConfig) -> None:
+    def __init__(self, cfg: SimConfig, script: tuple[Timed, ...] | None = None) -> None:
         self.cfg = cfg
         self.world = World(cfg.seed)
         self.net = Network(self.world)
@@ -162,7 +163,7 @@ class SimCluster:
         for extra in (self.allocator, self.membership, *self.member_brokers.values()):
             if extra is not None:
                 self.net.add(extra, cluster=False)
-        self.nemesis = Nemesis(self, tuple(cfg.faults))
+        self.nemesis = Nemesis(self, tuple(cfg.faults), self.world.sub_rng(), script=script)
         self.main_start_ms = int(cfg.warmup_s * 1000)
 
     # -- views the nemesis uses ------------------------------------------------------------------
@@ -202,7 +203,7 @@ class SimCluster:
         main_end = self.main_start_ms + int(cfg.seconds * 1000)
         w.at(self.main_start_ms, self.clients.begin)
         w.at(self.main_start_ms, self.nemesis.begin)
-        w.at(main_end, self.nemesis.stop)
+        w.at_first(main_end, self.nemesis.stop)  # before any nemesis step due at the same millisecond
         drain_at = main_end + int(cfg.settle_s * 1000)
         w.at(drain_at, self.clients.end)
         for a in admin:
@@ -240,6 +241,8 @@ class SimCluster:
                       (self.broker_names,), self.main_start_ms / 1000, w.now_ms / 1000, refused)
 
 
-def run(cfg: SimConfig) -> SimRun:
-    """Play one simulated run of ``cfg`` (module docstring)."""
-    return SimCluster(cfg).run()
+def run(cfg: SimConfig, script: tuple[Timed, ...] | None = None) -> SimRun:
+    """Play one simulated run of ``cfg`` (module docstring).  With ``script`` (a schedule planned by
+    :func:`system_under_test.sim.playback.plan`) the nemesis plays it instead of drawing faults; the seed still
+    drives everything else, so the same seed and script replay the same history."""
+    return SimCluster(cfg, script).run()

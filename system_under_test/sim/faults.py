@@ -1,4 +1,5 @@
-"""The simulated nemesis: faults drawn from the seed, recorded as nemesis ops and as a replayable schedule.
+"""The simulated nemesis: faults drawn from the seed (or played from a given schedule), recorded as nemesis ops
+and as a replayable schedule.
 
 Fault kinds (:data:`FAULT_KINDS`; ``--faults`` picks a subset).  Each is injected, held for a random while,
 then undone; sometimes a second one joins the first (:class:`Nemesis` says when):
@@ -9,31 +10,41 @@ then undone; sometimes a second one joins the first (:class:`Nemesis` says when)
 * ``partition`` -- cut links: isolate one node (the master, the controller leader or any node), the master
   from its slaves only, or split the cluster into random halves; healed by ``stop-partition``;
 * ``packet`` -- drop, delay and (Raft only) duplicate messages on every link; reordering follows from delays;
-* ``clock`` -- run one node's clock faster or slower (its timers and leases with it);
+* ``clock`` -- run one node's clock faster or slower (its timers and leases with it); ``reset-clock`` resets
+  every node, as the real nemesis does;
 * ``registration-crash`` -- start a fresh broker of its own broker set (``x1`` of ``regcrash-0``, a new disk each
   time, as the real nemesis uses extra broker processes) and crash it at one of the registration driver's
-  failpoints; it is started again later and must start (a broker that refuses is a ``restart-refused``
+  failpoints; it is started again 3 s later and must start (a broker that refuses is a ``restart-refused``
   anomaly).
 
-Every fault is recorded twice: as nemesis ops in the history (``process: "nemesis"``; an ``invoke`` and an
-``info`` completion whose ``value`` names the nodes or the grudge, with ``fault`` and ``effective``), in the
-shapes ``checker.availability`` reads; and as a *schedule* step ``{at_s, f, value}`` in the vocabulary of
-``nemesis.schedule`` (``at_s`` from the start of the main phase, node names as selectors), so a failing seed
-can be replayed against real processes.
+A drawn fault is a step ``{f, value}`` in the vocabulary of ``nemesis.schedule`` (:data:`DRAW`), performed
+through :func:`system_under_test.sim.playback.action_of` -- the same path a given schedule's steps take
+(``Nemesis.script``), so the schedule a run writes replays it.  The nemesis draws from its own RNG (seeded from
+the world's when the cluster is built) and acts before the other events of its millisecond
+(:meth:`World.at_first`): playing a schedule instead of drawing it leaves the clients' and the network's draws
+exactly as they were.
+
+Every performed step is recorded twice: as nemesis ops in the history (``process: "nemesis"``; an ``invoke``
+and an ``info`` completion whose ``value`` names the nodes or the grudge, with ``fault`` and ``effective``), in
+the shapes ``checker.availability`` reads; and as a *schedule* step ``{at_s, f, value}`` (``at_s`` from the
+start of the main phase, node names as selectors).  A step that changes nothing (starting a node that is up) is
+not recorded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import random
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from system_under_test.broker.registration.driver import FAILPOINTS
 from system_under_test.sim.broker import SimBroker
 from system_under_test.sim.network import Network, PacketFault, SimNode
+from system_under_test.sim.playback import REGCRASH_RESTART_MS, Action, Timed, action_of
 from system_under_test.sim.world import World
 
-__all__ = ["DEFAULT_FAULTS", "FAULT_KINDS", "Cluster", "Nemesis"]
+__all__ = ["DEFAULT_FAULTS", "DRAW", "FAULT_KINDS", "UNDO_OF", "Cluster", "Nemesis"]
 
 FAULT_KINDS = ("kill", "pause", "partition", "packet", "clock", "registration-crash")
 DEFAULT_FAULTS = ("kill", "pause", "partition", "packet", "clock")
@@ -60,230 +71,338 @@ class Cluster(Protocol):
     def extra_broker(self) -> SimBroker: ...
 
 
+Drawn = dict[str, Any]
+"""A drawn step before its time is known: ``{f, value}``."""
+
+
+def _victim(rng: random.Random, c: Cluster) -> str:
+    r = rng.random()
+    if r < 0.4 and c.master_node() is not None:
+        return str(c.master_node())
+    if r < 0.55 and c.leader_node() is not None:
+        return str(c.leader_node())
+    names = c.node_names()
+    return names[rng.randrange(len(names))]
+
+
+def _draw_process(f: str) -> Callable[[random.Random, Cluster], Drawn | None]:
+    def draw(rng: random.Random, c: Cluster) -> Drawn | None:
+        victim = _victim(rng, c)
+        return {"f": f, "value": victim} if c.node(victim).up else None
+    return draw
+
+
+def _draw_partition(rng: random.Random, c: Cluster) -> Drawn:
+    """Isolate the master, the master from its slaves, the controller leader, any node, or random halves."""
+    names = c.node_names()
+    r = rng.random()
+    grudge: dict[str, list[str]] = {}
+    master, leader = c.master_node(), c.leader_node()
+    if r < 0.35 and master is not None:
+        grudge[master] = [n for n in names if n != master]
+    elif r < 0.5 and master is not None:
+        grudge[master] = [n for n in c.broker_names if n != master]
+    elif r < 0.65 and leader is not None:
+        grudge[leader] = [n for n in names if n != leader]
+    elif r < 0.85:
+        victim = names[rng.randrange(len(names))]
+        grudge[victim] = [n for n in names if n != victim]
+    else:
+        shuffled = list(names)
+        rng.shuffle(shuffled)
+        half = sorted(shuffled[: len(names) // 2])
+        other = sorted(n for n in names if n not in half)
+        for n in half:
+            grudge[n] = other
+    return {"f": "start-partition", "value": {"kind": "grudge", "grudge": grudge}}
+
+
+def _draw_packet(rng: random.Random, c: Cluster) -> Drawn:
+    drop, dup, delay = rng.choice((2, 5, 10, 30)), rng.choice((0, 5, 20)), rng.choice((0, 20, 100, 400))
+    behavior: dict[str, Any] = {"loss": {"percent": drop}}
+    if dup:
+        behavior["duplicate"] = {"percent": dup}
+    if delay:
+        behavior["delay"] = {"time_ms": delay // 2, "jitter_ms": delay // 2}
+    return {"f": "start-packet", "value": {"targets": "all", "behavior": behavior}}
+
+
+def _draw_clock(rng: random.Random, c: Cluster) -> Drawn:
+    victim = _victim(rng, c)
+    return {"f": "skew-clock", "value": {"targets": victim, "rate": rng.choice((0.5, 0.8, 1.25, 2.0))}}
+
+
+def _draw_registration_crash(rng: random.Random, c: Cluster) -> Drawn:
+    return {"f": "registration-crash", "value": {"failpoint": FAILPOINTS[rng.randrange(len(FAILPOINTS))]}}
+
+
+DRAW: Mapping[str, Callable[[random.Random, Cluster], Drawn | None]] = {
+    "kill": _draw_process("kill"), "pause": _draw_process("pause"), "partition": _draw_partition,
+    "packet": _draw_packet, "clock": _draw_clock, "registration-crash": _draw_registration_crash,
+}
+"""Fault kind -> how the nemesis draws its step from its RNG and the cluster's state (None: nothing to do now,
+e.g. the victim is already down).  Every drawn step is performed through
+:func:`system_under_test.sim.playback.action_of`, as a given schedule's steps are."""
+
+UNDO_OF: Mapping[str, str | None] = {
+    "kill": "start", "pause": "resume", "start-partition": "stop-partition", "start-packet": "stop-packet",
+    "skew-clock": "reset-clock", "registration-crash": None,
+}
+"""A drawn fault's f -> the f of the step that undoes it (None: it heals itself)."""
+
+_KIND_OF: Mapping[str, str] = {"kill": "kill", "pause": "pause", "start-partition": "partition",
+                               "start-packet": "packet", "skew-clock": "clock",
+                               "registration-crash": "registration-crash"}
+"""A fault step's f -> the fault kind it counts under in the run's figures."""
+
+_PROCESS_FS = frozenset({"kill", "pause", "start", "resume"})
+
+_OP_FAULT: Mapping[str, str] = {"start-partition": "partition", "start-packet": "packet", "skew-clock": "clock"}
+"""f -> the ``fault`` its history op names (default: the f itself), the names ``checker.availability`` reads."""
+
+
 @dataclass
 class Nemesis:
-    """Draws, injects and undoes faults on a simulated cluster.
+    """Draws (or plays), injects and undoes faults on a simulated cluster.
 
-    Timing: after a quiet gap (half the time 1-4 s, else 5-10 s: long enough for the availability checker's
-    settle time) a fault is injected and held (kills and pauses 1-15 s, others 1-10 s).  With probability
+    Drawn timing: after a quiet gap (half the time 1-4 s, else 5-10 s: long enough for the availability
+    checker's settle time) a fault is injected and held (kills and pauses 1-15 s, others 1-10 s; a
+    registration crash's broker is started again after :data:`REGCRASH_RESTART_MS`).  With probability
     ``overlap`` a second fault of the run's kinds joins the first while it is held (faults combine, as the real
-    nemesis packages do); the next gap starts when every fault is undone.
+    nemesis packages do); the next gap starts when every fault is undone.  Every choice comes from ``rng``, the
+    nemesis's own stream: the clients and the network draw from the world's, which a given ``script`` (a played
+    schedule) leaves exactly as the drawn run left it.
     """
 
     cluster: Cluster
     kinds: tuple[str, ...]
+    rng: random.Random
     overlap: float = 0.3
+    script: tuple[Timed, ...] | None = None
     schedule: list[dict[str, Any]] = field(default_factory=list)
     injected: dict[str, int] = field(default_factory=dict)
     active: bool = False
-    _undos: list[Any] = field(default_factory=list)
+    _undos: list[Drawn] = field(default_factory=list)
+    _restarts: list[Drawn] = field(default_factory=list)
+    _played: int = 0
 
     def begin(self) -> None:
+        if self.script is not None:
+            self.active = True
+            self._cue()
+            return
         if not self.kinds:
             return
         self.active = True
         self._next()
 
+    # -- a given schedule ------------------------------------------------------------------------
+    def _cue(self) -> None:
+        """Arm the next step of the script (:meth:`stop` plays what is left when the main phase ends)."""
+        assert self.script is not None
+        if self._played < len(self.script):
+            c = self.cluster
+            c.world.at_first(c.main_start_ms + self.script[self._played].at_ms, self._play_due)
+
+    def _play_due(self) -> None:
+        assert self.script is not None
+        if not self.active:
+            return
+        now = self.cluster.world.now_ms - self.cluster.main_start_ms
+        while self._played < len(self.script) and self.script[self._played].at_ms <= now:
+            t = self.script[self._played]
+            self._played += 1
+            self._perform(dict(t.step), t.action)
+        self._cue()
+
+    # -- drawn faults ----------------------------------------------------------------------------
     def _next(self) -> None:
-        c = self.cluster
-        rng = c.world.rng
+        rng = self.rng
         gap = rng.randint(1000, 4000) if rng.random() < 0.5 else rng.randint(5000, 10000)
-        c.world.after(gap, self._inject, False)
-
-    def _main_s(self) -> float:
-        return round((self.cluster.world.now_ms - self.cluster.main_start_ms) / 1000, 3)
-
-    def _op(self, f: str, value: Any, *, fault: str, targets: list[str] | None = None) -> None:
-        """Record a nemesis invoke and its completion (both now) and the schedule step."""
-        w = self.cluster.world
-        w.record("invoke", "nemesis", f, value)
-        extra: dict[str, Any] = {"fault": fault, "effective": True}
-        if targets is not None:
-            extra["targets"] = [{"selector": ",".join(targets), "nodes": targets, "roles": {}}]
-        w.record("info", "nemesis", f, value, **extra)
-
-    def _step(self, f: str, value: Any) -> None:
-        step: dict[str, Any] = {"at_s": self._main_s(), "f": f}
-        if value is not None:
-            step["value"] = value
-        self.schedule.append(step)
+        self.cluster.world.at_first(self.cluster.world.now_ms + gap, self._inject, False)
 
     def _inject(self, joining: bool) -> None:
         if not self.active or (joining and not self._undos):
             return
-        c = self.cluster
-        rng = c.world.rng
+        c, rng = self.cluster, self.rng
         kind = self.kinds[rng.randrange(len(self.kinds))]
-        undo = getattr(self, "_" + kind.replace("-", "_"))()
-        if undo is None:
+        drawn = DRAW[kind](rng, c)
+        if drawn is None:
             if not self._undos:
                 self._next()
             return
-        self.injected[kind] = self.injected.get(kind, 0) + 1
+        action = action_of(len(self.schedule), drawn, c.node_names())
+        self._perform(drawn, action)
+        undo_f = UNDO_OF[drawn["f"]]
+        undo: Drawn = {"f": undo_f, "value": self._undo_value(drawn)} if undo_f else {"f": "", "value": None}
         self._undos.append(undo)
-        hold = rng.randint(1000, 15000) if kind in ("kill", "pause") else rng.randint(1000, 10000)
-        c.world.after(hold, self._heal_one, undo)
+        if undo_f is None:
+            hold = REGCRASH_RESTART_MS
+        else:
+            hold = rng.randint(1000, 15000) if kind in ("kill", "pause") else rng.randint(1000, 10000)
+        c.world.at_first(c.world.now_ms + hold, self._heal_one, undo)
         if not joining and rng.random() < self.overlap:
-            c.world.after(rng.randint(200, max(300, hold // 2)), self._inject, True)
+            c.world.at_first(c.world.now_ms + rng.randint(200, max(300, hold // 2)), self._inject, True)
 
-    def _heal_one(self, undo: Any) -> None:
-        if undo not in self._undos:
+    @staticmethod
+    def _undo_value(drawn: Drawn) -> Any:
+        return drawn["value"] if drawn["f"] in ("kill", "pause") else None
+
+    def _heal_one(self, undo: Drawn) -> None:
+        if not any(u is undo for u in self._undos):
             return
-        self._undos.remove(undo)
-        undo()
+        self._undos = [u for u in self._undos if u is not undo]
+        if undo["f"]:
+            self._perform(undo, action_of(len(self.schedule), undo, self.cluster.node_names()))
         if self.active and not self._undos:
             self._next()
 
     def stop(self) -> None:
-        """The final heal: undo every fault in effect, start every node that is down."""
+        """The final heal: registration-crash brokers started again, the script's remaining steps played (a
+        drawn run: every fault in effect undone), then whatever is still in effect undone and every node that is
+        down started (recorded as steps, so the executed schedule ends healed)."""
+        c = self.cluster
         self.active = False
+        for restart in self._restarts:
+            self._restart_extra(restart)
+        self._restarts = []
+        if self.script is not None:
+            while self._played < len(self.script):
+                t = self.script[self._played]
+                self._played += 1
+                self._perform(dict(t.step), t.action)
         undos, self._undos = self._undos, []
         for undo in undos:
-            undo()
-        down = [n for n in self.cluster.node_names() if not self.cluster.node(n).up]
+            if undo["f"]:
+                self._perform(undo, action_of(len(self.schedule), undo, c.node_names()))
+        leftovers: list[Drawn] = []
+        paused = [n for n in c.node_names() if c.node(n).up and c.node(n).paused]
+        if paused:
+            leftovers.append({"f": "resume", "value": ",".join(paused)})
+        if c.net.cuts:
+            leftovers.append({"f": "stop-partition", "value": None})
+        if c.net.packet != PacketFault():
+            leftovers.append({"f": "stop-packet", "value": None})
+        if any(c.node(n).clock_rate != 1.0 for n in c.node_names()):
+            leftovers.append({"f": "reset-clock", "value": None})
+        down = [n for n in c.node_names() if not c.node(n).up]
         if down:
-            self._step("start", ",".join(down))
-            for n in down:
-                self.cluster.node(n).start()
-            self._op("start", down, fault="start", targets=down)
+            leftovers.append({"f": "start", "value": ",".join(down)})
+        for step in leftovers:
+            self._perform(step, action_of(len(self.schedule), step, c.node_names()))
 
-    # -- choosing a target -----------------------------------------------------------------------
-    def _victim(self) -> str:
+    # -- performing a step -----------------------------------------------------------------------
+    def _main_s(self) -> float:
+        return round((self.cluster.world.now_ms - self.cluster.main_start_ms) / 1000, 3)
+
+    def _perform(self, step: Drawn, action: Action) -> None:
+        """Do ``action``; if it changed anything, record the step (its time now) and the nemesis ops."""
+        value = _PERFORM[action.f](self, action)
+        if value is _NOTHING:
+            return
+        entry: dict[str, Any] = {"at_s": self._main_s(), "f": step["f"]}
+        if step.get("value") is not None:
+            entry["value"] = step["value"]
+            if action.nodes and action.f in _PROCESS_FS and list(action.nodes) != value:
+                entry["value"] = ",".join(value)  # only the nodes it acted on (the others were down, up...)
+        self.schedule.append(entry)
+        kind = _KIND_OF.get(action.f)
+        if kind is not None:
+            self.injected[kind] = self.injected.get(kind, 0) + 1
+        w = self.cluster.world
+        w.record("invoke", "nemesis", action.f, value)
+        extra: dict[str, Any] = {"fault": _OP_FAULT.get(action.f, action.f), "effective": True}
+        if action.nodes or action.f in _PROCESS_FS:
+            nodes = list(value) if isinstance(value, list) else list(action.nodes)
+            extra["targets"] = [{"selector": ",".join(nodes), "nodes": nodes, "roles": {}}]
+        w.record("info", "nemesis", action.f, value, **extra)
+
+    def _process(self, action: Action) -> Any:
         c = self.cluster
-        rng = c.world.rng
-        r = rng.random()
-        if r < 0.4 and c.master_node() is not None:
-            return str(c.master_node())
-        if r < 0.55 and c.leader_node() is not None:
-            return str(c.leader_node())
-        names = c.node_names()
-        return names[rng.randrange(len(names))]
-
-    # -- the faults ------------------------------------------------------------------------------
-    def _kill(self) -> Any:
-        victim = self._victim()
-        node = self.cluster.node(victim)
-        if not node.up:
-            return None
-        self._step("kill", victim)
-        node.crash()
-        self._op("kill", [victim], fault="kill", targets=[victim])
-
-        def undo() -> None:
-            self._step("start", victim)
-            node.start()
-            self._op("start", [victim], fault="start", targets=[victim])
-
-        return undo
-
-    def _pause(self) -> Any:
-        victim = self._victim()
-        node = self.cluster.node(victim)
-        if not node.up:
-            return None
-        self._step("pause", victim)
-        node.pause()
-        self._op("pause", [victim], fault="pause", targets=[victim])
-
-        def undo() -> None:
-            self._step("resume", victim)
-            node.resume()
-            self._op("resume", [victim], fault="resume", targets=[victim])
-
-        return undo
-
-    def _partition(self) -> Any:
-        c = self.cluster
-        rng = c.world.rng
-        names = c.node_names()
-        r = rng.random()
-        grudge: dict[str, list[str]] = {}
-        master = c.master_node()
-        if r < 0.35 and master is not None:
-            kind, victim = "isolate-master", master
-            grudge[victim] = [n for n in names if n != victim]
-        elif r < 0.5 and master is not None:
-            kind = "isolate-master-from-slaves"
-            grudge[master] = [n for n in c.broker_names if n != master]
-        elif r < 0.65 and c.leader_node() is not None:
-            kind, victim = "isolate-controller-leader", str(c.leader_node())
-            grudge[victim] = [n for n in names if n != victim]
-        elif r < 0.85:
-            kind, victim = "isolate", names[rng.randrange(len(names))]
-            grudge[victim] = [n for n in names if n != victim]
+        if action.f == "kill":
+            nodes = [n for n in action.nodes if c.node(n).up]
+            for n in nodes:
+                c.node(n).crash()
+        elif action.f == "pause":
+            nodes = [n for n in action.nodes if c.node(n).up and not c.node(n).paused]
+            for n in nodes:
+                c.node(n).pause()
+        elif action.f == "start":
+            nodes = [n for n in (action.nodes or c.node_names()) if not c.node(n).up]
+            for n in nodes:
+                c.node(n).start()
         else:
-            kind = "random-halves"
-            shuffled = list(names)
-            rng.shuffle(shuffled)
-            half = sorted(shuffled[: len(names) // 2])
-            other = sorted(n for n in names if n not in half)
-            for n in half:
-                grudge[n] = other
-        value = {"kind": kind, "grudge": grudge}
-        self._step("start-partition", {"kind": "grudge", "grudge": grudge})
-        for a, drops in grudge.items():
-            for b in drops:
-                c.net.cuts.add(frozenset((a, b)))
-        self._op("start-partition", value, fault="partition")
+            nodes = [n for n in (action.nodes or c.node_names()) if c.node(n).up and c.node(n).paused]
+            for n in nodes:
+                c.node(n).resume()
+        return nodes if nodes else _NOTHING
 
-        def undo() -> None:
-            self._step("stop-partition", None)
-            c.net.cuts.clear()
-            self._op("stop-partition", None, fault="stop-partition")
+    def _partition(self, action: Action) -> Any:
+        cuts = self.cluster.net.cuts
+        for a, b in action.cuts:
+            cuts.add(frozenset((a, b)))
+        grudge: dict[str, list[str]] = {}
+        for a, b in action.cuts:
+            grudge.setdefault(a, []).append(b)
+        return {"kind": "grudge", "grudge": grudge}
 
-        return undo
+    def _heal_partition(self, action: Action) -> Any:
+        if not self.cluster.net.cuts:
+            return _NOTHING
+        self.cluster.net.cuts.clear()
+        return None
 
-    def _packet(self) -> Any:
+    def _packet(self, action: Action) -> Any:
+        assert action.packet is not None
+        self.cluster.net.packet = action.packet
+        return {"text": action.packet.describe()}
+
+    def _stop_packet(self, action: Action) -> Any:
+        if self.cluster.net.packet == PacketFault():
+            return _NOTHING
+        self.cluster.net.packet = PacketFault()
+        return None
+
+    def _skew(self, action: Action) -> Any:
+        for n in action.nodes:
+            self.cluster.node(n).set_clock_rate(action.rate)
+        return {"targets": ",".join(action.nodes), "rate": action.rate}
+
+    def _reset_clock(self, action: Action) -> Any:
         c = self.cluster
-        rng = c.world.rng
-        fault = PacketFault(drop_rate=rng.choice((0.02, 0.05, 0.1, 0.3)), dup_rate=rng.choice((0.0, 0.05, 0.2)),
-                            extra_delay_ms=rng.choice((0, 20, 100, 400)))
-        behavior: dict[str, Any] = {"loss": {"percent": round(fault.drop_rate * 100)}}
-        if fault.dup_rate:
-            behavior["duplicate"] = {"percent": round(fault.dup_rate * 100)}
-        if fault.extra_delay_ms:
-            behavior["delay"] = {"time_ms": fault.extra_delay_ms // 2, "jitter_ms": fault.extra_delay_ms // 2}
-        self._step("start-packet", {"targets": "all", "behavior": behavior})
-        c.net.packet = fault
-        self._op("start-packet", {"behavior": behavior, "text": fault.describe()}, fault="packet")
+        skewed = [n for n in c.node_names() if c.node(n).clock_rate != 1.0]
+        for n in skewed:
+            c.node(n).set_clock_rate(1.0)
+        return None if skewed else _NOTHING
 
-        def undo() -> None:
-            self._step("stop-packet", None)
-            c.net.packet = PacketFault()
-            self._op("stop-packet", None, fault="stop-packet")
-
-        return undo
-
-    def _clock(self) -> Any:
-        c = self.cluster
-        rng = c.world.rng
-        victim = self._victim()
-        node = c.node(victim)
-        rate = rng.choice((0.5, 0.8, 1.25, 2.0))
-        self._step("skew-clock", {"targets": victim, "rate": rate})
-        node.set_clock_rate(rate)
-        self._op("skew-clock", {"targets": victim, "rate": rate}, fault="clock", targets=[victim])
-
-        def undo() -> None:
-            self._step("reset-clock", None)
-            node.set_clock_rate(1.0)
-            self._op("reset-clock", None, fault="reset-clock")
-
-        return undo
-
-    def _registration_crash(self) -> Any:
+    def _registration_crash(self, action: Action) -> Any:
         broker = self.cluster.extra_broker
-        rng = self.cluster.world.rng
-        point = FAILPOINTS[rng.randrange(len(FAILPOINTS))]
-        self._step("registration-crash", {"failpoint": point})
         broker.crash()
         broker.wipe()
-        broker.arm_crash(point)
+        broker.arm_crash(action.failpoint)
         broker.start()
-        self._op("registration-crash", {"failpoint": point, "node": broker.identity}, fault="registration-crash")
+        restart: Drawn = {"f": "", "value": None}
+        self._restarts.append(restart)
+        self.cluster.world.at_first(self.cluster.world.now_ms + REGCRASH_RESTART_MS, self._restart_extra, restart)
+        return {"failpoint": action.failpoint, "node": broker.identity}
 
-        def undo() -> None:
-            if not broker.up and broker.refused is None:
-                broker.start()  # the crashed broker starts again; one that refused stays down
+    def _restart_extra(self, restart: Drawn) -> None:
+        if not any(r is restart for r in self._restarts):
+            return
+        self._restarts = [r for r in self._restarts if r is not restart]
+        broker = self.cluster.extra_broker
+        if not broker.up and broker.refused is None:
+            broker.start()  # the crashed broker starts again; one that refused stays down
 
-        return undo
+
+_NOTHING: Any = object()
+"""What a perform function returns when the step changed nothing (it is then not recorded)."""
+
+_PERFORM: Mapping[str, Callable[[Nemesis, Action], Any]] = {
+    "kill": Nemesis._process, "pause": Nemesis._process, "start": Nemesis._process, "resume": Nemesis._process,
+    "start-partition": Nemesis._partition, "stop-partition": Nemesis._heal_partition,
+    "start-packet": Nemesis._packet, "stop-packet": Nemesis._stop_packet,
+    "skew-clock": Nemesis._skew, "reset-clock": Nemesis._reset_clock,
+    "registration-crash": Nemesis._registration_crash,
+}
+"""Action f -> how the nemesis performs it on the cluster, returning the history op's value."""

@@ -28,6 +28,7 @@ from typing import Any
 __all__ = ["NS_PER_MS", "World"]
 
 NS_PER_MS = 1_000_000
+_FIRST = 1 << 62  # sequence offset of at_first events: below every at() event of the same millisecond
 
 
 class World:
@@ -52,6 +53,14 @@ class World:
 
     def after(self, delay_ms: int, fn: Callable[..., None], *args: Any) -> None:
         self.at(self.now_ms + delay_ms, fn, *args)
+
+    def at_first(self, t_ms: int, fn: Callable[..., None], *args: Any) -> None:
+        """Like :meth:`at`, but before every event :meth:`at` scheduled for the same millisecond (among
+        themselves in scheduling order).  The nemesis acts this way, so where its steps fall among the other
+        events of a millisecond does not depend on when they were scheduled: a schedule played from a file
+        lands exactly where the drawn one did."""
+        self._seq += 1
+        heapq.heappush(self._queue, (max(t_ms, self.now_ms), self._seq - _FIRST, fn, args))
 
     def run_until(self, t_end_ms: int) -> None:
         """Run every event scheduled before ``t_end_ms``; the clock ends at ``t_end_ms``."""

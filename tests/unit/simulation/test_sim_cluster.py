@@ -60,7 +60,7 @@ def test_the_sweep_exercises_the_protocol() -> None:
         truncations += sum(1 for e in r.node_events if e["event"] == "truncate")
         faults += sum(r.stats["faults"].values())
         sends += sum(1 for op in r.history if op["f"] == "send" and op["type"] == "ok")
-    assert elections > 8 and faults > 8 * 3 and sends > 8 * 200
+    assert elections > 8 and faults >= 8 * 3 and sends > 8 * 200
     assert truncations >= 1
 
 
@@ -73,15 +73,15 @@ def _found(bug: str, seeds: range, seconds: float, kinds: set[str], **kw: object
     return None
 
 
-@pytest.mark.parametrize(("bug", "kinds", "max_seeds"), [
-    ("ack-before-replication", {"lost-write"}, 12),
-    ("slow-failover", {"unavailable"}, 12),
+@pytest.mark.parametrize(("bug", "kinds", "max_seeds", "seconds"), [
+    ("ack-before-replication", {"lost-write"}, 12, 30.0),
+    ("slow-failover", {"unavailable"}, 12, 60.0),
 ])
-def test_the_sweep_finds_a_planted_bug(bug: str, kinds: set[str], max_seeds: int) -> None:
-    seed = _found(bug, range(max_seeds), 30.0, kinds)
+def test_the_sweep_finds_a_planted_bug(bug: str, kinds: set[str], max_seeds: int, seconds: float) -> None:
+    seed = _found(bug, range(max_seeds), seconds, kinds)
     assert seed is not None, f"--bug {bug} was not found in seeds 0..{max_seeds - 1}"
     # the correct cluster, same seed and schedule: valid
-    assert not _failures(range(seed, seed + 1), 30.0)
+    assert not _failures(range(seed, seed + 1), seconds)
 
 
 def test_non_atomic_meta_is_found_by_a_registration_crash() -> None:

@@ -1,0 +1,130 @@
+"""The simulated nemesis's vocabulary (``system_under_test/sim/playback.py``): every fault it draws is playable and
+means exactly what was drawn; everything else is refused naming the step and the field."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nemesis.schedule import parse
+from nemesis.targets import Topology
+from system_under_test.sim import FAULT_KINDS
+from system_under_test.sim.faults import DRAW, UNDO_OF
+from system_under_test.sim.network import PacketFault
+from system_under_test.sim.playback import PLAYABLE, PlayError, action_of, plan
+
+CONTROLLERS = ("c1", "c2", "c3")
+BROKERS = ("b1-1", "b1-2", "b1-3")
+NAMES = CONTROLLERS + BROKERS
+TOPO = Topology(CONTROLLERS, (BROKERS,))
+
+
+@dataclass
+class _Node:
+    up: bool = True
+
+
+@dataclass
+class _View:
+    """What a draw reads of the cluster: names, who is up, the master and the controller leader."""
+
+    master: str | None
+    leader: str | None
+    down: frozenset[str] = frozenset()
+    broker_names: tuple[str, ...] = BROKERS
+
+    def node_names(self) -> tuple[str, ...]:
+        return NAMES
+
+    def node(self, name: str) -> _Node:
+        return _Node(up=name not in self.down)
+
+    def master_node(self) -> str | None:
+        return self.master
+
+    def leader_node(self) -> str | None:
+        return self.leader
+
+
+def test_every_fault_kind_the_simulator_draws_is_in_the_playable_vocabulary() -> None:
+    assert set(DRAW) == set(FAULT_KINDS)
+    fs = {f for f in UNDO_OF} | {u for u in UNDO_OF.values() if u}
+    assert fs <= set(PLAYABLE), sorted(fs - set(PLAYABLE))
+
+
+views = st.builds(_View, master=st.sampled_from((None, *BROKERS)), leader=st.sampled_from((None, *CONTROLLERS)),
+                  down=st.frozensets(st.sampled_from(NAMES), max_size=3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(kind=st.sampled_from(FAULT_KINDS), seed=st.integers(0, 2**32), view=views, at_s=st.floats(0, 30))
+def test_a_drawn_step_is_a_valid_schedule_step_and_plays_what_was_drawn(kind: str, seed: int, view: _View,
+                                                                          at_s: float) -> None:
+    drawn = DRAW[kind](random.Random(seed), view)  # type: ignore[arg-type]
+    if drawn is None:  # only when the victim is already down
+        assert kind in ("kill", "pause")
+        return
+    step: dict[str, Any] = {"at_s": round(at_s, 3), **drawn}
+    parse([step], TOPO)  # the real nemesis's format accepts it as written
+    action = action_of(0, step, NAMES)
+    assert action.f == step["f"]
+    v = step["value"]
+    if action.f in ("kill", "pause"):
+        assert action.nodes == (v,) and v not in view.down
+    elif action.f == "start-partition":
+        want = {tuple(sorted((a, b))) for a, drops in v["grudge"].items() for b in drops}
+        assert set(action.cuts) == want and want
+    elif action.f == "start-packet":
+        b = v["behavior"]
+        assert action.packet == PacketFault(
+            drop_rate=b["loss"]["percent"] / 100, dup_rate=b.get("duplicate", {"percent": 0})["percent"] / 100,
+            extra_delay_ms=sum(b.get("delay", {}).values()))
+    elif action.f == "skew-clock":
+        assert action.nodes == (v["targets"],) and action.rate == v["rate"]
+    else:
+        assert action.failpoint == v["failpoint"]
+
+
+@given(f=st.sampled_from(sorted({u for u in UNDO_OF.values() if u})))
+def test_undo_steps_without_a_value_heal_everything_of_their_kind(f: str) -> None:
+    action = action_of(0, {"at_s": 1, "f": f}, NAMES)
+    assert action.f == f and action.nodes == ()
+
+
+@pytest.mark.parametrize(("step", "field"), [
+    ({"at_s": 1, "f": "kill", "value": "masters"}, "schedule[0].value"),
+    ({"at_s": 1, "f": "crash-at", "value": {"name": "controller.before_propose"}}, "schedule[0].f"),
+    ({"at_s": 1, "f": "start-packet", "value": {"behavior": {"reorder": {"percent": 5}}}},
+     "schedule[0].value.behavior.reorder"),
+    ({"at_s": 1, "f": "start-packet", "value": {"targets": "b1-1", "behavior": {"loss": {"percent": 5}}}},
+     "schedule[0].value.targets"),
+    ({"at_s": 1, "f": "start-packet", "value": {"behavior": {"loss": {}}}}, "schedule[0].value.behavior.loss.percent"),
+    ({"at_s": 1, "f": "start-partition", "value": {"kind": "isolate-master"}}, "schedule[0].value.kind"),
+    ({"at_s": 1, "f": "start-partition", "value": {"kind": "grudge", "grudge": {"c1": ["x9"]}}},
+     "schedule[0].value.grudge"),
+    ({"at_s": 1, "f": "skew-clock", "value": {"targets": "c1", "delta_ms": 5}}, "schedule[0].value.delta_ms"),
+    ({"at_s": 1, "f": "registration-crash", "value": {"failpoint": "broker.nope"}}, "schedule[0].value.failpoint"),
+    ({"at_s": 1, "f": "stop-partition", "value": {"kind": "grudge"}}, "schedule[0].value"),
+    ({"at_s": 31, "f": "kill", "value": "c1"}, "schedule[0].at_s"),
+    ({"at_s": 1, "f": "kill", "value": "c1", "why": "x"}, "schedule[0].why"),
+])
+def test_what_the_simulator_cannot_play_is_refused_naming_the_step_and_field(step: dict[str, Any],
+                                                                            field: str) -> None:
+    with pytest.raises(PlayError) as err:
+        plan([step], NAMES, 30.0)
+    assert str(err.value).startswith(field + ":"), str(err.value)
+
+
+def test_plan_keeps_time_order_and_milliseconds() -> None:
+    steps = [{"at_s": 1.5, "f": "kill", "value": "b1-1,c2"}, {"at_s": 1.5, "f": "start"},
+             {"at_s": 30, "f": "pause", "value": "c1"}]
+    timed = plan(steps, NAMES, 30.0)
+    assert [t.at_ms for t in timed] == [1500, 1500, 30000]
+    assert timed[0].action.nodes == ("b1-1", "c2")
+    with pytest.raises(PlayError, match=r"schedule\[1\]\.at_s"):
+        plan([steps[2], steps[0]], NAMES, 30.0)
