@@ -75,9 +75,20 @@ def load_schedule(path: str | Path, seconds: float) -> tuple[list[dict[str, Any]
     return steps, plan_steps(steps, seconds, source=f"--schedule {path}")
 
 
+_REAL_WORKLOADS: dict[str, Callable[[SimConfig], dict[str, Any]]] = {
+    "queue": lambda cfg: {"name": "queue", "options": {"topic": TOPIC, "queues_per_set": cfg.queues,
+                                                      "slave_read_fraction": 0.0, "commit_fraction": 0.0}},
+    "broker-ids": lambda cfg: {"name": "broker-ids", "options": {"failpoints": 0}},
+    "membership": lambda cfg: {"name": "membership"},
+}
+"""Each simulated workload (``SIM_WORKLOADS``) as the real workload entry of a repro spec."""
+
+
 def repro_spec(cfg: SimConfig, schedule: Sequence[Mapping[str, Any]], *, name: str) -> dict[str, Any]:
-    """A spec for ``splitbrain test``: the simulated run's nodes, cluster settings, bugs, load and phases, the
-    queue workload (what the simulated clients run: no slave reads, no commits), and ``schedule``."""
+    """A spec for ``splitbrain test``: the simulated run's nodes, cluster settings, bugs, load and phases, its
+    workloads as real ones -- the queue as the simulated clients run it (no slave reads, no commits), the
+    ``broker-ids`` allocator without lanes (the simulator has none; ``registration-crash`` steps of the schedule
+    play the crashes), ``membership`` with its defaults -- and ``schedule``."""
     cluster: dict[str, Any] = {"lease_timeout_ms": cfg.lease_timeout_ms,
                                "all_ack_in_sync_state_set": cfg.all_ack_in_sync_state_set,
                                "enable_elect_unclean_master": cfg.enable_elect_unclean_master,
@@ -88,8 +99,7 @@ def repro_spec(cfg: SimConfig, schedule: Sequence[Mapping[str, Any]], *, name: s
         "name": name, "backend": "local",
         "nodes": {"controllers": list(CONTROLLERS), "broker_sets": [list(BROKERS)]},
         "cluster": cluster,
-        "workloads": [{"name": "queue", "options": {"topic": TOPIC, "queues_per_set": cfg.queues,
-                                                     "slave_read_fraction": 0.0, "commit_fraction": 0.0}}],
+        "workloads": [_REAL_WORKLOADS[w](cfg) for w in cfg.workloads],
         "nemesis": {"schedule": [dict(s) for s in schedule]},
         "concurrency": cfg.threads, "rate": round(cfg.threads * 1000 / cfg.think_ms, 3),
         "time_limit_s": cfg.seconds,

@@ -20,7 +20,7 @@ from harness.sim_shrink import load_schedule, plan_steps, repro_spec
 from harness.spec import load_spec, spec_from_dict
 from nemesis.schedule import parse, units
 from nemesis.targets import Topology
-from system_under_test.sim import FAULT_KINDS, SIM_BUGS, SimConfig, SimRun, run
+from system_under_test.sim import FAULT_KINDS, SIM_BUGS, SIM_WORKLOADS, SimConfig, SimRun, run
 
 TOPO = Topology(("c1", "c2", "c3"), (("b1-1", "b1-2", "b1-3"),))
 BUG = "ack-before-replication"
@@ -136,12 +136,15 @@ def test_the_shrink_budget_stops_the_search_and_says_so(tmp_path: Path, capsys: 
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**31), seconds=st.sampled_from((5.0, 30.0, 600.0)),
        bugs=st.frozensets(st.sampled_from(sorted(SIM_BUGS))), threads=st.integers(1, 16),
-       no_all_ack=st.booleans(), unclean=st.booleans(), lease=st.integers(400, 10_000))
+       no_all_ack=st.booleans(), unclean=st.booleans(), lease=st.integers(400, 10_000),
+       extra=st.frozensets(st.sampled_from(sorted(set(SIM_WORKLOADS) - {"queue"}))))
 def test_repro_spec_is_a_valid_spec_for_any_simulated_config(seed: int, seconds: float, bugs: frozenset[str],
                                                              threads: int, no_all_ack: bool, unclean: bool,
-                                                             lease: int) -> None:
+                                                             lease: int, extra: frozenset[str]) -> None:
+    workloads = tuple(w for w in SIM_WORKLOADS if w == "queue" or w in extra)
     cfg = SimConfig(seed=seed, seconds=seconds, bugs=bugs, threads=threads, lease_timeout_ms=lease,
-                    all_ack_in_sync_state_set=not no_all_ack, enable_elect_unclean_master=unclean)
+                    all_ack_in_sync_state_set=not no_all_ack, enable_elect_unclean_master=unclean,
+                    workloads=workloads)
     steps = [{"at_s": 1.0, "f": "kill", "value": "b1-2"}, {"at_s": 2.0, "f": "start", "value": "b1-2"}]
     doc = repro_spec(cfg, steps, name="x")
     spec = spec_from_dict(yaml.safe_load(yaml.safe_dump(doc)), file="repro-spec.yaml")
@@ -149,3 +152,4 @@ def test_repro_spec_is_a_valid_spec_for_any_simulated_config(seed: int, seconds:
     assert opts.bugs == tuple(sorted(bugs)) and opts.lease_timeout_ms == lease
     assert opts.all_ack_in_sync_state_set is not no_all_ack and spec.time_limit_s == seconds
     assert spec.seed == seed and spec.concurrency == threads and len(spec.nemesis.schedule or ()) == 2
+    assert [w.name for w in spec.workloads] == list(workloads)  # every simulated workload runs for real too
