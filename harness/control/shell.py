@@ -9,19 +9,27 @@ logic once; a backend supplies how to run a script on a node (``_sh``).
 from __future__ import annotations
 
 import asyncio
+import secrets
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from harness.control.base import CommandFailed, ControlError, ExecResult
 
-__all__ = ["SIGNAL_SCRIPT", "SPAWN_SCRIPT", "TIMEOUT_EXITS", "ShellProcesses", "finish_exec", "node_argv",
-           "parse_proc_stat", "signal_answer"]
+__all__ = ["PID_FILE_SCRIPT", "SIGNAL_SCRIPT", "SPAWN_SCRIPT", "TIMEOUT_EXITS", "ShellProcesses", "finish_exec",
+           "node_argv", "parse_proc_stat", "signal_answer"]
 
-# $1 log, $2 cwd, $3 pid file ("" for none), rest argv.  Prints the pid, then its /proc stat line.
+# $1 log, $2 cwd, $3 pid file, $4 nonce, rest argv.  Prints the pid, then its /proc stat line; the pid file gets
+# the pid, then the nonce (so a later read can tell this spawn's file from an older one's).
 SPAWN_SCRIPT = (
-    'log=$1; dir=$2; pidfile=$3; shift 3; mkdir -p "$(dirname "$log")" && cd "$dir" || exit 97; '
-    'setsid nohup "$@" >>"$log" 2>&1 </dev/null & pid=$!; '
-    '[ -z "$pidfile" ] || echo "$pid" >"$pidfile"; echo "$pid"; cat "/proc/$pid/stat" 2>/dev/null; exit 0'
+    'log=$1; dir=$2; pidfile=$3; nonce=$4; shift 4; mkdir -p "$(dirname "$log")" && cd "$dir" || exit 97; '
+    'rm -f "$pidfile"; setsid nohup "$@" >>"$log" 2>&1 </dev/null & pid=$!; '
+    'printf "%s\\n%s\\n" "$pid" "$nonce" >"$pidfile"; echo "$pid"; cat "/proc/$pid/stat" 2>/dev/null; exit 0'
+)
+# $1 pid file, $2 nonce.  What SPAWN_SCRIPT printed, read back from its pid file; "none" if the file is not that
+# spawn's (missing, or another nonce).
+PID_FILE_SCRIPT = (
+    '{ read -r pid; read -r n; } <"$1" 2>/dev/null || { echo none; exit 0; }; '
+    '[ "$n" = "$2" ] || { echo none; exit 0; }; echo "$pid"; cat "/proc/$pid/stat" 2>/dev/null; exit 0'
 )
 # $1 pid, $2 expected start time, $3 signal number ("0" = only report).  Prints alive|dead.
 SIGNAL_SCRIPT = (
@@ -93,7 +101,6 @@ class ShellProcesses:
     """
 
     _label: str = "shell backend"
-    _pid_files: bool = False  # also write <log>.pid on the node (lets an operator find the process later)
     python: str
     pids: dict[tuple[str, int], int]
 
@@ -116,15 +123,31 @@ class ShellProcesses:
         full = node_argv(argv, self.python)
         if env:
             full = ["env", *(f"{k}={v}" for k, v in env.items()), *full]
-        pid_file = f"{log_path}.pid" if self._pid_files else ""
-        res = await self._sh(node, SPAWN_SCRIPT, [log_path, cwd or self._default_cwd(node), pid_file, *full])
+        pid_file = f"{log_path}.pid"  # on the node beside the log: also lets an operator find the process
+        nonce = secrets.token_hex(8)
+        res = await self._sh(node, SPAWN_SCRIPT, [log_path, cwd or self._default_cwd(node), pid_file, nonce, *full])
         lines = res.stdout.splitlines()
+        if res.exit_code == 0 and not lines:
+            # the script ran (exit 0) but its answer was lost on the way back -- seen from a loaded docker engine:
+            # read it back from the pid file rather than start the command twice
+            lines = await self._read_pid_file(node, pid_file, nonce)
         if res.exit_code != 0 or not lines or not lines[0].strip().isdigit():
             raise ControlError(f"on {node}: could not start {' '.join(argv)!r}: {res.describe()}")
         pid = int(lines[0])
         stat = parse_proc_stat(lines[1]) if len(lines) > 1 else None
         self.pids[(node, pid)] = stat[1] if stat else -1
         return pid
+
+    async def _read_pid_file(self, node: str, pid_file: str, nonce: str) -> list[str]:
+        """The lines SPAWN_SCRIPT printed, from its pid file; [] if that spawn wrote none (three empty answers in a
+        row count as none too)."""
+        for attempt in range(3):
+            res = await self._sh(node, PID_FILE_SCRIPT, [pid_file, nonce])
+            lines = res.stdout.splitlines()
+            if lines:
+                return [] if lines[0].strip() == "none" else lines
+            await asyncio.sleep(0.2 * (attempt + 1))
+        return []
 
     async def _signal_checked(self, node: str, pid: int, start: int, sig: int) -> bool:
         """Send ``sig`` (0: none) to ``pid`` if it is still the process that started at ``start``; alive?"""

@@ -185,7 +185,6 @@ class SshRemote(ShellProcesses):
         self.pids: dict[tuple[str, int], int] = {}  # (node, pid) -> start time
 
     _label = "ssh backend"
-    _pid_files = True
 
     def _default_cwd(self, node: str) -> str:
         return str(self.root / node)

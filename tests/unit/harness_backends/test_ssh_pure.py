@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness.control.base import ControlError
-from harness.control.shell import SIGNAL_SCRIPT, SPAWN_SCRIPT, node_argv, parse_proc_stat
+from harness.control.shell import PID_FILE_SCRIPT, SIGNAL_SCRIPT, SPAWN_SCRIPT, node_argv, parse_proc_stat
 from harness.control.ssh import (
     NodesFileError,
     SshTarget,
@@ -106,14 +106,19 @@ def _sh(script: str, *args: str) -> str:
 
 def test_spawn_and_signal_scripts_against_a_real_process(tmp_path: Path) -> None:
     log = tmp_path / "logs" / "d.log"
-    out = _sh(SPAWN_SCRIPT, str(log), str(tmp_path), str(tmp_path / "d.pid"), "sh", "-c", "echo started; exec sleep 30")
+    out = _sh(SPAWN_SCRIPT, str(log), str(tmp_path), str(tmp_path / "d.pid"), "n0nce", "sh", "-c",
+              "echo started; exec sleep 30")
     lines = out.splitlines()
     pid = int(lines[0])
     stat = parse_proc_stat(lines[1])
     assert stat is not None
     start = stat[1]
     try:
-        assert (tmp_path / "d.pid").read_text().strip() == str(pid)
+        assert (tmp_path / "d.pid").read_text().splitlines() == [str(pid), "n0nce"]
+        # the answer read back from the pid file is the one the spawn printed; another spawn's nonce reads none
+        assert _sh(PID_FILE_SCRIPT, str(tmp_path / "d.pid"), "n0nce").splitlines()[0] == str(pid)
+        assert _sh(PID_FILE_SCRIPT, str(tmp_path / "d.pid"), "other").strip() == "none"
+        assert _sh(PID_FILE_SCRIPT, str(tmp_path / "missing.pid"), "n0nce").strip() == "none"
         assert _sh(SIGNAL_SCRIPT, str(pid), str(start), "0").strip() == "alive"
         assert _sh(SIGNAL_SCRIPT, str(pid), str(start + 1), "9").strip() == "dead"  # wrong start: never signalled
         assert _sh(SIGNAL_SCRIPT, str(pid), str(start), "0").strip() == "alive"
@@ -156,3 +161,46 @@ def test_signal_answer_asks_again_on_a_garbled_answer_and_never_reads_it_as_dead
     assert asyncio.run(signal_answer(runner(["garbage", "", "dead\n"]), "n1")) is False
     with pytest.raises(ControlError, match="n1: the process check answered ''"):
         asyncio.run(signal_answer(runner(["", "", ""]), "n1"))
+
+
+class _LossyShell:
+    """A ShellProcesses whose ``_sh`` runs the scripts for real on this machine, but loses the first answer of
+    the spawn script (the docker engine's hiccup) -- a pure-enough stand-in for a node reached by a shell."""
+
+    def __init__(self, lose: int) -> None:
+        from harness.control.shell import ShellProcesses
+
+        class Shell(ShellProcesses):
+            python = sys.executable
+
+            def __init__(self) -> None:
+                self.pids = {}
+                self.spawn_runs = 0
+
+            async def _sh(self, node: str, script: str, args: Any) -> Any:
+                from harness.control.base import ExecResult
+
+                out = _sh(script, *args)
+                if script == SPAWN_SCRIPT:
+                    self.spawn_runs += 1
+                    if self.spawn_runs <= lose:
+                        return ExecResult(0, "", "")
+                return ExecResult(0, out, "")
+
+            def _default_cwd(self, node: str) -> str:
+                return "."
+
+        self.shell = Shell()
+
+
+def test_a_lost_spawn_answer_is_read_back_from_the_pid_file_not_spawned_twice(tmp_path: Path) -> None:
+    import asyncio
+
+    lossy = _LossyShell(lose=1).shell
+    pid = asyncio.run(lossy.spawn("n1", ["sh", "-c", "exec sleep 30"], log_path=str(tmp_path / "a.log"),
+                                  cwd=str(tmp_path)))
+    try:
+        assert lossy.spawn_runs == 1 and (tmp_path / "a.log.pid").read_text().splitlines()[0] == str(pid)
+        assert asyncio.run(lossy.is_alive("n1", pid))
+    finally:
+        subprocess.run(["sh", "-c", f"kill -9 {shlex.quote(str(pid))} 2>/dev/null"], check=False)

@@ -115,7 +115,7 @@ def test_shrink_finds_a_smaller_schedule_that_still_fails_and_a_valid_real_spec(
     # the spec for a real run passes the harness's own validation, with the bug and the shrunk schedule
     spec = load_spec(out / "repro-spec.yaml")
     validate_spec(spec)
-    assert spec.cluster["bugs"] == [BUG] and [w.name for w in spec.workloads] == ["queue"]
+    assert spec.cluster["bugs"] == [BUG] and [w.name for w in spec.workloads] == list(SIM_WORKLOADS)
     assert spec.nemesis.schedule == parse(shrunk, TOPO) and spec.seed == 1
     assert f"splitbrain test {out / 'repro-spec.yaml'}" in text
     # and the same spec's schedule plays in simulation (a spec file is a valid --schedule)
