@@ -372,10 +372,8 @@ def step(effect: tuple[Fault, ...], op_type: str, f: str, value: Any, error: Any
             p = say.words(value)
         except Exception:
             p = Phrase(f)
-        if p is None:
-            return effect
-        kept = tuple(x for x in effect if x.f != f) if say.replaces else effect
-        return (*kept, Fault(f, p))
+        kept = tuple(x for x in effect if x.f != f) if say.replaces else effect  # replaced even by a no-op
+        return kept if p is None else (*kept, Fault(f, p))
     undone = _UNDONE_BY.get(f, frozenset())
     if not say.listed:
         return tuple(x for x in effect if x.f not in undone)

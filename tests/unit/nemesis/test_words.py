@@ -108,6 +108,7 @@ def test_a_new_partition_replaces_the_old_one_and_a_heal_takes_all() -> None:
     first, second = partition("isolate", gr.isolate(["c1"], NODES)), partition("isolate", gr.isolate(["c2"], NODES))
     assert run(first, second, ("info", "kill", ["b1-1"])) == ["isolate c2", "kill b1-1"]
     assert run(first, ("info", "kill", ["b1-1"]), ("info", "stop-partition", "healed")) == ["kill b1-1"]
+    assert run(first, ("info", "start-partition", {"kind": "isolate", "grudge": {}})) == []  # healed, cut no one
     clock = ("info", "bump-clock", {"delta_ms": 5000, "nodes": ["c1"]})
     assert run(clock, ("info", "skew-clock", {"rate": 0.5, "nodes": ["c2"]}), ("info", "check-clock-offsets", {})) == [
         "clock +5s c1", "clock x0.5 c2"]
