@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from nemesis.packet_behavior import DEFAULTS as PACKET_DEFAULTS
 from nemesis.schedule import SELF_HEALING_FS, UNDO, UNDO_FS
 
 __all__ = ["PARTITION_WORDS", "WORDS", "Fault", "Phrase", "Say", "in_words", "phrase", "step"]
@@ -248,8 +249,9 @@ def _strobe(value: Any) -> Phrase:
     return Phrase("clock strobe" + (f" {abs(d):g}ms" if d is not None else ""), _nodes(_field(value, "nodes")))
 
 
-PACKET_FAULTS = ("delay", "loss", "duplicate", "reorder", "corrupt")
-"""The behaviours a ``start-packet`` completion's netem arguments name (``rate`` is a field of its own)."""
+PACKET_FAULTS = tuple(k for k in PACKET_DEFAULTS if k != "rate")
+"""The behaviours a ``start-packet`` completion's netem arguments name, from the one table of behaviours
+(:data:`nemesis.packet_behavior.DEFAULTS`; ``rate`` is a field of the completion of its own)."""
 SHAPER_FLAGS = (("--delay-ms", "delay"), ("--loss", "loss"), ("--duplicate", "duplicate"))
 """The NFQUEUE shaper's flags (:func:`nemesis.packet_behavior.shaper_args`) and the behaviour each is; the
 shaper is passed every flag, zero for the behaviours not asked for."""

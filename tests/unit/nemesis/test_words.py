@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from nemesis import grudge as gr
 from nemesis.packages import KINDS
+from nemesis.packet_behavior import PRESETS, netem_args, rate_of, shaper_args
 from nemesis.schedule import KNOWN_FS, PARTITION_KINDS
 from nemesis.words import PARTITION_WORDS, WORDS, Fault, in_words, phrase, step
 
@@ -155,3 +156,19 @@ def test_any_records_read_without_a_repr_and_without_raising(rs: list[tuple[str,
 def test_a_value_of_any_shape_reads_as_words(f: str, value: Any) -> None:
     text = phrase(f, value).text()
     assert text and not REPR & set(text)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize("mechanism", ["netem", "shaper"])
+def test_every_packet_preset_reads_as_its_behaviours(preset: str, mechanism: str) -> None:
+    behavior = PRESETS[preset]
+    shaping = {k: v for k, v in behavior.items() if k != "rate"}
+    args = (netem_args if mechanism == "netem" else shaper_args)(shaping) if shaping else []
+    rate = {"rate": rate_of(behavior)} if "rate" in behavior else {}
+    value = {"nodes": ["b1-1"], mechanism: " ".join(args), **rate}  # as the packet nemesis completes
+    [words] = run(("info", "start-packet", value))
+    verb, _, node = words.rpartition(" ")
+    assert node == "b1-1" and verb.startswith("net ")
+    named = set(verb.removeprefix("net ").split("+"))
+    # the shaper has no reorder of its own: it reorders by jitter, so it reads as the delay it is
+    assert named == set(behavior) - ({"reorder"} if mechanism == "shaper" else set()), (preset, mechanism, words)
