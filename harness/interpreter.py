@@ -201,7 +201,7 @@ class Interpreter:
         rec = self.writer.append(comp)
         self.busy.pop(thread, None)
         if self.progress is not None:
-            self.progress.record(rec["type"], rec["process"], rec["f"], rec["value"])
+            self.progress.record(rec["type"], rec["process"], rec["f"], rec["value"], rec.get("error"))
         # The generator hears the completion while the thread still runs the completing process (as in
         # the simulator); only then does an ``info`` move the thread to a fresh process.  The other
         # order made thread-routing generators drop every ``info`` as an event of a stale process.

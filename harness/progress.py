@@ -2,15 +2,19 @@
 
 Three modes, chosen by :class:`Progress`:
 
-* **terminal** (stderr is a TTY, not ``--quiet``): a rich live line, cut to the terminal's width (never
-  wrapped), redrawn 4 times a second.  While it is live, log records are routed through the live display
-  (printed above the line) instead of being written into the middle of it.
+* **terminal** (stderr is a TTY, not ``--quiet``): a rich live line, cut to the terminal's width at a word
+  boundary (never wrapped, never cut inside a word), redrawn 4 times a second.  While it is live, log records
+  and anything else written to ``sys.stderr`` are printed above the line by the live display instead of
+  into the middle of it.
 * **plain** (not a TTY, e.g. CI logs, not ``--quiet``): a status line every ``status_every_s`` seconds and
   at each phase change -- a log that shows a stalled run as stalled, not as silence.
 * **quiet**: a line when each phase starts and ends.
 
-The rate shown is client invocations per second *of the current phase* (the main phase's is the one the
-spec's ``rate`` promises; ``results.json`` ``load`` has the exact figures, see :mod:`harness.load`).
+The line ends with the faults in effect, in words (``faults: isolate b1-3, c2 | kill b1-2, c1``): the
+nemesis's history records go through :func:`nemesis.words.step`, which keeps what is in effect, and
+:func:`nemesis.words.in_words` says it -- the same words in every mode.  The rate shown is client invocations
+per second *of the current phase* (the main phase's is the one the spec's ``rate`` promises; ``results.json``
+``load`` has the exact figures, see :mod:`harness.load`).
 :meth:`ProgressState.line` is pure given the time: it takes ``now`` and a width, so it is tested as a
 function (see ``tests/unit/harness/test_progress.py``).
 """
@@ -20,15 +24,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from harness.explain import clip
+from nemesis.words import Fault, in_words, step
 
-__all__ = ["Progress", "ProgressState"]
+__all__ = ["Progress", "ProgressState", "fit"]
 
 STATUS_EVERY_S = 10.0  # plain mode: seconds between status lines
 
@@ -42,13 +47,14 @@ class ProgressState:
     counts: dict[str, int] = field(default_factory=lambda: {"ok": 0, "fail": 0, "info": 0})
     invokes: int = 0
     phase_invokes: int = 0  # client invocations since the phase started: the rate shown is this phase's
-    faults: list[str] = field(default_factory=list)
+    effect: tuple[Fault, ...] = ()  # the faults in effect (nemesis.words)
 
     def line(self, width: int | None = None, *, now: float | None = None) -> str:
         """The status line, at most ``width`` characters (None: no limit).
 
-        Parts go in order of what a reader needs: phase and time, rate, completions, then recent faults;
-        when the width is short the faults are cut first, then the counts are abbreviated."""
+        Parts go in order of what a reader needs: phase and time, rate, completions, then the faults in
+        effect; when the width is short the faults are cut first (at a word boundary, with an ellipsis), then
+        the counts are abbreviated, then the rest is cut at a word boundary."""
         now = time.monotonic() if now is None else now
         elapsed = max(0.0, now - self.phase_started)
         limit = f"/{self.phase_limit_s:.0f}s" if self.phase_limit_s else "s"
@@ -56,14 +62,35 @@ class ProgressState:
         c = self.counts
         head = f"phase {self.phase} {elapsed:5.1f}{limit} | {rate:6.1f} ops/s"
         full = f"{head} | ok {c['ok']} fail {c['fail']} info {c['info']}"
-        faults = ", ".join(self.faults[-3:]) or "none"
+        faults = " | ".join(in_words(self.effect)) or "none"
         text = f"{full} | faults: {faults}"
         if width is None or len(text) <= width:
             return text
         if len(full) + len(" | faults: …") <= width:
-            return clip(text, width)
+            return fit(text, width)
         short = f"{head} | {c['ok']}/{c['fail']}/{c['info']}"
-        return clip(short if len(short) <= width else head, width)
+        return short if len(short) <= width else fit(head, width)
+
+
+_WORD = re.compile(r"\S+")
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` on one line within ``width``: whole if it fits, else its longest run of whole words that leaves
+    room for " …" (a dangling "|" separator dropped).  Never cuts inside a word; "…" alone when not even
+    the first word fits."""
+    one = " ".join(text.splitlines())
+    if len(one) <= width:
+        return one
+    if width <= 0:
+        return ""
+    end = 0
+    for m in _WORD.finditer(one):
+        if m.end() + 2 > width:
+            break
+        if m.group() != "|":
+            end = m.end()
+    return f"{one[:end]} …" if end else "…"
 
 
 class _LiveLine:
@@ -108,8 +135,9 @@ class Progress:
             from rich.console import Console
             from rich.live import Live
 
+            # redirect_stderr: a print to sys.stderr (a node's log tail, a warning) goes above the line too
             self._live = Live(_LiveLine(self.state), console=Console(file=self.stream), refresh_per_second=4,
-                              transient=False, redirect_stderr=False, redirect_stdout=False)
+                              transient=False, redirect_stderr=True, redirect_stdout=False)
             self._live.start()
             self._route_logs_through(self._live.console)
         elif self.mode == "plain":
@@ -163,14 +191,14 @@ class Progress:
             self._last_status = self.clock()
         self.refresh()
 
-    def record(self, op_type: str, process: Any, f: str, value: Any) -> None:
+    def record(self, op_type: str, process: Any, f: str, value: Any, error: Any = None) -> None:
+        """One history record (``error``: the completion's, if any; a fault that failed never took effect)."""
         if op_type == "invoke":
             self.state.invokes += 1
-            if process != "nemesis":
-                self.state.phase_invokes += 1
-        elif process == "nemesis":
-            self.state.faults.append(f"{f} {value!s:.40}")
-            del self.state.faults[:-10]
+        if process == "nemesis":
+            self.state.effect = step(self.state.effect, op_type, f, value, error)
+        elif op_type == "invoke":
+            self.state.phase_invokes += 1
         elif op_type in self.state.counts:
             self.state.counts[op_type] += 1
         if self.mode == "plain" and self.clock() - self._last_status >= self.status_every_s:

@@ -1,4 +1,9 @@
-"""Control backends: how the harness runs commands and daemons on nodes (local netns; docker and ssh later)."""
+"""Control backends: how the harness runs commands and daemons on nodes.
+
+Three backends implement :class:`harness.control.base.Remote`: :mod:`harness.control.local` (network
+namespaces on this machine), :mod:`harness.control.docker` (one container per node) and
+:mod:`harness.control.ssh` (hosts reached over SSH).  See docs/backends.md.
+"""
 
 from harness.control.base import CommandFailed, ControlError, ExecResult, NotPermitted, Remote
 

@@ -8,7 +8,8 @@ Topology of one run (prefix ``sbXXXXXX``, unique per run so parallel runs never 
 
 * Each container runs ``sleep infinity`` under docker's init (which reaps orphans), with
   ``NET_ADMIN`` so the nemeses can use iptables/tc inside it.  No ``SYS_TIME``: clock faults are
-  per process (libfaketime), never the shared kernel clock.
+  per process -- the clock nemesis sets each cluster process's own clock (``system_under_test/clock.py``)
+  over the admin RPC ADMIN_CLOCK_SET -- never the shared kernel clock.
 * The repository is bind-mounted read-only at the same path (``mount_repo``) so the harness's
   ``cwd=REPO_ROOT, PYTHONPATH=REPO_ROOT`` commands run the working tree, with the image's venv
   (``/opt/splitbrain``) providing the dependencies; the harness's own interpreter path in an argv

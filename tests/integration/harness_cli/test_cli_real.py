@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -111,6 +112,25 @@ def test_test_analyze_serve_end_to_end(tmp_path: Path) -> None:
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+@pytest.mark.timeout(80)
+def test_off_a_terminal_the_status_lines_name_the_faults_in_words(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Not on a terminal (stderr captured): plain status lines whose faults are words -- the killed and the
+    isolated node by name while they are in effect, none after the heal -- and never a repr."""
+    spec = _spec(tmp_path, name="cli-int-words", time_limit_s=6, nemesis={"schedule": [
+        {"at_s": 1, "f": "kill", "value": "one"},
+        {"at_s": 2, "f": "start-partition", "value": {"kind": "isolate", "targets": "one"}}]})
+    cli.main(["test", str(spec), "--results", str(tmp_path / "results")])  # valid or not: the lines are the point
+    status = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[splitbrain] phase ")]
+    main_done = [line for line in status if line.startswith("[splitbrain] phase main ") and line.endswith("(done)")]
+    assert len(main_done) == 1, status
+    assert re.search(r"\| faults: kill c\d \| isolate c\d \(done\)$", main_done[0]), main_done
+    heal_done = [line for line in status if line.startswith("[splitbrain] phase heal ") and line.endswith("(done)")]
+    assert heal_done and heal_done[0].endswith("| faults: none (done)"), status  # start and stop-partition ran
+    reprs = [line for line in status if set("{}[]'") & set(line.removeprefix("[splitbrain] "))]
+    assert not reprs, reprs
 
 
 @pytest.mark.timeout(60)

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import io
 import logging
+import re
+import sys
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.progress import Progress, ProgressState
+from harness.progress import Progress, ProgressState, fit
+from nemesis import grudge as gr
+from nemesis.words import Fault, Phrase, step
+
+NODES = ["b1-1", "b1-2", "b1-3", "c1", "c2", "c3"]
 
 
 class Clock:
@@ -22,27 +28,60 @@ class Clock:
 def busy_state() -> ProgressState:
     s = ProgressState(phase="main", phase_limit_s=60, started=0.0, phase_started=0.0,
                       counts={"ok": 12345, "fail": 67, "info": 8}, phase_invokes=2400)
-    s.faults = ["start-partition {'kind': 'isolate-master-from-slaves', 'targ", "kill ['b1-1', 'c3']"]
+    cut = {"kind": "isolate-master-from-slaves", "grudge": gr.describe(gr.isolate_from("b1-1", ["b1-2", "b1-3"]))}
+    for record in [("invoke", "start-partition", {"kind": "isolate-master-from-slaves"}),
+                   ("info", "start-partition", cut), ("info", "kill", ["b1-2"]), ("info", "kill", ["c3"])]:
+        s.effect = step(s.effect, *record)
     return s
 
 
 def test_line_is_whole_when_it_fits_and_cut_from_the_faults_first() -> None:
     s = busy_state()
     full = s.line(now=30.0)
-    assert full == ("phase main  30.0/60s |   80.0 ops/s | ok 12345 fail 67 info 8 | faults: start-partition "
-                    "{'kind': 'isolate-master-from-slaves', 'targ, kill ['b1-1', 'c3']")
-    eighty = s.line(80, now=30.0)
-    assert len(eighty) == 80 and eighty.startswith("phase main  30.0/60s |   80.0 ops/s | ok 12345 fail 67 info 8 |")
+    assert full == ("phase main  30.0/60s |   80.0 ops/s | ok 12345 fail 67 info 8 | faults: cut b1-1 from b1-2, "
+                    "b1-3 | kill b1-2, c3")
+    assert s.line(100, now=30.0) == ("phase main  30.0/60s |   80.0 ops/s | ok 12345 fail 67 info 8 | faults: cut "
+                                     "b1-1 from b1-2, b1-3 …")  # the dangling "|" goes with the cut group
+    assert s.line(82, now=30.0) == ("phase main  30.0/60s |   80.0 ops/s | ok 12345 fail 67 info 8 | faults: cut "
+                                    "b1-1 …")
+    assert s.line(81, now=30.0).endswith("| faults: cut …")
     assert s.line(52, now=30.0) == "phase main  30.0/60s |   80.0 ops/s | 12345/67/8"
-    assert s.line(20, now=30.0) == "phase main  30.0/60…"
+    assert s.line(20, now=30.0) == "phase main …"  # never "30.0/6…": a word is whole or not there
+    assert ProgressState(started=0.0, phase_started=0.0).line(now=1.0).endswith("| faults: none")
 
 
-@given(width=st.integers(1, 300), ok=st.integers(0, 10**9), faults=st.lists(st.text(max_size=60), max_size=5),
-       phase=st.text(min_size=1, max_size=30), elapsed=st.floats(0, 1e6))
-def test_line_never_exceeds_the_width(width: int, ok: int, faults: list[str], phase: str, elapsed: float) -> None:
-    s = ProgressState(phase=phase, started=0.0, phase_started=0.0, counts={"ok": ok, "fail": 0, "info": 0})
-    s.faults = faults
-    assert len(s.line(width, now=elapsed)) <= width
+nodes = st.sampled_from([*NODES, "controllers:one"])
+faults = st.lists(st.builds(lambda f, verb, ns, rest: Fault(f, Phrase(verb, tuple(ns), rest)),
+                            st.sampled_from(["kill", "start-partition", "crash-at"]),
+                            st.sampled_from(["kill", "isolate", "cut", "clock +60s", "crash", "net delay+loss"]),
+                            st.lists(nodes, max_size=6), st.sampled_from(["", " at raft.before_apply", " from c1"])),
+                  max_size=8)
+
+
+@given(width=st.integers(1, 300), ok=st.integers(0, 10**9), effect=faults,
+       phase=st.text(alphabet=st.characters(blacklist_characters="{}[]'", blacklist_categories=("Cs",)), min_size=1,
+                     max_size=30),
+       elapsed=st.floats(0, 1e6))
+def test_any_faults_render_within_the_width_in_words(width: int, ok: int, effect: list[Fault], phase: str,
+                                                     elapsed: float) -> None:
+    s = ProgressState(phase=phase, started=0.0, phase_started=0.0, counts={"ok": ok, "fail": 0, "info": 0},
+                      effect=tuple(effect))
+    line = s.line(width, now=elapsed)
+    assert len(line) <= width
+    assert not set("{}[]'") & set(line)
+
+
+@given(text=st.text(alphabet=st.sampled_from("ab |,-…\n"), max_size=80), width=st.integers(0, 90))
+def test_fit_cuts_only_between_words(text: str, width: int) -> None:
+    one = " ".join(text.splitlines())
+    out = fit(text, width)
+    assert len(out) <= width
+    if len(one) <= width:
+        assert out == one
+    elif out not in ("", "…"):
+        kept = out.removesuffix(" …")
+        assert out.endswith(" …") and one.startswith(kept) and one[len(kept)] == " "  # the cut is at a space
+        assert kept.split()[-1] != "|"
 
 
 def test_plain_mode_prints_a_status_line_every_interval_and_at_phase_changes() -> None:
@@ -96,3 +135,23 @@ def test_terminal_mode_prints_log_records_above_the_line_not_into_it() -> None:
         root.removeHandler(handler)
     lines = out.getvalue().splitlines()
     assert "LOG a controller lost its leader" in lines  # a whole line of its own, not spliced into the status
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_terminal_mode_prints_stderr_writes_above_the_line_not_into_it() -> None:
+    out = _Tty()
+    p = Progress(quiet=False, stream=out)
+    assert p.mode == "terminal"
+    p.start()
+    p.phase("main", 5)
+    p.record("info", "nemesis", "kill", ["b1-2"])
+    print("c1: exit codes {'c1': -9} -- a node's log tail", file=sys.stderr)  # e.g. LocalQuorum's
+    p.stop()
+    shown = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", line.split("\r")[-1]) for line in out.getvalue().splitlines()]
+    lines = [line for line in shown if line]  # what the terminal shows: each line's last redraw
+    assert "c1: exit codes {'c1': -9} -- a node's log tail" in lines  # a line of its own, above the status
+    assert lines[-1].startswith("phase main") and "{" not in lines[-1]
