@@ -18,6 +18,14 @@ show it), and the durable-loss claim ``lost_durable_offset`` / ``lost_durable_ep
 broker's store lost durable records; None again once replication refilled it).
 
 Time is an argument (``now_ms``); nothing here reads a clock.  Keys are ``(broker_name, broker_id)``.
+
+A clock that goes backwards (the controller's process clock reset after running fast -- the clock nemesis does
+exactly that) re-bases the table: every entry stamped later than the new reading is taken as heard at the new
+reading.  Without it, entries stamped by the fast clock stay in the future and every lease is extended by the size
+of the jump: a simulated run whose leader's clock had run 10 s fast, then was reset, failed over a paused master
+in 8.2 s instead of 3.  Re-basing is safe: the moment of the new reading is later, in real time, than every
+heartbeat the entries record, so no lease ends earlier than one counted from its real heartbeat.  Every method
+that takes ``now_ms`` re-bases first (cheaply: only when ``now_ms`` is below the highest reading seen).
 """
 
 from __future__ import annotations
@@ -87,9 +95,19 @@ class BrokerHeartbeatManager:
 
     def __init__(self) -> None:
         self._table: dict[BrokerKey, LiveInfo] = {}
+        self._latest_ms: int | None = None  # the highest ``now_ms`` seen
+
+    def _rebase(self, now_ms: int) -> None:
+        """After the clock went backwards, no entry is later than ``now_ms`` (module docstring)."""
+        if self._latest_ms is not None and now_ms < self._latest_ms:
+            for key, rec in self._table.items():
+                if rec.last_update_ms > now_ms:
+                    self._table[key] = dataclasses.replace(rec, last_update_ms=now_ms)
+        self._latest_ms = now_ms
 
     def on_heartbeat(self, key: BrokerKey, info: HeartbeatInfo, now_ms: int) -> LiveInfo:
         """Record a heartbeat (or a registration) from ``key`` at ``now_ms``; returns the new record."""
+        self._rebase(now_ms)
         old = self._table.get(key)
         progress_from = info
         if old is not None and old.broker_epoch == info.broker_epoch:
@@ -100,8 +118,7 @@ class BrokerHeartbeatManager:
                 progress_from = HeartbeatInfo(
                     master_epoch=old.master_epoch, max_offset=old.max_offset, confirm_offset=old.confirm_offset
                 )
-        # Never move the clock of an entry backwards (a reordered heartbeat must not shorten a lease).
-        last = now_ms if old is None else max(now_ms, old.last_update_ms)
+        last = now_ms  # no entry is later than now_ms after _rebase
         rec = LiveInfo(
             broker_name=key[0],
             broker_id=key[1],
@@ -123,17 +140,19 @@ class BrokerHeartbeatManager:
 
     def touch(self, key: BrokerKey, lease_timeout_ms: int, now_ms: int, *, broker_addr: str = "") -> LiveInfo:
         """Renew the lease of ``key`` without changing its progress info (e.g. on registration)."""
+        self._rebase(now_ms)
         old = self._table.get(key)
         if old is None:
             rec = LiveInfo(key[0], key[1], broker_addr, 0, 0, 0, 0, DEFAULT_ELECTION_PRIORITY, lease_timeout_ms, now_ms)
         else:
             rec = dataclasses.replace(old, broker_addr=broker_addr or old.broker_addr,
-                                      lease_timeout_ms=lease_timeout_ms, last_update_ms=max(now_ms, old.last_update_ms))
+                                      lease_timeout_ms=lease_timeout_ms, last_update_ms=now_ms)
         self._table[key] = rec
         return rec
 
     def is_alive(self, key: BrokerKey, now_ms: int) -> bool:
         """True iff ``key`` heartbeat within its lease: last + lease >= now."""
+        self._rebase(now_ms)
         rec = self._table.get(key)
         return rec is not None and rec.expires_at_ms() >= now_ms
 
@@ -147,11 +166,13 @@ class BrokerHeartbeatManager:
         Entries are kept until :meth:`remove`, so a dead broker stays listed (KIP-631: fencing is
         decided from this list, and the fenced flag -- not this table -- records that it happened).
         """
+        self._rebase(now_ms)
         dead = [(r.expires_at_ms(), k) for k, r in self._table.items() if r.expires_at_ms() < now_ms]
         return [k for _, k in sorted(dead)]
 
     def next_expiry_ms(self, now_ms: int) -> int | None:
         """When the earliest live lease runs out (Kafka ``nextCheckTimeNs``); None if none is live."""
+        self._rebase(now_ms)
         live = [r.expires_at_ms() for r in self._table.values() if r.expires_at_ms() >= now_ms]
         return min(live, default=None)
 
@@ -166,6 +187,7 @@ class BrokerHeartbeatManager:
         heartbeat state on activation), and fencing every broker at once would be wrong.  Known
         progress info is kept; a dead broker is fenced one lease later than it would have been.
         """
+        self._rebase(now_ms)
         for key in keys:
             old = self._table.get(key)
             if old is None:

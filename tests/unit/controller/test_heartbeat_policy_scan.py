@@ -64,11 +64,35 @@ def test_has_valid_session_expiry_per_broker_and_remove() -> None:
     assert not hb.is_alive(("bs", 99), 0)
 
 
-def test_reordered_heartbeat_never_shortens_lease() -> None:
+def test_a_clock_that_goes_backwards_rebases_leases_instead_of_extending_them_by_the_jump() -> None:
+    """The leader's clock ran fast, then was reset 10 s back: the entries it stamped must not stay 10 s in the
+    future (every lease would last 10 s longer; a simulated failover took 8.2 s instead of 3)."""
     hb = BrokerHeartbeatManager()
-    hb.on_heartbeat(K, HeartbeatInfo(lease_timeout_ms=10), 100)
-    hb.on_heartbeat(K, HeartbeatInfo(lease_timeout_ms=10), 50)
-    assert hb.is_alive(K, 110)
+    hb.on_heartbeat(K, HeartbeatInfo(lease_timeout_ms=2_000), 20_000)  # stamped by the fast clock
+    hb.on_heartbeat(("bs", 2), HeartbeatInfo(lease_timeout_ms=2_000), 20_000)
+    assert hb.is_alive(K, 10_000)  # the reset: re-based to 10,000, alive until 12,000
+    hb.on_heartbeat(("bs", 2), HeartbeatInfo(lease_timeout_ms=2_000), 11_000)
+    assert not hb.is_alive(K, 12_001) and hb.is_alive(("bs", 2), 12_001)
+    assert hb.expired(12_001) == [K]
+
+
+@given(st.lists(st.tuples(st.sampled_from(["hb", "touch", "alive", "expired"]), st.integers(1, 3),
+                          st.integers(0, 10_000)), max_size=40))
+def test_no_entry_is_ever_later_than_the_latest_clock_reading(ops: list[tuple[str, int, int]]) -> None:
+    hb = BrokerHeartbeatManager()
+    for op, broker, now in ops:
+        if op == "hb":
+            hb.on_heartbeat(("bs", broker), HeartbeatInfo(lease_timeout_ms=100), now)
+        elif op == "touch":
+            hb.touch(("bs", broker), 100, now)
+        elif op == "alive":
+            hb.is_alive(("bs", broker), now)
+        else:
+            hb.expired(now)
+        known = hb.keys()
+        assert all(hb.live_info(k).last_update_ms <= now for k in known)  # type: ignore[union-attr]
+        if op in ("hb", "touch"):
+            assert hb.live_info(("bs", broker)).last_update_ms == now  # type: ignore[union-attr]
 
 
 def test_touch_and_reset_sessions() -> None:
@@ -227,7 +251,7 @@ def test_scan_unclean(make_sim: Any) -> None:
 def test_find_stale_brokers_oldest_first() -> None:
     """Kafka BrokerHeartbeatManagerTest.FindOneStaleBroker: the oldest contact is reported first."""
     hb = BrokerHeartbeatManager()
-    for i, t in ((3, 0), (1, 4), (2, 2)):
+    for i, t in ((3, 0), (2, 2), (1, 4)):  # a clock reading lower than the last is a clock jump (rebased)
         hb.on_heartbeat(("bs", i), HeartbeatInfo(lease_timeout_ms=10), t)
     assert hb.expired(100) == [("bs", 3), ("bs", 2), ("bs", 1)]
     assert hb.next_expiry_ms(0) == 10
