@@ -37,6 +37,9 @@ nothing; the minimum of ``--repeat`` runs):
   branch's) in the same run, interleaved; without that flag the row has no target.  With it the kv and register
   rows are also run there (``*_baseline_x_orjson``).
 
+Beside each ``_x_orjson`` row, ``(cpu ...)`` is the same ratio of CPU seconds (the command's user + system time
+over orjson's), which moves less with the load of a shared machine than the wall ratio the targets are set on.
+
 ``native_core`` says whether the compiled witness search (``scripts/build_native.sh``) is installed, and
 ``*_engine`` which search decided each per-op row.  CPU seconds of the same runs are printed alongside: on a
 shared 2-vCPU machine, wall time inflates with load.
@@ -53,6 +56,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -206,8 +210,9 @@ def bench(repeat: int, seed: int, seeds: int) -> dict[str, Any]:
     return figures
 
 
-def _orjson_parse_s(path: Path, repeat: int) -> float:
-    """orjson's parse-only time of a jsonl file: read its bytes, ``orjson.loads`` every line, keep nothing."""
+def _orjson_parse_s(path: Path, repeat: int) -> tuple[float, float]:
+    """orjson's parse-only time of a jsonl file, wall and CPU seconds: read its bytes, ``orjson.loads`` every
+    line, keep nothing."""
     import orjson
 
     def parse() -> None:
@@ -215,17 +220,21 @@ def _orjson_parse_s(path: Path, repeat: int) -> float:
             if line:
                 orjson.loads(line)
 
-    return _best(repeat, parse)[0]
+    wall = _best(repeat, parse, "orjson")[0]
+    return wall, _CPU["orjson"]
 
 
 def _cli_s(tree: Path, args: list[str], exits: tuple[int, ...] = (0,)) -> tuple[float, list[str]]:
     """Wall seconds and verdict lines of one ``python -m harness.cli check ARGS`` run with ``tree`` first on the
     import path; raises SystemExit unless its exit code is one of ``exits``."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "check", *args], cwd=tree, env=env,
                           capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    _CPU["last_cli_run"] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if proc.returncode not in exits:
         raise SystemExit(f"splitbrain check in {tree}: exit {proc.returncode}: {proc.stderr[-400:]}")
     # "FILE: valid in 0.012 s" -> "FILE: valid" (the two trees must agree on every verdict)
@@ -242,6 +251,7 @@ def _best_cli(repeat: int, trees: list[tuple[str, Path]], args: list[str],
         for tag, tree in trees:
             seconds, verdicts[tag] = _cli_s(tree, args, exits)
             best[tag] = min(best[tag], seconds)
+            _CPU[f"cli_min{tag}"] = min(_CPU.get(f"cli_min{tag}", float("inf")), _CPU["last_cli_run"])
     if len({tuple(v) for v in verdicts.values()}) > 1:
         raise SystemExit(f"splitbrain check {args[:3]}...: the trees' verdicts differ")
     return best
@@ -258,13 +268,16 @@ def bench_cli(repeat: int, seed: int, baseline: Path | None) -> dict[str, Any]:
             path = Path(tmp) / f"{name}.jsonl"
             write_jsonl(path, ops)
             del ops
-            parse = _orjson_parse_s(path, repeat)
+            parse, parse_cpu = _orjson_parse_s(path, repeat)
             figures[f"cli_{name}_orjson_parse_s"] = round(parse, 4)
             for flags, suffix in (([], ""), (["--json"], "_json")):
+                for tag, _ in trees:
+                    _CPU.pop(f"cli_min{tag}", None)
                 best = _best_cli(repeat, trees, ["--model", model, *flags, str(path)])
                 for tag, _ in trees:
                     figures[f"cli_{name}{suffix}{tag}_s"] = round(best[tag], 4)
                     figures[f"cli_{name}{suffix}{tag}_x_orjson"] = round(best[tag] / parse, 2)
+                    _CPU[f"cli_{name}{suffix}{tag}_x_orjson"] = round(_CPU[f"cli_min{tag}"] / parse_cpu, 2)
     files = [str(f) for f in sorted((DATA / "porcupine/jepsen").glob("*.log"))]
     figures["cli_etcd_files"] = len(files)
     if files:
@@ -303,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         figures.update(bench_issue19(args.seed, args.family_seeds, args.repeat))
     if not args.only_issue19:
         figures.update(bench_cli(args.repeat, args.seed, args.baseline_tree))
-    figures["cpu_s"] = {k: v for k, v in _CPU.items() if k in TARGETS}
+    figures["cpu_s"] = {k: v for k, v in _CPU.items() if k in TARGETS or k.endswith("_x_orjson")}
     if args.json:
         print(json.dumps({"figures": figures, "targets": TARGETS, "load_average": list(os.getloadavg()),
                           "load_average_at_start": list(load_at_start)}))
@@ -313,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu = figures["cpu_s"].get(name)
         unit = "us/op" if name.endswith("_us_per_op") else "x" if name.endswith("_x_orjson") else "s"
         if target is None:
-            print(f"{name:36s} {value}")
+            print(f"{name:36s} {value}" + ("" if cpu is None else f"   (cpu {cpu} {unit})"))
         elif target == "decided":
             verdict = "ok" if figures[name[:-2] + "_verdict"].split(" ")[0] != "unknown" else "MISSED"
             print(f"{name:36s} {value:10.4f} s      target: a verdict, not unknown   {verdict}   (cpu {cpu} s)")

@@ -37,8 +37,9 @@ class HistoryError(ValueError):
 
 # The JSON name of ``Op.extra`` when an op is decoded by msgspec (``checker.readers._fast``): not "extra", so that
 # a line with an "extra" key is refused there (an unknown key) and read by ``Op.from_dict``, which files every
-# unknown key, "extra" included, under ``extra``.  The fast reader also refuses a line that spells this name.
-EXTRA_WIRE_NAME = "splitbrain-op-extra"
+# unknown key, "extra" included, under ``extra``.  The fast reader also refuses a file that may spell this name:
+# its first character, DEL, is written raw or as one escape, so that two byte searches rule it out.
+EXTRA_WIRE_NAME = "\x7fsplitbrain-op-extra"
 
 
 class Op(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -18,9 +18,12 @@ number).  It abstains on:
   ``index``, an int ``f``) or refuse; a boolean ``process``; a key that is not a field (the reference files
   it under ``extra``); an op that fails ``Op``'s own checks; a line of blanks (the reference skips it); a
   torn last line (the reference drops it);
-* a line that might nest within 50 levels of what is left of the recursion limit (as many opening brackets):
-  ``json.loads`` and msgspec both stop at the recursion limit, each counted from its own stack depth;
-* a line spelling ``EXTRA_WIRE_NAME``, the JSON name msgspec would file under ``extra``.
+* a value nested within ``_MARGIN`` levels of the recursion limit: ``json.loads`` and msgspec both stop at
+  that limit, which (CPython 3.11) counts the Python frames below the call and the levels of nesting alike,
+  so where each stops depends on where it is called.  The reader decodes ``_MARGIN`` frames further down than
+  it is called; the reference's ``json.loads`` runs a handful of frames below ``read_history``.  So a value the
+  fast reader decodes, the reference decodes too, and a deeper one is a RecursionError, on which it abstains;
+* a line spelling ``checker.history.EXTRA_WIRE_NAME``, the JSON name msgspec would file under ``extra``.
 
 Lines are decoded as the reference decodes them, one JSON value per line.  msgspec's ``decode_lines`` (a third
 faster than a call per line) only looks for whitespace between values, so it would also take two objects on a
@@ -34,22 +37,19 @@ means one each.  Other files are decoded with a call per line.
 from __future__ import annotations
 
 import gc
-import sys
 from collections.abc import Callable
-from operator import attrgetter
-from types import FrameType
 from typing import Any
 
 import msgspec
 
-from checker.history import EXTRA_WIRE_NAME, HistoryError, Op
+from checker.history import HistoryError, Op
 from checker.readers._formats import detect_format
 
 _DECODER = msgspec.json.Decoder(Op)
 _DECODE: Callable[[bytes], Op] = _DECODER.decode
 _DECODE_LINES: Callable[[bytes], list[Op]] = _DECODER.decode_lines
-_EXTRA = attrgetter("extra")
-# levels of nesting kept clear of the recursion limit: the reference's json.loads runs a few frames deeper
+# the frames the decoding runs below read_jsonl_fast (see the module docstring): many more than the reference's
+# json.loads runs below read_history
 _MARGIN = 50
 # msgspec's errors (ValidationError covers a HistoryError raised by Op's checks), UnicodeDecodeError (a
 # ValueError), and a value nested too deep
@@ -72,50 +72,38 @@ def read_jsonl_fast(data: bytes, *, detect: bool = True) -> list[Op] | None:
             return None
     if detect and not _looks_jsonl(data):
         return None
-    lines = data.split(b"\n")
-    if not lines[-1]:
-        lines.pop()  # the newline that ends the last line
-    if b"\n\n" in data or data.startswith(b"\n"):
-        lines = [line for line in lines if line]  # empty lines, which the reference skips
-    if _maybe_deep(lines):
-        return None
+    n = data.count(b"\n") + (not data.endswith(b"\n"))  # lines, empty ones included
     # Each burst of new objects starts a cyclic collection that walks every op read so far: paused, reading
     # kv c5 100k takes 0.2 s instead of 1.7 s.  Decoding JSON makes no reference cycles, so nothing is deferred.
     paused = gc.isenabled()
     gc.disable()
     try:
-        ops = _DECODE_LINES(data) if data.count(b"}\n{") == len(lines) - 1 else []  # see the module docstring
-        if len(ops) != len(lines):
-            ops = list(map(_DECODE, lines))
+        ops = _below(_MARGIN, _DECODE_LINES, data) if data.count(b"}\n{") == n - 1 else []  # module docstring
+        if len(ops) != n:
+            lines = [line for line in data.split(b"\n") if line]  # the reference skips empty lines
+            ops = _below(_MARGIN, _decode_each, lines)
     except _ABSTAIN:
         return None
     finally:
         if paused:
             gc.enable()
-    if _may_spell(data, EXTRA_WIRE_NAME) and any(map(_EXTRA, ops)):
+    if _may_spell_del(data):  # EXTRA_WIRE_NAME begins with DEL; no field name holds one
         return None
     return ops
 
 
-def _may_spell(data: bytes, name: str) -> bool:
-    """Whether a JSON string in ``data`` may spell ``name`` (ASCII letters and ``-``): only as written, unless a
-    ``\\u`` escape, the one way to write those otherwise, is somewhere in the file."""
-    return name.encode() in data or b"\\u" in data
+def _decode_each(lines: list[bytes]) -> list[Op]:
+    return list(map(_DECODE, lines))
 
 
-def _maybe_deep(lines: list[bytes]) -> bool:
-    """Whether a line might nest within ``_MARGIN`` levels of the recursion limit left at this stack depth: it
-    then has at least that many opening brackets (strings' included, which only makes the reader abstain more
-    often) and twice as many bytes, so only lines that long are counted."""
-    depth = 0
-    frame: FrameType | None = sys._getframe()
-    while frame is not None:
-        depth += 1
-        frame = frame.f_back
-    room = sys.getrecursionlimit() - depth - _MARGIN
-    if max(map(len, lines), default=0) < 2 * room:
-        return False
-    return any(len(line) >= 2 * room and line.count(b"[") + line.count(b"{") >= room for line in lines)
+def _below(frames: int, decode: Callable[[Any], list[Op]], arg: Any) -> list[Op]:
+    """``decode(arg)`` run ``frames`` Python frames further down the stack than this call (see ``_MARGIN``)."""
+    return decode(arg) if frames <= 0 else _below(frames - 1, decode, arg)
+
+
+def _may_spell_del(data: bytes) -> bool:
+    """Whether a JSON string in ``data`` may hold a DEL: raw, or written ``\\u007f`` (JSON has no other way)."""
+    return b"\x7f" in data or (b"\\" in data and (b"\\u007f" in data or b"\\u007F" in data))
 
 
 def _looks_jsonl(data: bytes) -> bool:

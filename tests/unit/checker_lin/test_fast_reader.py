@@ -45,6 +45,8 @@ RAW_LINES = [
     '{"index":0,"time":0,"type":"ok","process":1,"f":"r"},{"index":1,"time":0,"type":"ok","process":1,"f":"r"}',
     '{"index":0,"time":0,',
     '{"index":0,"time":0,"type":"ok","process":1,"f":"r","' + EXTRA_WIRE_NAME[:-1] + '\\u0061":{"k":1}}',
+    '{"index":0,"time":0,"type":"ok","process":1,"f":"r","\\u007f' + EXTRA_WIRE_NAME[1:] + '":{"k":1}}',
+    '{"index":0,"time":0,"type":"ok","process":1,"f":"r","' + EXTRA_WIRE_NAME + '":{}}',
     '{"index":0,"time":0,\r"type":"ok","process":1,"f":"r"}',
     '{"index":0,"time":0,"type":"ok","process":1,"f":"r"}\r{"index":1,"time":0,"type":"ok","process":1,"f":"r"}',
     '"type":"ok","process":1,"f":"r"}',
