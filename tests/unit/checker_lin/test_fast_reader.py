@@ -10,7 +10,10 @@ returns, two objects on a line, one object over two lines, bytes that are not UT
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +204,17 @@ def test_a_bad_line_is_one_line_naming_file_and_line(tmp_path: Path, capsys: Any
     err = capsys.readouterr().err.strip()
     assert err == f"splitbrain check: {path}: line 6: not JSON: Expecting property name enclosed in double quotes: " \
                   "line 1 column 2 (char 1)"
+
+
+def test_check_loads_no_plotting_spec_or_yaml_modules(tmp_path: Path) -> None:
+    """``splitbrain check`` without ``--html`` imports only what it needs: not the timeline's plotting libraries,
+    not the spec module and YAML (they cost it several times its search on a long history)."""
+    path = tmp_path / "history.jsonl"
+    write_jsonl(path, register_history(random.Random(2), clients=2, ops=20))
+    probe = ("import sys; from harness.cli import main; code = main(['check', '--model', 'cas-register', sys.argv[1]]);"
+             " print(code, sorted(m for m in ('matplotlib', 'numpy', 'yaml', 'harness.spec', 'checker.timeline')"
+             " if m in sys.modules))")
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "-c", probe, str(path)], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(root)}, timeout=120, check=True).stdout
+    assert out.splitlines()[-1] == "0 []", out
