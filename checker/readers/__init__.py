@@ -3,9 +3,9 @@
 ``read_history(path)`` returns a ``History`` (format name + ``checker.history.Op`` list);
 ``format_defaults(fmt, model)`` gives the semantics a format implies (initial value, fail policy).
 
-A history.jsonl file is read by the fast reader (``_fast``: msgspec, line by line, straight into ``Op``) when it
-can answer exactly as the reference reader would, by the reference (``_formats``) otherwise; the reference is
-also the one that words every error.  Tests hold the two to the same ops and the same errors.
+A history.jsonl file is read by the fast reader (``_fast``: msgspec, one value per line, straight into ``Op``)
+when it can answer exactly as the reference reader would, by the reference (``_formats``) otherwise; the
+reference is also the one that words every error.  Tests hold the two to the same ops and the same errors.
 """
 
 from __future__ import annotations

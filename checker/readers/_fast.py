@@ -19,11 +19,12 @@ number).  It abstains on:
   it under ``extra``); an op that fails ``Op``'s own checks; a line of blanks (the reference skips it); a
   torn last line (the reference drops it);
 * a value nested within ``_MARGIN`` levels of the recursion limit: ``json.loads`` and msgspec both stop at
-  that limit, which (CPython 3.11) counts the Python frames below the call and the levels of nesting alike,
+  that limit, which (CPython 3.11) counts the Python frames on the stack and the levels of nesting alike,
   so where each stops depends on where it is called.  The reader decodes ``_MARGIN`` frames further down than
   it is called; the reference's ``json.loads`` runs a handful of frames below ``read_history``.  So a value the
   fast reader decodes, the reference decodes too, and a deeper one is a RecursionError, on which it abstains;
-* a line spelling ``checker.history.EXTRA_WIRE_NAME``, the JSON name msgspec would file under ``extra``.
+* a DEL anywhere, raw or escaped: the first character of ``checker.history.EXTRA_WIRE_NAME``, the JSON name
+  msgspec files under ``extra`` (the reference files such a key, like any unknown key, in ``extra``).
 
 Lines are decoded as the reference decodes them, one JSON value per line.  msgspec's ``decode_lines`` (a third
 faster than a call per line) only looks for whitespace between values, so it would also take two objects on a
