@@ -24,6 +24,22 @@ are porcupine's times from the issue, per op):
   history; targets: worst <= 1 s (the issue's limit) with no unknown verdict, p99 <= 1 ms (porcupine answers
   such histories in about 1 ms).  ``family_*_native_share``: the share the compiled search decided.
 
+Rows of issue 30 (``--only-cli`` runs only these): the real ``splitbrain check`` command as a subprocess, end to
+end (interpreter start, imports, reading, search; the minimum of ``--repeat`` runs), as a multiple of orjson's
+parse-only time of the same file measured in the same run (read the bytes, ``orjson.loads`` every line, keep
+nothing; the minimum of ``--repeat`` runs):
+
+* ``cli_kv_c5_100k_x_orjson``: generated kv, 5 clients, 100k ops (200k lines) as history.jsonl; target 4x.
+  ``cli_register_c5_100k_x_orjson``: generated cas-register, 5 clients, 100k ops; target 10x.  The ``_json``
+  rows are the same with ``--json``.
+* ``cli_etcd_s``: one ``check`` of every etcd log in porcupine/jepsen/; target: no slower than
+  ``cli_etcd_baseline_s``, the same command run from ``--baseline-tree DIR`` (another checkout, e.g. the main
+  branch's) in the same run, interleaved; without that flag the row has no target.  With it the kv and register
+  rows are also run there (``*_baseline_x_orjson``).
+
+Beside each ``_x_orjson`` row, ``(cpu ...)`` is the same ratio of CPU seconds (the command's user + system time
+over orjson's), which moves less with the load of a shared machine than the wall ratio the targets are set on.
+
 ``native_core`` says whether the compiled witness search (``scripts/build_native.sh``) is installed, and
 ``*_engine`` which search decided each per-op row.  CPU seconds of the same runs are printed alongside: on a
 shared 2-vCPU machine, wall time inflates with load.
@@ -31,6 +47,7 @@ shared 2-vCPU machine, wall time inflates with load.
 Usage::
 
     python3 bench/checker.py [--json] [--repeat 3] [--seed 0] [--seeds 10] [--family-seeds 1000] [--only-issue19]
+                             [--only-cli] [--baseline-tree DIR]
 """
 
 from __future__ import annotations
@@ -39,7 +56,10 @@ import argparse
 import json
 import os
 import random
+import resource
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,7 +67,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from checker.history import Op
+from checker.history import Op, write_jsonl
 from checker.linearizable import NATIVE_AVAILABLE, check
 from checker.linearizable.gen import kv_history, register_history, small_alphabet_history
 from checker.models import make_model
@@ -65,7 +85,10 @@ TARGETS: dict[str, Any] = {
     "register_c20_10k_s": "decided", "register_c50_1k_s": "decided",
     "family_kv_worst_s": 1.0, "family_kv_p99_s": 0.001, "family_register_worst_s": 1.0,
     "family_register_p99_s": 0.001, "family_unknown": 0,
+    "cli_kv_c5_100k_x_orjson": 4.0, "cli_register_c5_100k_x_orjson": 10.0,
+    "cli_kv_c5_100k_json_x_orjson": 4.0, "cli_register_c5_100k_json_x_orjson": 10.0,
 }
+ROOT = Path(__file__).resolve().parents[1]
 _LIMIT_S = {"register_c20_10k_s": 60.0, "register_c50_1k_s": 60.0}
 
 
@@ -187,6 +210,85 @@ def bench(repeat: int, seed: int, seeds: int) -> dict[str, Any]:
     return figures
 
 
+def _orjson_parse_s(path: Path, repeat: int) -> tuple[float, float]:
+    """orjson's parse-only time of a jsonl file, wall and CPU seconds: read its bytes, ``orjson.loads`` every
+    line, keep nothing."""
+    import orjson
+
+    def parse() -> None:
+        for line in path.read_bytes().splitlines():
+            if line:
+                orjson.loads(line)
+
+    wall = _best(repeat, parse, "orjson")[0]
+    return wall, _CPU["orjson"]
+
+
+def _cli_s(tree: Path, args: list[str], exits: tuple[int, ...] = (0,)) -> tuple[float, list[str]]:
+    """Wall seconds and verdict lines of one ``python -m harness.cli check ARGS`` run with ``tree`` first on the
+    import path; raises SystemExit unless its exit code is one of ``exits``."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "check", *args], cwd=tree, env=env,
+                          capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    _CPU["last_cli_run"] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    if proc.returncode not in exits:
+        raise SystemExit(f"splitbrain check in {tree}: exit {proc.returncode}: {proc.stderr[-400:]}")
+    # "FILE: valid in 0.012 s" -> "FILE: valid" (the two trees must agree on every verdict)
+    return seconds, [line.split(" in ")[0] for line in proc.stdout.splitlines() if line.startswith("/")]
+
+
+def _best_cli(repeat: int, trees: list[tuple[str, Path]], args: list[str],
+              exits: tuple[int, ...] = (0,)) -> dict[str, float]:
+    """The minimum wall time per tree of ``repeat`` rounds, the trees interleaved in each round so that they see
+    the same load; raises SystemExit if the trees' verdicts differ."""
+    best = {tag: float("inf") for tag, _ in trees}
+    verdicts: dict[str, list[str]] = {}
+    for _ in range(repeat):
+        for tag, tree in trees:
+            seconds, verdicts[tag] = _cli_s(tree, args, exits)
+            best[tag] = min(best[tag], seconds)
+            _CPU[f"cli_min{tag}"] = min(_CPU.get(f"cli_min{tag}", float("inf")), _CPU["last_cli_run"])
+    if len({tuple(v) for v in verdicts.values()}) > 1:
+        raise SystemExit(f"splitbrain check {args[:3]}...: the trees' verdicts differ")
+    return best
+
+
+def bench_cli(repeat: int, seed: int, baseline: Path | None) -> dict[str, Any]:
+    """The rows of issue 30 (see the module docstring): ``splitbrain check`` end to end against orjson."""
+    figures: dict[str, Any] = {}
+    trees = [("", ROOT)] + ([("_baseline", baseline)] if baseline is not None else [])
+    with tempfile.TemporaryDirectory(prefix="bench-checker-") as tmp:
+        cases = [("kv_c5_100k", "kv", kv_history(random.Random(seed), clients=5, ops=100_000)),
+                 ("register_c5_100k", "cas-register", register_history(random.Random(seed), clients=5, ops=100_000))]
+        for name, model, ops in cases:
+            path = Path(tmp) / f"{name}.jsonl"
+            write_jsonl(path, ops)
+            del ops
+            parse, parse_cpu = _orjson_parse_s(path, repeat)
+            figures[f"cli_{name}_orjson_parse_s"] = round(parse, 4)
+            for flags, suffix in (([], ""), (["--json"], "_json")):
+                for tag, _ in trees:
+                    _CPU.pop(f"cli_min{tag}", None)
+                best = _best_cli(repeat, trees, ["--model", model, *flags, str(path)])
+                for tag, _ in trees:
+                    figures[f"cli_{name}{suffix}{tag}_s"] = round(best[tag], 4)
+                    figures[f"cli_{name}{suffix}{tag}_x_orjson"] = round(best[tag] / parse, 2)
+                    _CPU[f"cli_{name}{suffix}{tag}_x_orjson"] = round(_CPU[f"cli_min{tag}"] / parse_cpu, 2)
+    files = [str(f) for f in sorted((DATA / "porcupine/jepsen").glob("*.log"))]
+    figures["cli_etcd_files"] = len(files)
+    if files:
+        best = _best_cli(repeat, trees, ["--model", "cas-register", *files], exits=(0, 1))  # some are invalid
+        for tag, _ in trees:
+            figures[f"cli_etcd{tag}_s"] = round(best[tag], 4)
+        if baseline is not None:
+            TARGETS["cli_etcd_s"] = figures["cli_etcd_baseline_s"]
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--json", action="store_true")
@@ -196,22 +298,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--family-seeds", type=int, default=1000,
                     help="seeds per model of the small-alphabet info-heavy family (issue 19 rows)")
     ap.add_argument("--only-issue19", action="store_true", help="run only the rows of issue 19")
+    ap.add_argument("--only-cli", action="store_true", help="run only the rows of issue 30 (splitbrain check)")
+    ap.add_argument("--baseline-tree", type=Path, metavar="DIR",
+                    help="another checkout whose `splitbrain check` the issue 30 rows also time (e.g. main's)")
     args = ap.parse_args(argv)
     if args.repeat < 1 or args.seeds < 1 or args.family_seeds < 1:
         print("bench/checker.py: --repeat, --seeds and --family-seeds must be at least 1", file=sys.stderr)
         return 2
-    figures = {} if args.only_issue19 else bench(args.repeat, args.seed, args.seeds)
-    figures.update(bench_issue19(args.seed, args.family_seeds, args.repeat))
-    figures["cpu_s"] = {k: v for k, v in _CPU.items() if k in TARGETS}
+    if args.baseline_tree is not None and not (args.baseline_tree / "harness" / "cli.py").is_file():
+        print(f"bench/checker.py: --baseline-tree {args.baseline_tree} is not a splitbrain checkout", file=sys.stderr)
+        return 2
+    load_at_start = os.getloadavg()
+    figures: dict[str, Any] = {}
+    if not (args.only_issue19 or args.only_cli):
+        figures.update(bench(args.repeat, args.seed, args.seeds))
+    if not args.only_cli:
+        figures.update(bench_issue19(args.seed, args.family_seeds, args.repeat))
+    if not args.only_issue19:
+        figures.update(bench_cli(args.repeat, args.seed, args.baseline_tree))
+    figures["cpu_s"] = {k: v for k, v in _CPU.items() if k in TARGETS or k.endswith("_x_orjson")}
     if args.json:
-        print(json.dumps({"figures": figures, "targets": TARGETS, "load_average": list(os.getloadavg())}))
+        print(json.dumps({"figures": figures, "targets": TARGETS, "load_average": list(os.getloadavg()),
+                          "load_average_at_start": list(load_at_start)}))
         return 0
     for name, value in figures.items():
         target = TARGETS.get(name)
         cpu = figures["cpu_s"].get(name)
-        unit = "us/op" if name.endswith("_us_per_op") else "s"
+        unit = "us/op" if name.endswith("_us_per_op") else "x" if name.endswith("_x_orjson") else "s"
         if target is None:
-            print(f"{name:36s} {value}")
+            print(f"{name:36s} {value}" + ("" if cpu is None else f"   (cpu {cpu} {unit})"))
         elif target == "decided":
             verdict = "ok" if figures[name[:-2] + "_verdict"].split(" ")[0] != "unknown" else "MISSED"
             print(f"{name:36s} {value:10.4f} s      target: a verdict, not unknown   {verdict}   (cpu {cpu} s)")
@@ -221,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             verdict = "ok" if value <= target else "MISSED"
             spent = "" if cpu is None else f"   (cpu {cpu} {unit})"
             print(f"{name:36s} {value:10.4f} {unit:6s} target <= {target} {unit}   {verdict}{spent}")
-    print(f"load average during run: {os.getloadavg()}")
+    print(f"load average at start: {load_at_start}, at the end: {os.getloadavg()}")
     return 0
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from checker.history import HistoryError
-from checker.linearizable import DEFAULT_MAX_CACHE_ENTRIES, Result, check, render_html
+from checker.linearizable import DEFAULT_MAX_CACHE_ENTRIES, Result, check
 from checker.models import FAIL_POLICIES, MODELS, ModelError, make_model
 from checker.readers import format_defaults, read_history
 
@@ -86,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         verdicts.append(result.valid)
         _report(name, hist.format, result, seconds, as_json=args.json)
         if html_dir is not None:
+            from checker.linearizable import render_html  # the timeline's plotting libraries: only when asked
+
             render_html(result, html_dir / (Path(name).name + ".html"))
     total = time.monotonic() - started
     print(f"total: {len(args.files)} file(s) in {total:.3f} s", file=sys.stderr if args.json else sys.stdout)

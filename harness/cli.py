@@ -86,6 +86,14 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     return parser
 
 
+def _is_spec_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a :class:`harness.spec.SpecError`, without importing the spec module (and YAML) into
+    commands that never read a spec (``check`` starts in a fraction of the time): a SpecError can only have
+    been raised if its module was loaded."""
+    spec = sys.modules.get("harness.spec")
+    return spec is not None and isinstance(exc, spec.SpecError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
@@ -101,8 +109,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=getattr(logging, args.log_level), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    from harness.spec import SpecError
-
     try:
         return int(_load(args.command).run(args) or 0)
     except KeyboardInterrupt:
@@ -110,10 +116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadFlag as exc:  # a command that validates its flags after parsing (``parser.error``)
         print(exc, file=sys.stderr)
         return 2
-    except SpecError as exc:  # a command that did not catch it itself: still bad input, still one line
-        print(f"splitbrain {args.command}: invalid input: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # the harness's own failure, never bad input: one line, exit 255
+    except Exception as exc:
+        if _is_spec_error(exc):  # a command that did not catch it itself: still bad input, still one line
+            print(f"splitbrain {args.command}: invalid input: {' '.join(str(exc).split())}", file=sys.stderr)
+            return 2
+        # the harness's own failure, never bad input: one line, exit 255
         logging.getLogger("splitbrain").debug("splitbrain %s crashed", args.command, exc_info=True)
         print(f"splitbrain {args.command}: crashed: {exc.__class__.__name__}: {exc} "
               "(run with --log-level DEBUG for the traceback)", file=sys.stderr)

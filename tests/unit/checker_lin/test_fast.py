@@ -167,9 +167,8 @@ class _Props(_Described):
 
 
 class _Remapped(Op):
-    """A subclass of Op (the same slots) whose __getattribute__ answers another key: read through it."""
-
-    __slots__ = ()
+    """A subclass of Op (the same slots: a Struct's subclass adds none) whose __getattribute__ answers another
+    key: read through it."""
 
     def __getattribute__(self, name: str) -> Any:
         got = object.__getattribute__(self, name)
@@ -211,10 +210,13 @@ def test_the_fast_path_reads_any_op_type_as_getattr_would(seed: int) -> None:
 
 @needs_native
 def test_the_fast_path_raises_as_getattr_on_an_unset_slot() -> None:
-    """An Op whose slot was never set (object.__new__): the reader raises AttributeError like getattr, and
-    check gives unknown with that error on both paths."""
+    """An Op whose slots are unset (emptied through their member descriptors): the reader raises AttributeError
+    like getattr, and check gives unknown with that error on both paths."""
     ops = kv_history(random.Random(3), clients=3, ops=40, keys=2)
-    ops[5] = object.__new__(Op)
+    unset = Op(0, 0, "invoke", 0, "get")
+    for name in ("index", "time", "type", "process", "f", "value"):
+        Op.__dict__[name].__delete__(unset)
+    ops[5] = unset
     fast, general = _both(ops, make_model("kv"))
     assert fast.valid == general.valid == "unknown"
     assert "AttributeError" in (fast.cause or "") and "AttributeError" in (general.cause or "")
