@@ -18,18 +18,21 @@ from harness.control.base import CommandFailed, ControlError, ExecResult
 __all__ = ["PID_FILE_SCRIPT", "SIGNAL_SCRIPT", "SPAWN_SCRIPT", "TIMEOUT_EXITS", "ShellProcesses", "finish_exec",
            "node_argv", "parse_proc_stat", "signal_answer"]
 
-# $1 log, $2 cwd, $3 pid file, $4 nonce, rest argv.  Prints the pid, then its /proc stat line; the pid file gets
-# the pid, then the nonce (so a later read can tell this spawn's file from an older one's).
+# $1 log, $2 cwd, $3 pid file, $4 nonce, rest argv.  Prints the pid, then its /proc stat line.  The pid file gets
+# the pid (for operators), then <pid file>.nonce this spawn's nonce (so a later read can tell its files from an
+# older spawn's).
 SPAWN_SCRIPT = (
     'log=$1; dir=$2; pidfile=$3; nonce=$4; shift 4; mkdir -p "$(dirname "$log")" && cd "$dir" || exit 97; '
-    'rm -f "$pidfile"; setsid nohup "$@" >>"$log" 2>&1 </dev/null & pid=$!; '
-    'printf "%s\\n%s\\n" "$pid" "$nonce" >"$pidfile"; echo "$pid"; cat "/proc/$pid/stat" 2>/dev/null; exit 0'
+    'rm -f "$pidfile" "$pidfile.nonce"; setsid nohup "$@" >>"$log" 2>&1 </dev/null & pid=$!; '
+    'echo "$pid" >"$pidfile"; echo "$nonce" >"$pidfile.nonce"; echo "$pid"; cat "/proc/$pid/stat" 2>/dev/null; '
+    'exit 0'
 )
-# $1 pid file, $2 nonce.  What SPAWN_SCRIPT printed, read back from its pid file; "none" if the file is not that
+# $1 pid file, $2 nonce.  What SPAWN_SCRIPT printed, read back from its files; "none" if they are not that
 # spawn's (missing, or another nonce).
 PID_FILE_SCRIPT = (
-    '{ read -r pid; read -r n; } <"$1" 2>/dev/null || { echo none; exit 0; }; '
-    '[ "$n" = "$2" ] || { echo none; exit 0; }; echo "$pid"; cat "/proc/$pid/stat" 2>/dev/null; exit 0'
+    'read -r n <"$1.nonce" 2>/dev/null && [ "$n" = "$2" ] || { echo none; exit 0; }; '
+    'read -r pid <"$1" 2>/dev/null || { echo none; exit 0; }; echo "$pid"; cat "/proc/$pid/stat" 2>/dev/null; '
+    'exit 0'
 )
 # $1 pid, $2 expected start time, $3 signal number ("0" = only report).  Prints alive|dead.
 SIGNAL_SCRIPT = (

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.testing.spark_daemons import started_port
 from harness.testing.wait import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
@@ -54,7 +55,7 @@ def _json(ui_port: int) -> dict[str, Any]:
 def _alive_workers(ui_port: int) -> int:
     try:
         return int(_json(ui_port).get("aliveworkers", 0))
-    except OSError:
+    except (OSError, ValueError):  # not answering yet, or not JSON yet
         return -1
 
 
@@ -74,25 +75,26 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
     home = Path(pyspark.__file__).parent
     base = tmp_path_factory.mktemp("fleet-standalone")
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
-    port, ui = _free_port(), _free_port()
     spark_class = str(home / "bin" / "spark-class")
     procs: list[subprocess.Popen[bytes]] = []
-    cluster = Standalone(f"spark://127.0.0.1:{port}", ui, env)
     try:
         with open(base / "master.log", "wb") as log:
-            procs.append(subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                 "--webui-port", str(ui)], env=env, stdout=log, stderr=subprocess.STDOUT))
+            master = subprocess.Popen(
+                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+                 str(_free_port()), "--webui-port", str(_free_port())], env=env, stdout=log, stderr=subprocess.STDOUT)
+        procs.append(master)
+        port = started_port(base / "master.log", "sparkMaster", master)  # Spark may bind others than we picked
+        ui = started_port(base / "master.log", "MasterUI", master)
+        cluster = Standalone(f"spark://127.0.0.1:{port}", ui, env)
         wait_until(lambda: _alive_workers(ui) == 0, timeout_s=120, what="the master's web UI")
         for n in (1, 2):
-            wui = _free_port()
             with open(base / f"worker{n}.log", "wb") as log:
                 proc = subprocess.Popen(
                     [spark_class, "org.apache.spark.deploy.worker.Worker", cluster.url, "--host", "127.0.0.1",
-                     "--cores", "1", "--memory", "1536m", "--webui-port", str(wui), "--work-dir",
+                     "--cores", "1", "--memory", "1536m", "--webui-port", str(_free_port()), "--work-dir",
                      str(base / f"work{n}")], env=env, stdout=log, stderr=subprocess.STDOUT)
             procs.append(proc)
-            cluster.workers[wui] = proc
+            cluster.workers[started_port(base / f"worker{n}.log", "WorkerUI", proc)] = proc
         wait_until(lambda: _alive_workers(ui) == 2, timeout_s=120, what="two alive workers")
         yield cluster
     finally:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from harness.testing.spark_daemons import started_port
 from spark_analysis.synth import generate
 
 pytestmark = pytest.mark.integration
@@ -44,7 +45,7 @@ def _wait(what: str, ui_port: int, ok: Any, timeout_s: float = 90.0) -> dict[str
             last = _state(ui_port)
             if ok(last):
                 return last
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # not answering yet, or not JSON yet
             last = exc
         time.sleep(0.5)
     raise AssertionError(f"standalone cluster: {what} not seen within {timeout_s} s; last state: {last!r}")
@@ -58,14 +59,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     home = Path(pyspark.__file__).parent
     base = tmp_path_factory.mktemp("standalone")
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
-    port, ui = _free_port(), _free_port()
     spark_class = str(home / "bin" / "spark-class")
     procs = []
     try:
         with open(base / "master.log", "wb") as log:
-            procs.append(subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                 "--webui-port", str(ui)], env=env, stdout=log, stderr=subprocess.STDOUT))
+            master = subprocess.Popen(
+                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+                 str(_free_port()), "--webui-port", str(_free_port())], env=env, stdout=log, stderr=subprocess.STDOUT)
+        procs.append(master)
+        port = started_port(base / "master.log", "sparkMaster", master)  # Spark may bind others than we picked
+        ui = started_port(base / "master.log", "MasterUI", master)
         _wait("the master's web UI", ui, lambda s: "url" in s)
         with open(base / "worker.log", "wb") as log:
             procs.append(subprocess.Popen(
