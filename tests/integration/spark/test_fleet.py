@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.testing.spark_daemons import started_port
+from harness.testing.spark_daemons import start_master, started_port
 from harness.testing.wait import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
@@ -78,13 +78,8 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
     spark_class = str(home / "bin" / "spark-class")
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        with open(base / "master.log", "wb") as log:
-            master = subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
-                 str(_free_port()), "--webui-port", str(_free_port())], env=env, stdout=log, stderr=subprocess.STDOUT)
+        master, port, ui = start_master(spark_class, env, base / "master.log")  # the ports Spark really bound
         procs.append(master)
-        port = started_port(base / "master.log", "sparkMaster", master)  # Spark may bind others than we picked
-        ui = started_port(base / "master.log", "MasterUI", master)
         cluster = Standalone(f"spark://127.0.0.1:{port}", ui, env)
         wait_until(lambda: _alive_workers(ui) == 0, timeout_s=120, what="the master's web UI")
         for n in (1, 2):

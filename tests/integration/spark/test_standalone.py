@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from harness.testing.spark_daemons import started_port
+from harness.testing.spark_daemons import start_master
 from spark_analysis.synth import generate
 
 pytestmark = pytest.mark.integration
@@ -62,13 +62,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     spark_class = str(home / "bin" / "spark-class")
     procs = []
     try:
-        with open(base / "master.log", "wb") as log:
-            master = subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
-                 str(_free_port()), "--webui-port", str(_free_port())], env=env, stdout=log, stderr=subprocess.STDOUT)
+        master, port, ui = start_master(spark_class, env, base / "master.log")  # the ports Spark really bound
         procs.append(master)
-        port = started_port(base / "master.log", "sparkMaster", master)  # Spark may bind others than we picked
-        ui = started_port(base / "master.log", "MasterUI", master)
         _wait("the master's web UI", ui, lambda s: "url" in s)
         with open(base / "worker.log", "wb") as log:
             procs.append(subprocess.Popen(
