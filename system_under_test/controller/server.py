@@ -43,6 +43,7 @@ from system_under_test import eventloop, failpoints, node_events
 from system_under_test.admin_handlers import ADMIN_CODES, code_name, handle_admin, unauthorized
 from system_under_test.clock import CLOCK
 from system_under_test.controller import formation
+from system_under_test.controller.barrier import SharedBarrier
 from system_under_test.controller.batching import ProposalBatcher
 from system_under_test.controller.config import ControllerConfig
 from system_under_test.controller.events import Event, decode_events, encode_events
@@ -219,6 +220,7 @@ class ControllerServer:
         self.raft: RaftNode | None = None
         self.batcher = ProposalBatcher(self._propose_entry, encode=self.sm.encode)
         self._ctx_cache: DecideContext | None = None
+        self._barrier = SharedBarrier(self._one_barrier)
         self.broker_conns: dict[tuple[str, int], Connection] = {}
         self._leader_since_ms: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -417,7 +419,7 @@ class ControllerServer:
         if request is None:
             return Reply.error(ResponseCode.CONTROLLER_INVALID_REQUEST, f"{code} is not a valid RequestCode")
         how = route(request, is_leader=self.raft.is_leader, bugs=self.options.bugs)
-        if how is Route.READ_AFTER_BARRIER:
+        if how is Route.READ_AFTER_BARRIER or how is Route.DECIDE_AFTER_BARRIER:
             return self._read_after_barrier(request, frame, now_ms)
         if how is Route.DECIDE:
             return self._decide_and_commit(request, frame, now_ms)
@@ -435,12 +437,17 @@ class ControllerServer:
     async def _read_after_barrier(self, request: RequestCode, frame: Frame, now_ms: int) -> Reply:
         assert self.raft is not None
         try:
-            await self.raft.read_barrier(timeout_s=3.0)
+            await self._barrier.wait()
         except (ProposalDropped, RaftError) as exc:
             return Reply.error(ResponseCode.CONTROLLER_NOT_LEADER, f"read barrier failed: {exc}",
                                **self._leader_hint())
         result = self._decide_and_commit(request, frame, now_ms)
         return await result if not isinstance(result, Reply) else result
+
+    async def _one_barrier(self) -> None:
+        if self.raft is None:
+            raise RaftError(f"{self.options.node_id}: raft is not running")
+        await self.raft.read_barrier(timeout_s=3.0)
 
     def _decide_and_commit(self, request: RequestCode, frame: Frame, now_ms: int) -> Reply | Awaitable[Reply]:
         try:

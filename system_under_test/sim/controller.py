@@ -243,7 +243,7 @@ class SimController(SimNode):
         if code == RequestCode.BROKER_HEARTBEAT:
             self.broker_nodes[(str(msg.header["broker_name"]), int(msg.header["broker_id"]))] = src
         how = route(code, is_leader=self.is_leader, bugs=self.bugs)
-        if how is Route.READ_AFTER_BARRIER:
+        if how is Route.READ_AFTER_BARRIER or how is Route.DECIDE_AFTER_BARRIER:
             self._read_index(msg, code)
         elif how is Route.DECIDE:
             self._decide_and_reply(msg, code)
