@@ -137,18 +137,37 @@ def _disk(modes: Sequence[str]) -> Callable[[_Options, float], StartFn]:
     return make
 
 
+class _Walk:
+    """A failpoint walk: every kind in order, forever, from a start drawn once per run from the package's RNG.
+
+    Starting every run at the first point meant a campaign of short runs never reached the later points
+    (the registration walk's temp-file and rename steps, docs/bugs.md); a seeded start spreads a campaign over
+    the whole walk and a run still replays from its seed."""
+
+    def __init__(self, kinds: Sequence[str]) -> None:
+        self.kinds = tuple(kinds)
+        self.offset: int | None = None
+
+    def at(self, rng: random.Random, k: int) -> str:
+        if self.offset is None:
+            self.offset = rng.randrange(len(self.kinds))
+        return self.kinds[(self.offset + k) % len(self.kinds)]
+
+
 def _protocol_crash(o: _Options, interval_s: float, custom_targets: bool) -> StartFn:
     default_targets = dict(PROTOCOL_POINTS)
+    walk = _Walk(o.kinds)
 
     def start(rng: random.Random, k: int) -> dict[str, Any]:
-        name = o.kinds[k % len(o.kinds)]
+        name = walk.at(rng, k)
         target = _pick(rng, o.targets) if custom_targets else default_targets.get(name, "one")
         return {"f": "crash-at", "value": {"name": name, "targets": target, "timeout_s": max(5.0, 2 * interval_s)}}
     return start
 
 
 def _registration_crash(o: _Options, interval_s: float) -> StartFn:
-    return lambda rng, k: {"f": "registration-crash", "value": {"failpoint": o.kinds[k % len(o.kinds)]}}
+    walk = _Walk(o.kinds)
+    return lambda rng, k: {"f": "registration-crash", "value": {"failpoint": walk.at(rng, k)}}
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import pytest
 from harness import generator as g
 from nemesis import packages
 from nemesis.disk import CORRUPT_MODES, FAULTS, REPAIRABLE_MODES
+from nemesis.registration import FAILPOINTS
 from nemesis.targets import Topology
 
 
@@ -46,9 +47,33 @@ def test_disk_is_part_of_all_and_heals_with_stop_disk() -> None:
     packages.validate(["disk-corrupt"], ["brokers:one"], Topology(("c1",), (("b1",),)), random.Random(0))
 
 
+def _rotated(names: list[str], points: list[str]) -> int:
+    """The offset at which ``names`` walks ``points`` in order (asserts that it does)."""
+    start = points.index(names[0])
+    assert names == [points[(start + i) % len(points)] for i in range(len(names))]
+    return start
+
+
 def test_protocol_crash_walks_every_point_in_order() -> None:
     ops = schedule("protocol-crash", seed=1)
     names = [op["value"]["name"] for op in ops if op["f"] == "crash-at"]
     points = [p for p, _ in packages.PROTOCOL_POINTS]
-    assert names[: 2 * len(points)] == points + points
+    assert len(names) >= 2 * len(points)
+    _rotated(names, points)
     assert {op["value"]["targets"] for op in ops} == {t for _, t in packages.PROTOCOL_POINTS}
+
+
+@pytest.mark.parametrize("name", ["protocol-crash", "registration-crash"])
+def test_a_campaign_of_runs_starts_its_walks_all_over_the_walk(name: str) -> None:
+    """Runs of different seeds start the walk at different points (a campaign of short runs reached only the
+    first few registration failpoints when every run started at the first), and one seed always at the same."""
+    points = [p for p, _ in packages.PROTOCOL_POINTS] if name == "protocol-crash" else list(FAILPOINTS)
+    key = "name" if name == "protocol-crash" else "failpoint"
+    f = "crash-at" if name == "protocol-crash" else "registration-crash"
+
+    def walk(seed: int) -> list[str]:
+        return [op["value"][key] for op in schedule(name, seed=seed) if op["f"] == f]
+
+    starts = {_rotated(walk(seed), points) for seed in range(40)}
+    assert starts == set(range(len(points)))
+    assert walk(5) == walk(5)
