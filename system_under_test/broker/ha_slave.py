@@ -130,6 +130,12 @@ class HaSlave:
                             self.master_addr, exc)
             except Exception:
                 log.exception("replication session with master %d failed", self.master_id)
+            if self._stopped:
+                # stop() closes the connection and cancels this task, but the close can end the session
+                # first and asyncio.wait_for may then swallow the cancellation (CPython 3.11): without this
+                # check every stop waited out RETRY_S, and with it every failover (bench/failover.py: a
+                # 300-ms StopHaClient on both the new master and the other slave)
+                return
             self.state = "READY"
             await asyncio.sleep(RETRY_S)
 

@@ -333,6 +333,10 @@ class Broker:
                         now - self.last_renew_ms, self.broker_epoch)
             node_events.record("fenced", broker_epoch=self.broker_epoch, via="lease-expired")
             self.fenced = True
+            if self.ha_master is not None and self.ha_master.active:
+                failed = self.ha_master.fail_waiting_puts()
+                if failed:
+                    log.info("lease expired: %d put(s) waiting for acks answered FLUSH_SLAVE_TIMEOUT", failed)
         return not self.fenced
 
     async def _lease_watchdog(self) -> None:

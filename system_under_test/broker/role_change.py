@@ -10,6 +10,7 @@ service and replication client.  The caller holds the broker's role lock.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -44,34 +45,47 @@ class SyncStateSet:
 
 async def run_role_steps(b: BrokerState, steps: list[RoleStep], why: str, sync_set: SyncStateSet) -> None:
     """Execute ``steps`` in order.  Only StopHaClient awaits; the others run without yielding."""
+    for step in steps:
+        started = time.monotonic()  # the real clock: a skewed process clock would misreport
+        await _run_step(b, step, why, sync_set)
+        took = time.monotonic() - started
+        if took > SLOW_STEP_S:
+            log.info("%s: %s took %.0f ms", why, type(step).__name__, took * 1000)
+
+
+SLOW_STEP_S = 0.05
+"""A role step slower than this is logged: every step but StopHaClient should be instant (a failover waits on
+them; bench/failover.py)."""
+
+
+async def _run_step(b: BrokerState, step: RoleStep, why: str, sync_set: SyncStateSet) -> None:
     store, ha = b.store, b.ha_master
     assert store is not None and ha is not None
-    for step in steps:
-        match step:
-            case StopHaClient():
-                if b.ha_slave is not None:
-                    await b.ha_slave.stop()
-                    b.ha_slave = None
-            case DropSlaveConnections():
-                ha.deactivate(why)
-            case StopAcceptingWrites():
-                b.role = Role.SLAVE
-            case AppendEpochEntry(epoch=epoch, start_offset=start_offset):
-                store.epochs.start_epoch(epoch, start_offset)
-            case RegisterRouting(broker_id=routing_id):
-                b.routing_broker_id = routing_id
-            case AcceptWrites(master_epoch=epoch):
-                b.role, b.master_epoch = Role.MASTER, epoch
-                b.master_id, b.master_addr = b.broker_id, b.cfg.listen
-                ha.activate(b.broker_id, epoch, sync_set.members, sync_set.set_epoch)
-            case RecomputeConfirmOffset():
-                ha.recompute_confirm()
-            case StartHaClient(master_id=master_id, master_addr=addr, master_epoch=epoch):
-                b.master_epoch, b.master_id, b.master_addr = epoch, master_id, addr
-                b.ha_slave = HaSlave(store, b.cfg, b.broker_id, master_id, addr, epoch, CLOCK.monotonic_ms)
-                b.ha_slave.start()
-            case _:
-                assert_never(step)
+    match step:
+        case StopHaClient():
+            if b.ha_slave is not None:
+                await b.ha_slave.stop()
+                b.ha_slave = None
+        case DropSlaveConnections():
+            ha.deactivate(why)
+        case StopAcceptingWrites():
+            b.role = Role.SLAVE
+        case AppendEpochEntry(epoch=epoch, start_offset=start_offset):
+            store.epochs.start_epoch(epoch, start_offset)
+        case RegisterRouting(broker_id=routing_id):
+            b.routing_broker_id = routing_id
+        case AcceptWrites(master_epoch=epoch):
+            b.role, b.master_epoch = Role.MASTER, epoch
+            b.master_id, b.master_addr = b.broker_id, b.cfg.listen
+            ha.activate(b.broker_id, epoch, sync_set.members, sync_set.set_epoch)
+        case RecomputeConfirmOffset():
+            ha.recompute_confirm()
+        case StartHaClient(master_id=master_id, master_addr=addr, master_epoch=epoch):
+            b.master_epoch, b.master_id, b.master_addr = epoch, master_id, addr
+            b.ha_slave = HaSlave(store, b.cfg, b.broker_id, master_id, addr, epoch, CLOCK.monotonic_ms)
+            b.ha_slave.start()
+        case _:
+            assert_never(step)
 
 
 async def become_master(b: BrokerState, epoch: int, sync_set: SyncStateSet, source: str) -> None:

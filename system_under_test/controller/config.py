@@ -39,7 +39,8 @@ class ControllerConfig:
             Critical: must match on every controller.
         scan_interval_ms: how often the leader runs :func:`scan` (fence expired leases, re-elect
             dead masters).  Detection delay is at most lease + scan interval.  Shorter = faster
-            failover, more CPU.  Range 10..60000 and strictly less than ``lease_timeout_ms``.
+            failover, more CPU.  Range 10..60000 and strictly less than ``lease_timeout_ms``.  The node's
+            command line derives it from the lease (:func:`scan_interval_for`) unless given.
         notify_broker_role_changed: push NOTIFY_BROKER_ROLE_CHANGED to live brokers after an
             election (brokers also poll GetReplicaInfo, so False only delays role changes).
     """
@@ -86,3 +87,13 @@ def _check_int_range(name: str, value: Any, bounds: tuple[int, int]) -> None:
     lo, hi = bounds
     if type(value) is not int or not lo <= value <= hi:
         raise ConfigError(f"ControllerConfig.{name} must be an int in [{lo}, {hi}], got {value!r}")
+
+
+def scan_interval_for(lease_timeout_ms: int) -> int:
+    """The scan interval a controller runs with when none is given: an eighth of the lease, 10..500 ms.
+
+    A master's failure is detected at most one scan after its lease runs out, so a fixed 500 ms added up to a
+    quarter of a 2-s lease to every failover (bench/failover.py); the scan walks the lease table of every
+    broker set, microseconds of work."""
+    return max(10, min(500, lease_timeout_ms // 8))
+

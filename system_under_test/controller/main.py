@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from system_under_test.controller.config import ControllerConfig
+from system_under_test.controller.config import ControllerConfig, scan_interval_for
 from system_under_test.controller.errors import ConfigError
 from system_under_test.node_main import read_token, run_node
 
@@ -79,7 +79,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen-host", help="bind address (default: the host of this node's --peers entry)")
     p.add_argument("--enable-elect-unclean-master", action="store_true")
     p.add_argument("--lease-timeout-ms", type=int, default=2000)
-    p.add_argument("--scan-interval-ms", type=int, default=500)
+    p.add_argument("--scan-interval-ms", type=int, default=None,
+                   help="how often the leader scans leases (default: an eighth of the lease, 10..500 ms)")
     p.add_argument("--no-notify", action="store_true", help="do not push NOTIFY_BROKER_ROLE_CHANGED")
     p.add_argument("--tick-interval-ms", type=int, default=50)
     p.add_argument("--election-ticks", type=int, default=4,
@@ -95,7 +96,9 @@ def build_options(args: argparse.Namespace) -> NodeOptions:
     peers = parse_peers(args.peers)
     controller = ControllerConfig(
         cluster_name=args.cluster_name, enable_elect_unclean_master=args.enable_elect_unclean_master,
-        lease_timeout_ms=args.lease_timeout_ms, scan_interval_ms=args.scan_interval_ms,
+        lease_timeout_ms=args.lease_timeout_ms,
+        scan_interval_ms=(args.scan_interval_ms if args.scan_interval_ms is not None
+                          else scan_interval_for(args.lease_timeout_ms)),
         notify_broker_role_changed=not args.no_notify,
     )
     wait_for = args.wait_for or len(peers)

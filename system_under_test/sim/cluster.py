@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from system_under_test.controller.config import ControllerConfig
+from system_under_test.controller.config import ControllerConfig, scan_interval_for
 from system_under_test.sim.admin import MEMBERSHIP_SET, SimAllocator, SimMembership
 from system_under_test.sim.broker import TORN_META, BrokerOptions, SimBroker
 from system_under_test.sim.client import SimClients
@@ -130,7 +130,7 @@ class SimCluster:
         self.broker_names = ("b1-1", "b1-2", "b1-3")
         ccfg = ControllerConfig(cluster_name="splitbrain", enable_elect_unclean_master=cfg.enable_elect_unclean_master,
                                 lease_timeout_ms=cfg.lease_timeout_ms,
-                                scan_interval_ms=min(500, cfg.lease_timeout_ms // 2))
+                                scan_interval_ms=scan_interval_for(cfg.lease_timeout_ms))
         timing = ControllerTiming()
         self.controllers = {n: SimController(n, self.world, self.net, self.controller_names, ccfg, timing,
                                              cfg.bugs & CONTROLLER_BUGS) for n in self.controller_names}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from system_under_test.broker.config import BrokerConfig
 from system_under_test.broker.lifecycle import Broker
@@ -69,3 +70,35 @@ def test_lease_expiry_and_clock_going_back_fence_the_broker() -> None:
         assert b.lease_valid(), "a heartbeat sent after the jump renews"
     finally:
         CLOCK.reset()
+
+
+def test_an_expired_lease_answers_the_puts_waiting_for_acks_at_once(tmp_path: object) -> None:
+    """A master that fences itself refuses new sends; a put already waiting for a slave's ack must not hold
+    its client for the whole flush-slave timeout while a successor serves (bench/failover.py)."""
+    from pathlib import Path
+
+    from system_under_test.broker.ha_master import HaMaster
+    from system_under_test.broker.store import MessageStore, Record, StoreConfig
+    from system_under_test.clock import CLOCK
+
+    async def go() -> None:
+        store = MessageStore.open(str(Path(str(tmp_path)) / "s"), StoreConfig(background_flush=False), "cid")
+
+        async def alter(members: frozenset[int], set_epoch: int) -> tuple[frozenset[int], int]:
+            return members, set_epoch
+
+        cfg = dataclasses.replace(CFG, flush_slave_timeout_ms=600_000)  # only the fencing can answer in time
+        b = Broker(cfg, seed=1)
+        b.ha_master = HaMaster(store, cfg, alter, CLOCK.monotonic_ms)
+        b.ha_master.activate(1, 1, frozenset({1, 2}), 1)  # slave 2 never acks
+        (put,) = store.put([Record(topic="t", queue_id=0, body=b"x")])
+        waiting = asyncio.ensure_future(b.ha_master.wait_replicated(put.phys_offset + put.size))
+        await asyncio.sleep(0.01)
+        assert not waiting.done(), "the put waits for slave 2"
+        b.fenced, b.last_renew_ms = False, CLOCK.monotonic_ms() - CFG.lease_timeout_ms - 1
+        assert not b.lease_valid()
+        assert await asyncio.wait_for(waiting, 60) == ResponseCode.FLUSH_SLAVE_TIMEOUT
+        b.ha_master.deactivate("test over")
+        store.close()
+
+    asyncio.run(go())

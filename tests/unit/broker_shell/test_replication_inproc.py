@@ -273,3 +273,43 @@ def test_sync_flush_replicates_only_fsynced_bytes_and_acks_only_fsynced_bytes(tm
 
 async def _accept(members: frozenset[int], epoch: int) -> tuple[frozenset[int], int]:
     return members, epoch + 1
+
+
+def test_stopping_a_connected_slave_does_not_wait_out_the_retry_pause(tmp_path: Path,
+                                                                      monkeypatch: object) -> None:
+    """stop() closes the session's connection and cancels its task; the close can end the session first and
+    asyncio.wait_for may then swallow the cancellation.  The loop must see ``stopped`` instead of sleeping
+    RETRY_S: every role change of a slave (a failover's new master, the other slaves) stops its client."""
+    import pytest
+
+    from system_under_test.broker import ha_slave
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.setattr(ha_slave, "RETRY_S", 600.0)  # only a stop that skips the pause ends in time
+
+    async def go() -> None:
+        m_store = MessageStore.open(str(tmp_path / "m"), STORE, "cid")
+        s_store = MessageStore.open(str(tmp_path / "s"), STORE, "cid")
+        ha = HaMaster(m_store, CFG, _accept, now_ms)
+        server, addr = await serve(ha)
+        m_store.epochs.start_epoch(1, 0)
+        ha.activate(1, 1, frozenset({1}), 1)
+        put(m_store, 3, "a")
+        ha.on_appended()
+        for _ in range(5):  # the race is timing-dependent: several stops, each must end at once
+            slave = HaSlave(s_store, CFG, 2, 1, addr, 1, now_ms)
+            slave.start()
+            await until(lambda: slave.state == "TRANSFER", "the session to start")
+            stopping = asyncio.ensure_future(slave.stop())
+            done, _ = await asyncio.wait({stopping}, timeout=30)
+            if not done:  # end the test instead of its pause: cancel the retry sleep, then fail
+                assert slave._task is not None
+                slave._task.cancel()
+                await stopping
+            assert done, "stop() waited out the retry pause"
+        ha.deactivate("test over")
+        await server.stop()
+        m_store.close()
+        s_store.close()
+
+    asyncio.run(go())

@@ -149,3 +149,12 @@ def test_config_validation(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         ControllerConfig(**kwargs)
     assert issubclass(ConfigError, ValueError)
+
+
+@given(st.integers(100, 600_000))
+def test_the_derived_scan_interval_is_a_valid_config_and_runs_several_times_a_lease(lease: int) -> None:
+    from system_under_test.controller.config import ControllerConfig, scan_interval_for
+
+    scan = scan_interval_for(lease)
+    assert 10 <= scan <= 500 and scan * 4 <= max(lease, 80)
+    ControllerConfig(cluster_name="c", lease_timeout_ms=lease, scan_interval_ms=scan)  # does not raise
