@@ -262,8 +262,9 @@ MUTANTS: tuple[Mutant, ...] = (
       "alive = sorted({c for c in candidates if is_alive(c)})", "alive = sorted(set(candidates))",
       "The election ranks every SyncStateSet member without asking whether it is alive, so the failed master can "
       "be elected again.",
-      "availability only: after a master fails the set keeps electing dead brokers until one restarts; sends "
-      "fail meanwhile, which no safety checker counts (issue 31 section 2)."),
+      "mostly availability: after a master fails the set keeps electing dead brokers until one restarts; sends "
+      "fail meanwhile, which no safety checker counts (issue 31 section 2); membership: shutdown-kept-mastership "
+      "when the scan elects a leaving broker again."),
     # ---- controller: heartbeats ----------------------------------------------------------------------
     M("hb-half-lease", "controller/heartbeat", "system_under_test/controller/heartbeat.py",
       "return self.last_update_ms + self.lease_timeout_ms",

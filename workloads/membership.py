@@ -12,7 +12,8 @@ lifecycle op at a time (other threads read the controller's table meanwhile):
   if it reported none: not registered yet, or not answering), ``master_before`` (the controller's master id
   before the SIGTERM), ``was_master`` (``broker_id`` is an id and the controller named it master),
   ``exited``, ``master_after`` (master id right after the exit), ``others`` (live members left); built by the
-  pure :func:`leave_record`.  Anomaly ``shutdown-kept-mastership``: a master that shut down in a controlled
+  pure :func:`~system_under_test.client.workload_requests.leave_record` (the simulated client builds it too).
+  Anomaly ``shutdown-kept-mastership``: a master that shut down in a controlled
   way while others were alive was still the master when its process had exited -- judged only when the
   leaving broker's id is known (a process with no id cannot have been master, and "no master" afterwards is
   what the rule asks for).
@@ -47,6 +48,8 @@ from harness import generator as g
 from harness.errors import SpecError
 from harness.extra_brokers import ExtraBrokers, start_slot
 from system_under_test.client.workload_requests import (
+    PAUSE_WRITE_FRACTION,
+    leave_record,
     lifecycle_op,
     read_value,
     replica_info_call,
@@ -80,7 +83,7 @@ class MembershipOptions:
     base_port: int = option(10980, 1024, 60000, allowed="a port in [1024, 60000]")
     lease_ms: int = option(2000, 100, 600_000, allowed="the cluster's lease_timeout_ms (milliseconds)")
     spawn_timeout_s: float = option(8.0, 0.5, 120.0, allowed="seconds in [0.5, 120]")
-    pause_write_fraction: float = option(0.2, 0.0, 1.0, allowed="a number in [0, 1]")
+    pause_write_fraction: float = option(PAUSE_WRITE_FRACTION, 0.0, 1.0, allowed="a number in [0, 1]")
 
 
 
@@ -276,23 +279,6 @@ class MembershipClient(BrokerSpawningClient):
 
 # ---------------------------------------------------------------------------------------------
 # Checkers (pure)
-
-
-def leave_record(mine: Mapping[str, Any], before: Mapping[str, Any], after: Mapping[str, Any], *, exited: bool,
-                 others: int) -> dict[str, Any]:
-    """The value a ``leave`` adds (pure): ``mine`` is the leaving process's runtime info ({} if it did not answer),
-    ``before``/``after`` the controller's GetReplicaInfo before the SIGTERM and after the exit.
-
-    ``was_master`` needs an id on both sides: a process that reported no broker id (still registering, or not
-    answering) was not the master, even when the set had no master either (None == None is no evidence).
-    """
-    broker_id = mine.get("broker_id")
-    broker_id = broker_id if isinstance(broker_id, int) and not isinstance(broker_id, bool) else None
-    master_before = before.get("master_id")
-    return {"broker_id": broker_id, "master_before": master_before,
-            "was_master": broker_id is not None and master_before == broker_id,
-            "exited": exited, "others": others, "master_after": after.get("master_id"),
-            "master_epoch_after": after.get("master_epoch")}
 
 
 def membership_anomalies(history: Sequence[Any]) -> dict[str, list[Anomaly]]:

@@ -31,7 +31,11 @@ class BrokerState(Protocol):
     master_epoch: int
     master_id: int | None
     master_addr: str | None
-    shutting_down: bool
+
+    @property
+    def shutting_down(self) -> bool:
+        """A controlled shutdown has begun (``broker/shutdown.py``): refuse writes."""
+        ...
 
     def lease_valid(self) -> bool:
         """Unfenced with a live lease (fences the broker when the lease expired)."""

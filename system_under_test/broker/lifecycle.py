@@ -20,7 +20,8 @@
    ourselves.  :mod:`.role_change` then runs the steps of :func:`~.ha.change_to_master_steps` or
    :func:`~.ha.change_to_slave_steps`.
 6. On SIGTERM (controlled shutdown, KIP-631): refuse writes, heartbeat with ``want_shutdown`` until
-   the reply says ``should_shutdown`` (mastership moved away), then close the store cleanly.
+   the reply says ``should_shutdown`` (mastership moved away), then close the store cleanly.  When it may
+   close is the pure core :mod:`.shutdown` (the simulated broker runs it too).
 
 A store that lost durable records (``MessageStore.durable_loss``: its recovery found the commit log
 shorter than what it had fsynced) keeps the broker out of mastership (``broker/ha/role.py``): heartbeats
@@ -54,6 +55,13 @@ from system_under_test.broker.registration import (
 from system_under_test.broker.role_change import SyncStateSet, become_master, become_slave
 from system_under_test.broker.roles import Role
 from system_under_test.broker.server import DataPlane
+from system_under_test.broker.shutdown import (
+    SHUTDOWN_WAIT_MS,
+    Shutdown,
+    begin_shutdown,
+    shutdown_reply,
+    shutdown_timed_out,
+)
 from system_under_test.broker.store import FlushPolicy, MessageStore, StoreConfig
 from system_under_test.client.controller_client import ControllerClient, NoControllerAvailable
 from system_under_test.clock import CLOCK, make_rng
@@ -69,8 +77,6 @@ from system_under_test.protocol import (
 )
 
 log = logging.getLogger("splitbrain.broker")
-
-SHUTDOWN_WAIT_S = 15.0
 
 
 class Broker:
@@ -100,7 +106,7 @@ class Broker:
         self.master_addr: str | None = None
         self.fenced = True
         self.last_renew_ms = 0
-        self.shutting_down = False
+        self._shutdown = Shutdown()
         self._shutdown_ok = asyncio.Event()
         self._stopped = asyncio.Event()
         self._closed = asyncio.Event()
@@ -291,7 +297,8 @@ class Broker:
             log.info("controller says fenced=%s (broker epoch %d)", fenced, self.broker_epoch)
             node_events.record("fenced" if fenced else "unfenced", broker_epoch=self.broker_epoch, via="controller")
         self.fenced = fenced
-        if self.shutting_down and h.get("should_shutdown"):
+        self._shutdown = shutdown_reply(self._shutdown, h)
+        if self._shutdown.may_close:
             self._shutdown_ok.set()
         epoch = h.get("master_epoch")
         if type(epoch) is int and epoch > self.master_epoch and self.role is Role.MASTER and self.ha_master:
@@ -468,6 +475,11 @@ class Broker:
         return info
 
     # -- shutdown ------------------------------------------------------------------------------
+    @property
+    def shutting_down(self) -> bool:
+        """A controlled shutdown has begun (:mod:`.shutdown`): writes refused, no election asked for."""
+        return self._shutdown.shutting_down
+
     def request_shutdown(self) -> None:
         """ADMIN_SHUTDOWN: start a controlled shutdown in the background (same as SIGTERM)."""
         if not self.shutting_down and self._shutdown_task is None:
@@ -477,13 +489,14 @@ class Broker:
         """Controlled shutdown (KIP-631), then a clean close of the store."""
         if self.shutting_down:
             return
-        self.shutting_down = True
+        self._shutdown = begin_shutdown(self._shutdown, registered=bool(self.broker_id))
         log.info("controlled shutdown: asking the controller to move mastership away")
-        if self.broker_id:
+        if not self._shutdown.may_close:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._shutdown_ok.wait(), SHUTDOWN_WAIT_S)
-            if not self._shutdown_ok.is_set():
-                log.warning("controller did not confirm the shutdown within %ss; closing anyway", SHUTDOWN_WAIT_S)
+                await asyncio.wait_for(self._shutdown_ok.wait(), SHUTDOWN_WAIT_MS / 1000)
+            if not self._shutdown.may_close:
+                self._shutdown = shutdown_timed_out(self._shutdown)
+                log.warning("controlled shutdown: %s", self._shutdown.reason)
         await self.stop(clean=True)
 
     async def stop(self, *, clean: bool) -> None:

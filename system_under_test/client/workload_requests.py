@@ -4,6 +4,8 @@ Why a core.  Two clients send these ops: the real workload clients (asyncio shel
 simulated ones (``system_under_test/sim/admin.py``).  Both build the request here and turn the reply into the
 op's value here, so an op is the same request, and a reply the same history value, in a real run and in a
 simulated one -- and the same checkers (``IdAllocator`` linearizability, ``stale-epoch-accepted``) judge both.
+A ``leave`` (controlled shutdown) is no single request: its value is built from what the client read around the
+shutdown (:func:`leave_record`), here for the same reason (``shutdown-kept-mastership`` judges it).
 The allocator ops' choice of the next op (:func:`alloc_op`, :func:`alloc_seen`) and the membership workload's
 choice of its next lifecycle op (:func:`lifecycle_op`) are here for the same reason: the workloads' generators
 and the simulated clients draw their ops with them.
@@ -27,9 +29,9 @@ if TYPE_CHECKING:
     import random
 
 __all__ = [
-    "ALLOC_APPLY_FRACTION", "ALLOC_READ_FRACTION", "ALLOC_READ_FS", "Call", "alloc_op", "alloc_seen", "apply_id_addr",
-    "apply_id_call", "apply_id_value", "lifecycle_op", "next_id_call", "next_id_value", "read_value",
-    "replica_info_call", "stale_heartbeat_call", "stale_heartbeat_value",
+    "ALLOC_APPLY_FRACTION", "ALLOC_READ_FRACTION", "ALLOC_READ_FS", "Call", "PAUSE_WRITE_FRACTION", "alloc_op",
+    "alloc_seen", "apply_id_addr", "apply_id_call", "apply_id_value", "leave_record", "lifecycle_op", "next_id_call",
+    "next_id_value", "read_value", "replica_info_call", "stale_heartbeat_call", "stale_heartbeat_value",
 ]
 
 Call = tuple[RequestCode, dict[str, Any]]
@@ -38,6 +40,10 @@ Call = tuple[RequestCode, dict[str, Any]]
 ALLOC_APPLY_FRACTION = 0.45
 ALLOC_READ_FRACTION = 0.15
 """The allocator ops' default mix: apply-id, reads (the rest is next-id)."""
+
+PAUSE_WRITE_FRACTION = 0.2
+"""The membership workload's default share of ``pause-write`` lifecycle ops (its ``pause_write_fraction``
+option), which the simulated membership client draws with too."""
 
 ALLOC_READ_FS = frozenset({"next-id", "read-ids", "read-table", "read-members"})
 """Ops that only read: a failed one is ``fail`` whatever the code."""
@@ -130,6 +136,23 @@ def stale_heartbeat_value(v: Mapping[str, Any], broker_id: int, stale_epoch: int
         return None
     return {**v, "broker_id": broker_id, "stale_epoch": stale_epoch, "current_epoch": current_epoch,
             "refused": refused}
+
+
+def leave_record(mine: Mapping[str, Any], before: Mapping[str, Any], after: Mapping[str, Any], *, exited: bool,
+                 others: int) -> dict[str, Any]:
+    """The value a ``leave`` adds (pure): ``mine`` is the leaving process's runtime info ({} if it did not answer),
+    ``before``/``after`` the controller's GetReplicaInfo before the SIGTERM and after the exit.
+
+    ``was_master`` needs an id on both sides: a process that reported no broker id (still registering, or not
+    answering) was not the master, even when the set had no master either (None == None is no evidence).
+    """
+    broker_id = mine.get("broker_id")
+    broker_id = broker_id if isinstance(broker_id, int) and not isinstance(broker_id, bool) else None
+    master_before = before.get("master_id")
+    return {"broker_id": broker_id, "master_before": master_before,
+            "was_master": broker_id is not None and master_before == broker_id,
+            "exited": exited, "others": others, "master_after": after.get("master_id"),
+            "master_epoch_after": after.get("master_epoch")}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -94,6 +94,13 @@ from system_under_test.broker.registration.state_machine import (
     restart_event,
 )
 from system_under_test.broker.roles import Role
+from system_under_test.broker.shutdown import (
+    SHUTDOWN_WAIT_MS,
+    Shutdown,
+    begin_shutdown,
+    shutdown_reply,
+    shutdown_timed_out,
+)
 from system_under_test.protocol.codes import RequestCode, ResponseCode, is_definite
 from system_under_test.sim.controller import CLUSTER_ID
 from system_under_test.sim.ctlclient import ControllerClient
@@ -182,6 +189,7 @@ class SimBroker(SimNode):
         self.role_queue: list[tuple[dict[str, Any], str]] = []
         self.poll_requested = False
         self.hb_started = False
+        self.shutdown = Shutdown()
 
     # -- life cycle ------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -415,7 +423,8 @@ class SimBroker(SimNode):
         return {"cluster_name": o.cluster_name, "broker_name": o.broker_name, "broker_id": self.broker_id,
                 "broker_addr": self.name, "broker_epoch": self.broker_epoch, "master_epoch": s.epochs.last_epoch,
                 "max_offset": s.max_offset, "confirm_offset": s.confirm, "election_priority": o.election_priority,
-                "heartbeat_timeout_ms": o.lease_timeout_ms, "want_shutdown": False, "want_fence": False}
+                "heartbeat_timeout_ms": o.lease_timeout_ms, "want_shutdown": self.shutdown.shutting_down,
+                "want_fence": False}
 
     def _heartbeat_loop(self) -> None:
         self.timer(self.opts.heartbeat_interval_ms, self._heartbeat_loop)
@@ -459,6 +468,7 @@ class SimBroker(SimNode):
         if fenced != self.fenced:
             self.world.node_event(self.identity, "fenced" if fenced else "unfenced", broker_name=self.opts.broker_name)
         self.fenced = fenced
+        self._on_shutdown_reply(h)
         epoch = h.get("master_epoch")
         if type(epoch) is int and epoch > self.master_epoch and self.role is Role.MASTER:
             self.ha.deactivate(f"controller reports master epoch {epoch} > ours {self.master_epoch}")
@@ -532,7 +542,7 @@ class SimBroker(SimNode):
             self.ha.adopt_controller_set(members, set_epoch)
 
     def _ask_to_be_elected(self) -> None:
-        if self.fenced:
+        if self.fenced or self.shutdown.shutting_down:
             return
         self.role_busy = True
         o = self.opts
@@ -631,7 +641,7 @@ class SimBroker(SimNode):
 
     def _send(self, req: Request) -> None:
         ha = self.ha
-        if self.role is not Role.MASTER or not ha.active:
+        if self.role is not Role.MASTER or self.shutdown.shutting_down or not ha.active:
             self._not_master(req)
             return
         if not self.lease_valid():
@@ -678,3 +688,33 @@ class SimBroker(SimNode):
         self.reply(req, _SUCCESS, {"next_offset": offset + len(items), "min_offset": lo, "max_offset": hi,
                                    "broker_id": self.broker_id, "role": self.role.value},
                    [[it.queue_offset, it.value] for it in items])
+
+    # -- controlled shutdown (lifecycle.py shutdown; when to close: broker/shutdown.py) --------------
+    def request_shutdown(self) -> None:
+        """SIGTERM: begin a controlled shutdown.  From now on writes are refused, no election is asked for and
+        heartbeats carry ``want_shutdown``; the store is closed cleanly and the process exits once the core says
+        it may close (at once when unregistered, on ``should_shutdown``, or after ``SHUTDOWN_WAIT_MS``)."""
+        if not self.up or self.shutdown.shutting_down:
+            return
+        self.shutdown = begin_shutdown(self.shutdown, registered=bool(self.broker_id))
+        if self.shutdown.may_close:
+            self.timer(0, self._stop_clean)
+        else:
+            self.timer(SHUTDOWN_WAIT_MS, self._shutdown_wait_over)
+
+    def _on_shutdown_reply(self, h: dict[str, Any]) -> None:
+        was = self.shutdown.may_close
+        self.shutdown = shutdown_reply(self.shutdown, h)
+        if self.shutdown.may_close and not was:
+            self.timer(0, self._stop_clean)  # the shutdown task resumes after this reply's handler
+
+    def _shutdown_wait_over(self) -> None:
+        if not self.shutdown.may_close:
+            self.shutdown = shutdown_timed_out(self.shutdown)
+            self._stop_clean()
+
+    def _stop_clean(self) -> None:
+        """The clean close (``Broker.stop(clean=True)``): everything appended is made durable first, so the exit
+        loses nothing; then the process is gone (its connections close as at a crash)."""
+        self.store.flush()
+        self.crash()

@@ -50,7 +50,7 @@ CORES: tuple[Core, ...] = (
     Core("system_under_test/raft/quorum.py"), Core("system_under_test/raft/progress.py"),
     Core("system_under_test/broker/registration/state_machine.py"),
     Core("system_under_test/broker/registration/meta_record.py"),
-    Core("system_under_test/broker/registration/errors.py"),
+    Core("system_under_test/broker/registration/errors.py"), Core("system_under_test/broker/shutdown.py"),
     Core("system_under_test/broker/ha/*.py"),
     Core("system_under_test/client/controller_route.py"), Core("system_under_test/client/quiet_link.py"),
     Core("system_under_test/client/workload_requests.py"),

@@ -50,7 +50,7 @@ def test_the_admin_clients_record_their_ops_in_their_own_processes_and_only_when
     for op in r.history:
         if op["f"] in ("next-id", "apply-id", "read-ids"):
             assert ALLOC_PROCESSES <= op["process"] < MEMBERSHIP_PROCESSES, op
-        elif op["f"] in ("bounce", "stale-heartbeat", "read-members"):
+        elif op["f"] in ("bounce", "leave", "pause-write", "stale-heartbeat", "read-members"):
             assert op["process"] >= MEMBERSHIP_PROCESSES, op
         elif op["process"] != "nemesis":
             assert op["process"] < ALLOC_PROCESSES, op
@@ -58,3 +58,41 @@ def test_the_admin_clients_record_their_ops_in_their_own_processes_and_only_when
     only_queue = run(SimConfig(seed=4, seconds=10, workloads=("queue",)))
     assert not {op["f"] for op in only_queue.history} & {"apply-id", "bounce", "stale-heartbeat"}
     assert not any("/" in name for name in check_run(only_queue))
+
+
+def test_leave_and_pause_write_are_recorded_as_the_real_client_records_them() -> None:
+    """A ``leave`` is a controlled shutdown through the production cores (``broker/shutdown.py`` on the broker,
+    ``requests.decide`` on the controller): the process exits on the controller's confirmation, well before
+    the core's own wait runs out, a leaving master hands mastership to another broker, and the slot comes back
+    under a new broker epoch (its stale heartbeat is refused).  A ``pause-write``'s paused master is deposed
+    and refuses the write.  Values carry the real client's keys (``leave_record``, ``_pause_write``)."""
+    from system_under_test.broker.shutdown import SHUTDOWN_WAIT_MS
+
+    r = run(SimConfig(seed=4, seconds=30))
+    invoked: dict[int, int] = {}
+    leaves, pauses, stale_after_leave = [], [], []
+    last_lifecycle = None
+    for op in r.history:
+        if op["type"] == "invoke":
+            invoked[op["process"]] = op["time"]
+            continue
+        if op["f"] == "leave" and op["type"] == "ok":
+            leaves.append((op["value"], (op["time"] - invoked[op["process"]]) // 1_000_000))
+        elif op["f"] == "pause-write" and op["type"] == "ok":
+            pauses.append(op["value"])
+        elif op["f"] == "stale-heartbeat" and op["type"] == "ok" and last_lifecycle == "leave":
+            stale_after_leave.append(op["value"])
+        if op["f"] in ("bounce", "leave", "pause-write"):
+            last_lifecycle = op["f"]
+    assert leaves and pauses and stale_after_leave
+    for v, took_ms in leaves:
+        assert set(v) == {"slot", "broker_id", "master_before", "was_master", "exited", "others", "master_after",
+                          "master_epoch_after"}, v
+        assert v["exited"] and took_ms < SHUTDOWN_WAIT_MS, (v, took_ms)
+        if v["was_master"]:
+            assert v["master_after"] not in (None, v["broker_id"]), v
+    assert any(v["was_master"] for v, _ in leaves), "seed 4 has a leaving master"
+    assert all(v["refused"] for v in stale_after_leave)
+    for v in pauses:
+        assert v.get("skipped") or (v["acked"] is False and v["controller"]["master_epoch"] > v["paused_epoch"]), v
+    assert check_run(r)["membership/membership"].valid is True
