@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,21 +38,42 @@ from checker.invariants import KINDS, check_invariants
 from checker.queue import check_queue
 from nemesis.schedule import parse as parse_schedule
 from nemesis.targets import Topology as TargetTopology
+from system_under_test.client.register_requests import REGISTER_FS, REPLICAS
 from system_under_test.sim import SimRun
 from workloads.broker_ids import ALLOC_FS, IdsInvariantChecker, LinearizableIdsChecker
 from workloads.common import StatsChecker
+from workloads.controller_register import LinearizableChecker
 from workloads.membership import MEMBERSHIP_FS, MembershipChecker, MembershipInvariants
+from workloads.models import ControllerMetadata
 
-__all__ = ["WORKLOAD_CHECKERS", "check_run", "replay_command", "schedule_of", "write_run"]
+__all__ = ["REGISTER_CHECK_S", "WORKLOAD_CHECKERS", "check_run", "replay_command", "schedule_of", "write_run"]
+
+REGISTER_CHECK_S = 20.0
+"""Budget (seconds) of one run's ``controller-register`` linearizability search (the real workload's default is
+60 s; a simulated sweep checks many runs)."""
 
 WORKLOAD_CHECKERS: dict[str, dict[str, Any]] = {
     "broker-ids": {"linearizable": LinearizableIdsChecker(), "invariants": IdsInvariantChecker(),
                    "stats": StatsChecker(("next-id", "apply-id"), ALLOC_FS)},
     "membership": {"membership": MembershipChecker(), "invariants": MembershipInvariants(),
                    "stats": StatsChecker(("bounce",), MEMBERSHIP_FS)},
+    "controller-register": {
+        "linearizable": LinearizableChecker(ControllerMetadata(replicas=REPLICAS), time_limit_s=REGISTER_CHECK_S),
+        "stats": StatsChecker(("read",), REGISTER_FS)},
 }
 """The checkers of each simulated workload but ``queue``, as its builder in ``workloads/`` gives them to a real
-run (the lanes' ``restarts`` checker is the simulation's own ``restarts``: lanes are not simulated)."""
+run (the lanes' ``restarts`` checker is the simulation's own ``restarts``: lanes are not simulated).  The
+``controller-register`` model allows unclean elections when the run does (:func:`_checkers`), as the builder's
+does; its search is bounded by :data:`REGISTER_CHECK_S` (exhausted: unknown)."""
+
+
+def _checkers(workload: str, run: SimRun) -> dict[str, Any]:
+    checkers = WORKLOAD_CHECKERS.get(workload, {})
+    if workload == "controller-register" and run.config.enable_elect_unclean_master:
+        lin = checkers["linearizable"]
+        checkers = {**checkers, "linearizable": replace(lin, model=ControllerMetadata(replicas=REPLICAS,
+                                                                                      unclean=True))}
+    return checkers
 
 
 def _stats(d: Mapping[str, Any]) -> Result:
@@ -87,7 +109,7 @@ def check_run(run: SimRun) -> dict[str, Result]:
         "restarts": check_safe(_restarts, run),
     }
     for wl in run.config.workloads:
-        for name, checker in WORKLOAD_CHECKERS.get(wl, {}).items():
+        for name, checker in _checkers(wl, run).items():
             results[f"{wl}/{name}"] = check_safe(_workload_checker, checker, run)
     if exp is not None:
         results["availability"] = check_safe(check_availability, run.history, topo, list(run.config.workloads), exp,

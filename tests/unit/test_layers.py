@@ -53,7 +53,7 @@ CORES: tuple[Core, ...] = (
     Core("system_under_test/broker/registration/errors.py"),
     Core("system_under_test/broker/ha/*.py"),
     Core("system_under_test/client/controller_route.py"), Core("system_under_test/client/quiet_link.py"),
-    Core("system_under_test/client/workload_requests.py"),
+    Core("system_under_test/client/workload_requests.py"), Core("system_under_test/client/register_requests.py"),
     *(Core(f"system_under_test/broker/store/{m}.py") for m in ("record", "truncation", "_kv", "config", "errors",
                                                                "results")),
     Core("system_under_test/controller/*.py", shells=("server.py", "main.py", "formation.py", "batching.py")),
