@@ -14,9 +14,12 @@
 * for each other simulated workload, the checkers a real run of it gets, under the names a real run gives them
   (``<workload>/<checker>``, :data:`WORKLOAD_CHECKERS`): ``broker-ids/linearizable`` (the allocator ops against
   ``IdAllocator``), ``broker-ids/invariants``, ``broker-ids/stats``; ``membership/membership``
-  (``stale-epoch-accepted``, ``bounce-kept-epoch`` ...), ``membership/invariants``, ``membership/stats``.  The
-  ``broker-ids`` allocator ops are writes of the controllers' path, so ``availability`` judges them too, as in a
-  real run.
+  (``stale-epoch-accepted``, ``bounce-kept-epoch`` ...), ``membership/invariants``, ``membership/stats``;
+  ``controller-register/linearizable`` (read / elect / alter against ``ControllerMetadata``),
+  ``controller-register/stats``.  The ``broker-ids`` allocator ops and the ``controller-register`` elect and alter
+  ops are writes of the controllers' path, so ``availability`` judges them too, as in a real run.  A workload whose setup did not finish gets ``<workload>/setup``: invalid (``wrong-initial-state``)
+  when the ``controller-register`` setup read a set in another state than the model's initial one after broker
+  1's first election -- the real setup raises on it -- unknown when it ran out of time.
 
 :func:`write_run` stores ``history.jsonl``, ``node-events.jsonl``, ``schedule.yaml`` (the executed faults as a
 ``nemesis.schedule``, validated by :func:`nemesis.schedule.parse`) and ``results.json`` in a directory.
@@ -40,6 +43,7 @@ from nemesis.schedule import parse as parse_schedule
 from nemesis.targets import Topology as TargetTopology
 from system_under_test.client.register_requests import REGISTER_FS, REPLICAS
 from system_under_test.sim import SimRun
+from system_under_test.sim.admin import SETUP_WRONG_STATE
 from workloads.broker_ids import ALLOC_FS, IdsInvariantChecker, LinearizableIdsChecker
 from workloads.common import StatsChecker
 from workloads.controller_register import LinearizableChecker
@@ -94,6 +98,14 @@ def _restarts(run: SimRun) -> Result:
                                  stats={"refused": len(anomalies)})
 
 
+def _setup(kind: str, message: str) -> Result:
+    """A workload's setup that did not finish: invalid when it saw a wrong state (the real setup raises on it,
+    and no fault can explain it: the setup runs before the nemesis), unknown when it ran out of time."""
+    if kind != SETUP_WRONG_STATE:
+        return Result("unknown", error=message)
+    return result_from_anomalies({kind: [Anomaly(kind, "setup", (), "the model's initial state", message, message)]})
+
+
 def _queue(run: SimRun) -> Result:
     res = check_queue(run.history)
     return Result(res.valid, res.anomalies, {**res.stats, "settings": run.config.settings}, res.error, res.counts)
@@ -111,6 +123,8 @@ def check_run(run: SimRun) -> dict[str, Result]:
     for wl in run.config.workloads:
         for name, checker in _checkers(wl, run).items():
             results[f"{wl}/{name}"] = check_safe(_workload_checker, checker, run)
+    for wl, (kind, message) in sorted(run.setup_errors.items()):
+        results[f"{wl}/setup"] = _setup(kind, message)
     if exp is not None:
         results["availability"] = check_safe(check_availability, run.history, topo, list(run.config.workloads), exp,
                                              start_s=run.main_start_s)

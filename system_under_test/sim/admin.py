@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     import random
 
 __all__ = ["ALLOC_PROCESSES", "MEMBERSHIP_PROCESSES", "MEMBERSHIP_SET", "REGISTER_LEASE_MS", "REGISTER_PROCESSES",
-           "SimAllocator", "SimMembership", "SimRegister"]
+           "SETUP_TIMEOUT", "SETUP_WRONG_STATE", "SimAllocator", "SimMembership", "SimRegister"]
 
 ALLOC_PROCESSES = 1_000_000
 MEMBERSHIP_PROCESSES = 2_000_000
@@ -72,6 +72,8 @@ REGISTER_PROCESSES = 3_000_000
 REGISTER_LEASE_MS = 120_000
 """The virtual brokers' lease: long, as the mutation bench's search spec sets it, so no clock fault lets a lease
 lapse (and the scan change a set) behind the model's back."""
+SETUP_WRONG_STATE = "wrong-initial-state"
+SETUP_TIMEOUT = "setup-timeout"
 REGISTER_TIMEOUT_MS = 1500  # the real workload's controller client timeout (1.5 s)
 REGISTER_SETUP_MS = 30_000  # the real setup's timeout
 MEMBERSHIP_SET = "mem-0"
@@ -290,7 +292,10 @@ class SimRegister(_Threads):
     sent to the named controller alone), ``elect`` (admin ElectMaster designating a replica), ``alter``
     (AlterSyncStateSet, fresh or pinned).  A write sent to a controller that did not answer in time is not sent
     again (the op is ``info``), as the real client raises RequestTimeout.  ``setup_error`` says why the setup did
-    not finish (then no op runs); ``rng`` is the client's own (op choice, think times, register codes)."""
+    not finish, ``(kind, message)`` -- :data:`SETUP_WRONG_STATE` when a set was read in another state than
+    ``INITIAL_STATE`` after its first election (what the real setup raises on), :data:`SETUP_TIMEOUT` when it
+    did not finish in time -- and then no op runs; ``rng`` is the client's own (op choice, think times, register
+    codes)."""
 
     def __init__(self, name: str, world: World, net: Network, controllers: tuple[str, ...], rng: random.Random, *,
                  threads: int = 2, think_ms: int = 200, broker_sets: int = rr.BROKER_SETS,
@@ -306,7 +311,7 @@ class SimRegister(_Threads):
         self.seen: dict[str, tuple[rr.MetaState, ...]] = {}
         self.ready = False
         self.begun = False
-        self.setup_error: str | None = None
+        self.setup_error: tuple[str, str] | None = None
 
     # -- setup -------------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -316,7 +321,8 @@ class SimRegister(_Threads):
     def _retry(self, deadline_ms: int, why: str, fn: Callable[..., None], *args: Any) -> bool:
         """Try ``fn(*args)`` again in 200 ms, or give the setup up (``setup_error``) past ``deadline_ms``."""
         if self.now_ms() >= deadline_ms:
-            self.setup_error = f"controller-register setup did not finish within {REGISTER_SETUP_MS} ms: {why}"
+            self.setup_error = (SETUP_TIMEOUT, f"controller-register setup did not finish within {REGISTER_SETUP_MS} "
+                                               f"ms: {why}")
             return False
         self.timer(200, fn, *args)
         return True
@@ -382,7 +388,8 @@ class SimRegister(_Threads):
             if state == rr.INITIAL_STATE:
                 self._first_elect(s + 1, deadline_ms)
             elif state is not None and state[0] is not None:
-                self.setup_error = (f"controller-register: {name} starts in {state}, expected {rr.INITIAL_STATE}")
+                self.setup_error = (SETUP_WRONG_STATE, f"controller-register: {name} starts in {state} after "
+                                                       f"broker 1's first election, expected {rr.INITIAL_STATE}")
             else:
                 self._retry(deadline_ms, f"first election of broker 1 of {name}: {_outcome(rep)}", self._first_elect,
                             s, deadline_ms)

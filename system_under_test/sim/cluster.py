@@ -117,6 +117,8 @@ class SimRun:
     main_start_s: float
     simulated_s: float
     refused: dict[str, str] = field(default_factory=dict)
+    setup_errors: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Per workload whose setup did not finish: ``(kind, message)`` (``SimRegister.setup_error``)."""
 
 
 class SimCluster:
@@ -240,13 +242,16 @@ class SimCluster:
                             "max_offset": b.store.max_offset, "confirm_offset": b.store.confirm,
                             "torn_tails": b.store.torn_tails, "up": b.up}
                         for n, b in self.brokers.items()},
-            **({"register_setup": self.register.setup_error or "ok"} if self.register is not None else {}),
+            **({"register_setup": "ok" if self.register.setup_error is None else self.register.setup_error[1]}
+               if self.register is not None else {}),
             "controllers": {n: {"up": c.up, "leader": c.is_leader, "applied": c.applied,
                                 "term": c.core.term if c.core is not None else None}
                             for n, c in self.controllers.items()},
         }
+        setup = {"controller-register": self.register.setup_error} if self.register is not None and \
+            self.register.setup_error is not None else {}
         return SimRun(self.cfg, w.history, w.node_events, list(self.nemesis.schedule), stats, self.controller_names,
-                      (self.broker_names,), self.main_start_ms / 1000, w.now_ms / 1000, refused)
+                      (self.broker_names,), self.main_start_ms / 1000, w.now_ms / 1000, refused, setup)
 
 
 def run(cfg: SimConfig, script: tuple[Timed, ...] | None = None) -> SimRun:

@@ -4,6 +4,7 @@ own, and absent when ``--workloads`` leaves them out."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from pathlib import Path
@@ -16,7 +17,7 @@ from harness.spec import spec_from_dict
 from system_under_test.client.register_requests import INITIAL_STATE, REGISTER_FS, observed_state
 from system_under_test.controller import requests as controller_requests
 from system_under_test.sim import SIM_WORKLOADS, SimConfig, run
-from system_under_test.sim.admin import ALLOC_PROCESSES, MEMBERSHIP_PROCESSES, REGISTER_PROCESSES
+from system_under_test.sim.admin import ALLOC_PROCESSES, MEMBERSHIP_PROCESSES, REGISTER_PROCESSES, SETUP_WRONG_STATE
 from system_under_test.sim.cluster import SimCluster
 from system_under_test.sim.faults import DEFAULT_FAULTS
 from workloads import registry
@@ -138,3 +139,29 @@ def test_the_controller_register_client_draws_from_its_own_rng_after_the_nemesis
 def test_controller_register_ops_replay_byte_for_byte() -> None:
     a, b = (_register_ops(run(SimConfig(seed=11, seconds=8)).history) for _ in range(2))
     assert len(a) > 20 and repr(a) == repr(b)
+
+
+def test_a_wrong_state_after_the_first_election_is_a_setup_anomaly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test-only state machine whose election keeps the old SyncStateSet (the ``sm-elect-keeps-sync-state-set``
+    mutant): the first election of broker 1 leaves the set empty, the setup reads it and stops, as the real setup
+    raises, and the run is invalid through ``controller-register/setup`` -- not only through stats of no ops."""
+    real_replace = dataclasses.replace
+
+    def keep_set(obj: Any, /, **changes: Any) -> Any:  # only an election changes these three at once
+        if {"sync_state_set", "master_id", "master_epoch"} <= set(changes):
+            changes["sync_state_set"] = obj.sync_state_set
+        return real_replace(obj, **changes)
+
+    monkeypatch.setattr(dataclasses, "replace", keep_set)
+    r = run(SimConfig(seed=1, seconds=3, faults=()))
+    assert r.setup_errors["controller-register"][0] == SETUP_WRONG_STATE
+    assert not _register_ops(r.history)
+    setup = check_run(r)["controller-register/setup"]
+    assert setup.valid is False and SETUP_WRONG_STATE in setup.anomalies
+    assert "starts in (1, 1, (), 1)" in setup.anomalies[SETUP_WRONG_STATE][0].explanation
+
+
+def test_the_setup_is_recorded_ok_and_adds_no_result_when_it_finishes() -> None:
+    r = run(SimConfig(seed=1, seconds=3, faults=()))
+    assert r.setup_errors == {} and r.stats["register_setup"] == "ok"
+    assert "controller-register/setup" not in check_run(r)
