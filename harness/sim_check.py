@@ -17,9 +17,10 @@
   (``stale-epoch-accepted``, ``bounce-kept-epoch`` ...), ``membership/invariants``, ``membership/stats``;
   ``controller-register/linearizable`` (read / elect / alter against ``ControllerMetadata``),
   ``controller-register/stats``.  The ``broker-ids`` allocator ops and the ``controller-register`` elect and alter
-  ops are writes of the controllers' path, so ``availability`` judges them too, as in a real run.  A workload whose setup did not finish gets ``<workload>/setup``: invalid (``wrong-initial-state``)
-  when the ``controller-register`` setup read a set in another state than the model's initial one after broker
-  1's first election -- the real setup raises on it -- unknown when it ran out of time.
+  ops are writes of the controllers' path, so ``availability`` judges them too, as in a real run.
+* ``<workload>/setup`` -- only for a workload whose setup did not finish: invalid (``wrong-initial-state``) when
+  the ``controller-register`` setup read a set in another state than the model's initial one after broker 1's
+  first election -- the real setup raises on it -- unknown when it ran out of time.
 
 :func:`write_run` stores ``history.jsonl``, ``node-events.jsonl``, ``schedule.yaml`` (the executed faults as a
 ``nemesis.schedule``, validated by :func:`nemesis.schedule.parse`) and ``results.json`` in a directory.
