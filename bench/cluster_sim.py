@@ -7,7 +7,7 @@ time goes, with the load it carried (client ops, messages and scheduler events p
 checkers' time is reported apart (``check_s``): they judge the history after the run.
 
 Usage: ``python bench/cluster_sim.py [--seeds 5] [--seconds 120] [--threads 4] [--think-ms 100] [--workloads W,..]
-[--json]`` (default workloads: all the simulator plays -- queue, broker-ids, membership).
+[--json]`` (default workloads: all the simulator plays -- queue, broker-ids, membership, controller-register).
 Prints ``figure  value  target`` lines, or one JSON object ``{"figures": {...}, "targets": {...}}`` with --json.
 Run it under ``nice`` on a shared machine; it never asserts a time.
 """

@@ -14,9 +14,13 @@
 * for each other simulated workload, the checkers a real run of it gets, under the names a real run gives them
   (``<workload>/<checker>``, :data:`WORKLOAD_CHECKERS`): ``broker-ids/linearizable`` (the allocator ops against
   ``IdAllocator``), ``broker-ids/invariants``, ``broker-ids/stats``; ``membership/membership``
-  (``stale-epoch-accepted``, ``bounce-kept-epoch`` ...), ``membership/invariants``, ``membership/stats``.  The
-  ``broker-ids`` allocator ops are writes of the controllers' path, so ``availability`` judges them too, as in a
-  real run.
+  (``stale-epoch-accepted``, ``bounce-kept-epoch`` ...), ``membership/invariants``, ``membership/stats``;
+  ``controller-register/linearizable`` (read / elect / alter against ``ControllerMetadata``),
+  ``controller-register/stats``.  The ``broker-ids`` allocator ops and the ``controller-register`` elect and alter
+  ops are writes of the controllers' path, so ``availability`` judges them too, as in a real run.
+* ``<workload>/setup`` -- only for a workload whose setup did not finish: invalid (``wrong-initial-state``) when
+  the ``controller-register`` setup read a set in another state than the model's initial one after broker 1's
+  first election -- the real setup raises on it -- unknown when it ran out of time.
 
 :func:`write_run` stores ``history.jsonl``, ``node-events.jsonl``, ``schedule.yaml`` (the executed faults as a
 ``nemesis.schedule``, validated by :func:`nemesis.schedule.parse`) and ``results.json`` in a directory.
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,21 +42,43 @@ from checker.invariants import KINDS, check_invariants
 from checker.queue import check_queue
 from nemesis.schedule import parse as parse_schedule
 from nemesis.targets import Topology as TargetTopology
+from system_under_test.client.register_requests import REGISTER_FS, REPLICAS
 from system_under_test.sim import SimRun
+from system_under_test.sim.admin import SETUP_WRONG_STATE
 from workloads.broker_ids import ALLOC_FS, IdsInvariantChecker, LinearizableIdsChecker
 from workloads.common import StatsChecker
+from workloads.controller_register import LinearizableChecker
 from workloads.membership import MEMBERSHIP_FS, MembershipChecker, MembershipInvariants
+from workloads.models import ControllerMetadata
 
-__all__ = ["WORKLOAD_CHECKERS", "check_run", "replay_command", "schedule_of", "write_run"]
+__all__ = ["REGISTER_CHECK_S", "WORKLOAD_CHECKERS", "check_run", "replay_command", "schedule_of", "write_run"]
+
+REGISTER_CHECK_S = 20.0
+"""Budget (seconds) of one run's ``controller-register`` linearizability search (the real workload's default is
+60 s; a simulated sweep checks many runs)."""
 
 WORKLOAD_CHECKERS: dict[str, dict[str, Any]] = {
     "broker-ids": {"linearizable": LinearizableIdsChecker(), "invariants": IdsInvariantChecker(),
                    "stats": StatsChecker(("next-id", "apply-id"), ALLOC_FS)},
     "membership": {"membership": MembershipChecker(), "invariants": MembershipInvariants(),
                    "stats": StatsChecker(("bounce",), MEMBERSHIP_FS)},
+    "controller-register": {
+        "linearizable": LinearizableChecker(ControllerMetadata(replicas=REPLICAS), time_limit_s=REGISTER_CHECK_S),
+        "stats": StatsChecker(("read",), REGISTER_FS)},
 }
 """The checkers of each simulated workload but ``queue``, as its builder in ``workloads/`` gives them to a real
-run (the lanes' ``restarts`` checker is the simulation's own ``restarts``: lanes are not simulated)."""
+run (the lanes' ``restarts`` checker is the simulation's own ``restarts``: lanes are not simulated).  The
+``controller-register`` model allows unclean elections when the run does (:func:`_checkers`), as the builder's
+does; its search is bounded by :data:`REGISTER_CHECK_S` (exhausted: unknown)."""
+
+
+def _checkers(workload: str, run: SimRun) -> dict[str, Any]:
+    checkers = WORKLOAD_CHECKERS.get(workload, {})
+    if workload == "controller-register" and run.config.enable_elect_unclean_master:
+        lin = checkers["linearizable"]
+        checkers = {**checkers, "linearizable": replace(lin, model=ControllerMetadata(replicas=REPLICAS,
+                                                                                      unclean=True))}
+    return checkers
 
 
 def _stats(d: Mapping[str, Any]) -> Result:
@@ -72,6 +99,14 @@ def _restarts(run: SimRun) -> Result:
                                  stats={"refused": len(anomalies)})
 
 
+def _setup(kind: str, message: str) -> Result:
+    """A workload's setup that did not finish: invalid when it saw a wrong state (the real setup raises on it,
+    and no fault can explain it: the setup runs before the nemesis), unknown when it ran out of time."""
+    if kind != SETUP_WRONG_STATE:
+        return Result("unknown", error=message)
+    return result_from_anomalies({kind: [Anomaly(kind, "setup", (), "the model's initial state", message, message)]})
+
+
 def _queue(run: SimRun) -> Result:
     res = check_queue(run.history)
     return Result(res.valid, res.anomalies, {**res.stats, "settings": run.config.settings}, res.error, res.counts)
@@ -87,8 +122,10 @@ def check_run(run: SimRun) -> dict[str, Result]:
         "restarts": check_safe(_restarts, run),
     }
     for wl in run.config.workloads:
-        for name, checker in WORKLOAD_CHECKERS.get(wl, {}).items():
+        for name, checker in _checkers(wl, run).items():
             results[f"{wl}/{name}"] = check_safe(_workload_checker, checker, run)
+    for wl, (kind, message) in sorted(run.setup_errors.items()):
+        results[f"{wl}/setup"] = _setup(kind, message)
     if exp is not None:
         results["availability"] = check_safe(check_availability, run.history, topo, list(run.config.workloads), exp,
                                              start_s=run.main_start_s)

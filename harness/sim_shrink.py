@@ -32,6 +32,7 @@ from nemesis.shrink import Candidate, ddmin
 from nemesis.targets import Topology
 from system_under_test.sim import SimConfig, SimRun
 from system_under_test.sim import run as run_sim
+from system_under_test.sim.admin import REGISTER_LEASE_MS
 from system_under_test.sim.cluster import TOPIC
 from system_under_test.sim.playback import PlayError, Timed, plan
 
@@ -80,6 +81,7 @@ _REAL_WORKLOADS: dict[str, Callable[[SimConfig], dict[str, Any]]] = {
                                                       "slave_read_fraction": 0.0, "commit_fraction": 0.0}},
     "broker-ids": lambda cfg: {"name": "broker-ids", "options": {"failpoints": 0}},
     "membership": lambda cfg: {"name": "membership"},
+    "controller-register": lambda cfg: {"name": "controller-register", "options": {"lease_ms": REGISTER_LEASE_MS}},
 }
 """Each simulated workload (``SIM_WORKLOADS``) as the real workload entry of a repro spec."""
 
@@ -88,7 +90,8 @@ def repro_spec(cfg: SimConfig, schedule: Sequence[Mapping[str, Any]], *, name: s
     """A spec for ``splitbrain test``: the simulated run's nodes, cluster settings, bugs, load and phases, its
     workloads as real ones -- the queue as the simulated clients run it (no slave reads, no commits), the
     ``broker-ids`` allocator without lanes (the simulator has none; ``registration-crash`` steps of the schedule
-    play the crashes), ``membership`` with its defaults -- and ``schedule``."""
+    play the crashes), ``membership`` with its defaults, ``controller-register`` with the simulated virtual
+    brokers' long lease -- and ``schedule``."""
     cluster: dict[str, Any] = {"lease_timeout_ms": cfg.lease_timeout_ms,
                                "all_ack_in_sync_state_set": cfg.all_ack_in_sync_state_set,
                                "enable_elect_unclean_master": cfg.enable_elect_unclean_master,

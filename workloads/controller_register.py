@@ -39,6 +39,9 @@ from checker.history import Op
 from checker.linearizable import check as check_linearizable
 from harness import generator as g
 from harness.errors import SpecError
+from system_under_test.client import register_requests as rr
+from system_under_test.client.register_requests import REGISTER_FS, set_names
+from system_under_test.client.workload_requests import heartbeat_call, replica_info_call
 from workloads.common import StatsChecker, completion_for, invocation, linearizability_result, option, parse_options
 from workloads.models import INITIAL_STATE, ControllerMetadata, MetaState, describe_meta, meta_from_reply
 from workloads.registry import Workload, WorkloadContext, register
@@ -50,21 +53,19 @@ __all__ = [
 
 log = logging.getLogger("splitbrain.workloads.controller_register")
 
-REGISTER_FS = frozenset({"read", "elect", "alter"})
-_HEARTBEAT_INTERVAL_S = 0.25
-_KEEP_STATES = 6  # observed states remembered per set (stale alters pick from the older ones)
+_HEARTBEAT_INTERVAL_S = rr.HEARTBEAT_INTERVAL_MS / 1000
 
 
 @dataclass(frozen=True)
 class RegisterOptions:
     """Options of the controller-register workload (see the module docstring)."""
 
-    broker_sets: int = option(2, 1, 8, allowed="an integer in [1, 8]")
-    replicas: int = option(3, 2, 5, allowed="an integer in [2, 5]")
-    read_fraction: float = option(0.5, 0.0, 1.0, allowed="a number in [0, 1]")
-    elect_fraction: float = option(0.15, 0.0, 1.0, allowed="a number in [0, 1]")
-    stale_alter_fraction: float = option(0.3, 0.0, 1.0, allowed="a number in [0, 1]")
-    follower_read_fraction: float = option(0.5, 0.0, 1.0, allowed="a number in [0, 1]")
+    broker_sets: int = option(rr.BROKER_SETS, 1, 8, allowed="an integer in [1, 8]")
+    replicas: int = option(rr.REPLICAS, 2, 5, allowed="an integer in [2, 5]")
+    read_fraction: float = option(rr.READ_FRACTION, 0.0, 1.0, allowed="a number in [0, 1]")
+    elect_fraction: float = option(rr.ELECT_FRACTION, 0.0, 1.0, allowed="a number in [0, 1]")
+    stale_alter_fraction: float = option(rr.STALE_ALTER_FRACTION, 0.0, 1.0, allowed="a number in [0, 1]")
+    follower_read_fraction: float = option(rr.FOLLOWER_READ_FRACTION, 0.0, 1.0, allowed="a number in [0, 1]")
     lease_ms: int = option(30_000, 1000, 600_000, allowed="milliseconds in [1000, 600000] (virtual brokers' lease)")
     check_time_limit_s: float = option(60.0, 1.0, 3600.0, allowed="seconds in [1, 3600]")
 
@@ -77,10 +78,6 @@ def register_options(ctx: WorkloadContext) -> RegisterOptions:
         raise SpecError(getattr(ctx.spec, "source", "<spec>"), f"workloads[{ctx.index}].options.elect_fraction",
                         o.elect_fraction, f"at most 1 - read_fraction = {1.0 - o.read_fraction:.2f}")
     return o
-
-
-def set_names(n: int) -> tuple[str, ...]:
-    return tuple(f"vreg-{i}" for i in range(n))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,63 +97,21 @@ class RegisterGen:
     def op(self, ctx: g.Context) -> Any:
         if ctx.free_thread() is None:
             return (g.PENDING, self)
-        rng, o = ctx.rng, self.options
-        name = self.sets[rng.randrange(len(self.sets))]
-        r = rng.random()
-        if r < o.read_fraction:
-            via = None
-            if self.controllers and rng.random() < o.follower_read_fraction:
-                via = self.controllers[rng.randrange(len(self.controllers))]
-            return (invocation(ctx, "read", {"broker_set": name, "via": via}), self)
-        if r < o.read_fraction + o.elect_fraction:
-            target = 1 + rng.randrange(o.replicas)
-            states = self.seen.get(name, ())
-            if states and rng.random() < 0.7:  # mostly an in-set replica, so elections often succeed
-                master, _, sss, _ = states[-1]
-                candidates = [i for i in sss if i != master]
-                if candidates:
-                    target = candidates[rng.randrange(len(candidates))]
-            return (invocation(ctx, "elect", {"broker_set": name, "broker_id": target}), self)
-        members = [i for i in range(1, o.replicas + 1) if rng.random() < 0.5]
-        value: dict[str, Any] = {"broker_set": name, "sync_state_set": members}
-        stale = self._stale_state(name)
-        if stale is not None and rng.random() < o.stale_alter_fraction:
-            master, epoch, _, set_epoch = stale
-            value = {"broker_set": name, "sync_state_set": sorted(set(members) | {master}), "master_id": master,
-                     "master_epoch": epoch, "sync_state_set_epoch": set_epoch}
-        return (invocation(ctx, "alter", value), self)
+        o = self.options
+        f, value = rr.register_op(ctx.rng, self.sets, self.controllers, self.seen, replicas=o.replicas,
+                                  read_fraction=o.read_fraction, elect_fraction=o.elect_fraction,
+                                  stale_alter_fraction=o.stale_alter_fraction,
+                                  follower_read_fraction=o.follower_read_fraction)
+        return (invocation(ctx, f, value), self)
 
     def _stale_state(self, name: str) -> MetaState | None:
-        states = self.seen.get(name, ())
-        if len(states) < 2:
-            return None
-        latest = states[-1]
-        older = [s for s in states[:-1] if s[0] == latest[0] and s[0] is not None and s != latest]
-        return older[-1] if older else None
+        return rr.stale_state(self.seen.get(name, ()))
 
     def update(self, ctx: g.Context, event: dict[str, Any]) -> RegisterGen:
         if event.get("type") != "ok" or event.get("f") not in REGISTER_FS:
             return self
-        value = event.get("value")
-        if not isinstance(value, Mapping):
-            return self
-        try:
-            if event["f"] == "read":
-                state = meta_from_reply(value)
-            elif event["f"] == "alter" and isinstance(value.get("sent"), Mapping):
-                m, e, s, se = meta_from_reply(value["sent"])
-                state = (m, e, s, se + 1)
-            elif event["f"] == "elect" and isinstance(value.get("reply"), Mapping):
-                state = meta_from_reply(value["reply"])
-            else:
-                return self
-        except ValueError:
-            return self
-        name = str(value.get("broker_set"))
-        states = self.seen.get(name, ())
-        if states and states[-1] == state:
-            return self
-        return replace(self, seen={**self.seen, name: (*states, state)[-_KEEP_STATES:]})
+        seen = rr.register_seen(self.seen, event["f"], event.get("value"))
+        return self if seen is None else replace(self, seen=seen)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,7 +159,7 @@ class RegisterClient:
         cluster, deadline = self.cluster_name, time.monotonic() + timeout_s
         for s, name in enumerate(set_names(self.options.broker_sets)):
             for r in range(self.options.replicas):
-                addr = f"10.254.{s}.{r + 1}:10911"
+                addr = rr.virtual_addr(s, r)
                 broker_id = await self._admin.get_next_broker_id(cluster, name)
                 code = f"{addr};{int(time.time() * 1000)};{secrets.token_hex(4)}"
                 await self._admin.apply_broker_id(cluster, name, broker_id, code, addr)
@@ -232,12 +187,9 @@ class RegisterClient:
                 await asyncio.sleep(0.2)
 
     async def _heartbeat_round(self) -> None:
-        from system_under_test.protocol import RequestCode
-
-        await asyncio.gather(*(self._admin.call_all(RequestCode.BROKER_HEARTBEAT, {
-            "cluster_name": self.cluster_name, "broker_name": b.broker_name, "broker_id": b.broker_id,
-            "broker_addr": b.addr, "broker_epoch": b.broker_epoch, "master_epoch": 0, "max_offset": 0,
-            "confirm_offset": 0, "heartbeat_timeout_ms": self.options.lease_ms}, timeout_s=0.5) for b in self.brokers))
+        await asyncio.gather(*(self._admin.call_all(*heartbeat_call(
+            self.cluster_name, b.broker_name, b.broker_id, b.addr, b.broker_epoch, self.options.lease_ms),
+            timeout_s=0.5) for b in self.brokers))
 
     async def _heartbeat_loop(self) -> None:
         while True:
@@ -248,24 +200,20 @@ class RegisterClient:
             await asyncio.sleep(_HEARTBEAT_INTERVAL_S)
 
     async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
-        from system_under_test.protocol import RequestCode
-
         f, v = op["f"], op["value"]
         name = v["broker_set"]
         try:
             if f == "read":
                 if v.get("via"):
-                    frame = await self.controller.call_one(self.addrs[v["via"]],
-                                                           RequestCode.CONTROLLER_GET_REPLICA_INFO,
-                                                           {"broker_name": name})
+                    frame = await self.controller.call_one(self.addrs[v["via"]], *replica_info_call(name))
                     reply = frame.header
                 else:
                     reply = await self.controller.get_replica_info(name)
-                return {**op, "type": "ok", "value": {**v, **_meta_fields(reply)}}
+                return {**op, "type": "ok", "value": rr.meta_read_value(v, reply)}
             if f == "elect":
                 reply = await self.controller.elect_master(name, int(v["broker_id"]), designate=True,
                                                            cluster_name=self.cluster_name)
-                return {**op, "type": "ok", "value": {**v, "reply": _meta_fields(reply)}}
+                return {**op, "type": "ok", "value": rr.elect_value(v, reply)}
             if f == "alter":
                 return await self._alter(op, name, v)
         except Exception as exc:
@@ -273,25 +221,17 @@ class RegisterClient:
         return {**op, "type": "fail", "error": f"controller-register: unknown f {f!r}; expected {sorted(REGISTER_FS)}"}
 
     async def _alter(self, op: dict[str, Any], name: str, v: Mapping[str, Any]) -> dict[str, Any]:
-        from system_under_test.protocol import RequestCode
-
-        if "master_epoch" in v:
-            sent = {"master_id": v["master_id"], "master_epoch": v["master_epoch"],
-                    "sync_state_set": sorted(v["sync_state_set"]), "sync_state_set_epoch": v["sync_state_set_epoch"]}
-        else:
+        info: Mapping[str, Any] | None = None
+        if "master_epoch" not in v:
             try:
                 info = await self.controller.get_replica_info(name)
             except Exception as exc:  # nothing was sent yet
                 return {**op, "type": "fail", "error": f"reading the master before altering: {exc!r}"}
-            if info.get("master_id") is None:
-                return {**op, "type": "fail", "error": f"{name} has no master to alter on behalf of"}
-            sent = {"master_id": info["master_id"], "master_epoch": info["master_epoch"],
-                    "sync_state_set": sorted(set(v["sync_state_set"]) | {info["master_id"]}),
-                    "sync_state_set_epoch": info["sync_state_set_epoch"]}
-        resp = await self.controller.call(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, {
-            "cluster_name": self.cluster_name, "broker_name": name, **sent})
-        return {**op, "type": "ok", "value": {**v, "sent": sent,
-                                              "new_sync_state_set_epoch": resp.header.get("new_sync_state_set_epoch")}}
+        sent = rr.alter_sent(v, info)
+        if sent is None:
+            return {**op, "type": "fail", "error": f"{name} has no master to alter on behalf of"}
+        resp = await self.controller.call(*rr.alter_call(self.cluster_name, name, sent))
+        return {**op, "type": "ok", "value": rr.alter_value(v, sent, resp.header)}
 
     async def teardown(self, test: dict[str, Any]) -> None:
         if self._heartbeat_task is not None:
@@ -307,10 +247,6 @@ class RegisterClient:
         if self.controller is not None:
             with contextlib.suppress(Exception):
                 await self.controller.close()
-
-
-def _meta_fields(reply: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: reply.get(k) for k in ("master_id", "master_epoch", "sync_state_set", "sync_state_set_epoch")}
 
 
 # ---------------------------------------------------------------------------------------------

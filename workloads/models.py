@@ -34,16 +34,13 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from checker.models import UNKNOWN, Inconsistent, Model, ModelError, OpInput
+from system_under_test.client.register_requests import INITIAL_STATE, META_KEYS, MetaState
 
 __all__ = ["INITIAL_STATE", "ControllerMetadata", "MetaState", "describe_meta", "meta_from_reply"]
 
-MetaState = tuple[int | None, int, tuple[int, ...], int]
-"""(master_id, master_epoch, sync_state_set, sync_state_set_epoch)."""
-
-INITIAL_STATE: MetaState = (1, 1, (1,), 1)
-"""The state the workload's setup establishes (first election of broker 1) and verifies before the test."""
-
-_FIELDS = ("master_id", "master_epoch", "sync_state_set", "sync_state_set_epoch")
+# MetaState, INITIAL_STATE (the state the workload's setup establishes) and the fields live with the workload's
+# requests (system_under_test/client/register_requests.py), which the real and the simulated clients share.
+_FIELDS = META_KEYS
 
 
 def describe_meta(state: MetaState) -> str:

@@ -6,12 +6,12 @@
     splitbrain sim --seed 7 --schedule FILE                  # play a given schedule instead of drawing one
     splitbrain sim --seed 7 --bug ack-before-replication --shrink [--shrink-budget N] [--out DIR]
 
-One run plays three controllers, one broker set of three brokers, queue clients (and the broker-ids allocator
-and membership clients, ``--workloads``) and a nemesis on simulated time (``docs/simulation.md``); the
-production cores decide everything the processes would.  The run is checked by the queue, invariants,
-availability and restart checkers and each simulated workload's own; its history, node events, executed fault
-schedule and ``results.json`` are written to ``--out`` (default ``results/sim/seed-<N>``), and the verdict is
-printed as ``splitbrain test`` prints it.  The same seed replays the same history, byte for byte.
+One run plays three controllers, one broker set of three brokers, queue clients (and the broker-ids allocator,
+membership and controller-register clients, ``--workloads``) and a nemesis on simulated time
+(``docs/simulation.md``); the production cores decide everything the processes would.  The run is checked by
+the queue, invariants, availability and restart checkers and each simulated workload's own; its history, node
+events, executed fault schedule and ``results.json`` are written to ``--out`` (default ``results/sim/seed-<N>``),
+and the verdict is printed as ``splitbrain test`` prints it.  The same seed replays the same history, byte for byte.
 
 ``--schedule FILE`` plays a given fault schedule (a run's ``schedule.yaml``, or a spec with ``nemesis.schedule``)
 instead of drawing one; the seed still drives the clients and the network, so a drawn run's ``schedule.yaml``

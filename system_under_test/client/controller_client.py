@@ -24,6 +24,7 @@ from typing import Any
 
 from system_under_test.client.controller_route import ControllerRoute
 from system_under_test.client.quiet_link import link_gone_quiet
+from system_under_test.client.register_requests import elect_call, register_broker_call
 from system_under_test.client.workload_requests import apply_id_call, next_id_call, replica_info_call
 from system_under_test.protocol import (
     SCHEMAS,
@@ -268,9 +269,8 @@ class ControllerClient:
 
     async def register_broker(self, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str,
                               incarnation_id: str, cluster_id: str | None) -> dict[str, Any]:
-        resp = await self.call(RequestCode.CONTROLLER_REGISTER_BROKER, {
-            "cluster_name": cluster_name, "broker_name": broker_name, "broker_id": broker_id,
-            "broker_addr": broker_addr, "incarnation_id": incarnation_id, "cluster_id": cluster_id})
+        resp = await self.call(*register_broker_call(cluster_name, broker_name, broker_id, broker_addr,
+                                                     incarnation_id, cluster_id))
         return {**resp.header, "body": resp.body}
 
     async def get_replica_info(self, broker_name: str) -> dict[str, Any]:
@@ -279,8 +279,5 @@ class ControllerClient:
 
     async def elect_master(self, broker_name: str, broker_id: int | None = None, *, designate: bool = False,
                            cluster_name: str | None = None) -> dict[str, Any]:
-        header: dict[str, Any] = {"broker_name": broker_name, "broker_id": broker_id, "designate": designate}
-        if cluster_name:
-            header["cluster_name"] = cluster_name
-        resp = await self.call(RequestCode.CONTROLLER_ELECT_MASTER, header)
+        resp = await self.call(*elect_call(broker_name, broker_id, designate=designate, cluster_name=cluster_name))
         return {**resp.header, "body": resp.body}

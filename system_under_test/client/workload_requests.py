@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALLOC_APPLY_FRACTION", "ALLOC_READ_FRACTION", "ALLOC_READ_FS", "Call", "PAUSE_WRITE_FRACTION", "alloc_op",
-    "alloc_seen", "apply_id_addr", "apply_id_call", "apply_id_value", "leave_record", "lifecycle_op", "next_id_call",
-    "next_id_value", "read_value", "replica_info_call", "stale_heartbeat_call", "stale_heartbeat_value",
+    "alloc_seen", "apply_id_addr", "apply_id_call", "apply_id_value", "heartbeat_call", "leave_record", "lifecycle_op",
+    "next_id_call", "next_id_value", "read_value", "replica_info_call", "stale_heartbeat_call", "stale_heartbeat_value",
 ]
 
 Call = tuple[RequestCode, dict[str, Any]]
@@ -78,14 +78,21 @@ def replica_info_call(broker_name: str) -> Call:
     return RequestCode.CONTROLLER_GET_REPLICA_INFO, {"broker_name": broker_name}
 
 
+def heartbeat_call(cluster_name: str, broker_set: str, broker_id: int, broker_addr: str, broker_epoch: int,
+                   lease_ms: int) -> Call:
+    """A BROKER_HEARTBEAT of a broker that holds no data: its broker epoch and lease, no master epoch, no offsets
+    (the ``controller-register`` workload's virtual brokers keep their leases alive with it)."""
+    return RequestCode.BROKER_HEARTBEAT, {
+        "cluster_name": cluster_name, "broker_name": broker_set, "broker_id": broker_id, "broker_addr": broker_addr,
+        "broker_epoch": broker_epoch, "master_epoch": 0, "max_offset": 0, "confirm_offset": 0,
+        "heartbeat_timeout_ms": lease_ms}
+
+
 def stale_heartbeat_call(cluster_name: str, broker_set: str, broker_id: int, broker_addr: str, stale_epoch: int,
                          lease_ms: int) -> Call:
     """A BROKER_HEARTBEAT as a zombie of an earlier incarnation would send it: its old broker epoch, no master
     epoch, no offsets.  A fencing controller refuses it with STALE_BROKER_EPOCH."""
-    return RequestCode.BROKER_HEARTBEAT, {
-        "cluster_name": cluster_name, "broker_name": broker_set, "broker_id": broker_id, "broker_addr": broker_addr,
-        "broker_epoch": stale_epoch, "master_epoch": 0, "max_offset": 0, "confirm_offset": 0,
-        "heartbeat_timeout_ms": lease_ms}
+    return heartbeat_call(cluster_name, broker_set, broker_id, broker_addr, stale_epoch, lease_ms)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Simulated clients of the ``broker-ids`` allocator ops and the ``membership`` workload's lifecycle ops.
+"""Simulated clients of the ``broker-ids`` allocator ops, the ``membership`` workload's lifecycle ops and the
+``controller-register`` workload.
 
 They send the requests the real workload clients send and record the values those record
 (``client/workload_requests.py`` builds both, for the real clients and for these), in the history format
@@ -17,18 +18,26 @@ They send the requests the real workload clients send and record the values thos
   restart; ``leave_record``'s value), ``pause-write`` (pause the master past its lease, resume it, write to it
   directly) and after each bounce or leave a ``stale-heartbeat`` (a BROKER_HEARTBEAT with the slot's previous
   broker epoch, as a zombie incarnation would send it) -- and ``read-members`` reads of the set on another thread.
+* :class:`SimRegister` -- the ``controller-register`` workload on the virtual broker sets ``vreg-0``, ``vreg-1``
+  (``client/register_requests.py`` draws its ops and builds its requests and values, as for the real client):
+  registers the virtual brokers as brokers do, heartbeats every controller with a long lease
+  (:data:`REGISTER_LEASE_MS`), makes broker 1 the first master, then ``read`` / ``elect`` / ``alter``; judged for
+  linearizability against the workload's ``ControllerMetadata``.  Its RNG is its own (drawn after the
+  nemesis's), so adding it left the nemesis's draws as they were.
 
-Processes are ints of their own range per client (:data:`ALLOC_PROCESSES`, :data:`MEMBERSHIP_PROCESSES`), so
-they never meet the queue clients' (``0..``): a thread whose op ended ``info`` continues as old id + threads.
-A reply with a code the op does not expect is ``fail`` when the code is definite or the op only reads, else
-``info``; no reply at all (no controller answered) is ``info`` for a write, ``fail`` for a read.
+Processes are ints of their own range per client (:data:`ALLOC_PROCESSES`, :data:`MEMBERSHIP_PROCESSES`,
+:data:`REGISTER_PROCESSES`), so they never meet the queue clients' (``0..``): a thread whose op ended ``info``
+continues as old id + threads.  A reply with a code the op does not expect is ``fail`` when the code is definite
+or the op only reads, else ``info``; no reply at all (no controller answered) is ``info`` for a write, ``fail``
+for a read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from system_under_test.client import register_requests as rr
 from system_under_test.client.workload_requests import (
     ALLOC_APPLY_FRACTION,
     ALLOC_READ_FRACTION,
@@ -39,6 +48,7 @@ from system_under_test.client.workload_requests import (
     apply_id_addr,
     apply_id_call,
     apply_id_value,
+    heartbeat_call,
     leave_record,
     lifecycle_op,
     next_id_call,
@@ -51,13 +61,25 @@ from system_under_test.client.workload_requests import (
 from system_under_test.protocol.codes import RequestCode, ResponseCode, is_definite
 from system_under_test.sim.broker import SimBroker
 from system_under_test.sim.ctlclient import ControllerClient
-from system_under_test.sim.network import Network, Reply, SimNode
+from system_under_test.sim.network import Network, Reply, Request, SimNode
 from system_under_test.sim.world import World
 
-__all__ = ["ALLOC_PROCESSES", "MEMBERSHIP_PROCESSES", "MEMBERSHIP_SET", "SimAllocator", "SimMembership"]
+if TYPE_CHECKING:
+    import random
+
+__all__ = ["ALLOC_PROCESSES", "MEMBERSHIP_PROCESSES", "MEMBERSHIP_SET", "REGISTER_LEASE_MS", "REGISTER_PROCESSES",
+           "SETUP_TIMEOUT", "SETUP_WRONG_STATE", "SimAllocator", "SimMembership", "SimRegister"]
 
 ALLOC_PROCESSES = 1_000_000
 MEMBERSHIP_PROCESSES = 2_000_000
+REGISTER_PROCESSES = 3_000_000
+REGISTER_LEASE_MS = 120_000
+"""The virtual brokers' lease: long, as the mutation bench's search spec sets it, so no clock fault lets a lease
+lapse (and the scan change a set) behind the model's back."""
+SETUP_WRONG_STATE = "wrong-initial-state"
+SETUP_TIMEOUT = "setup-timeout"
+REGISTER_TIMEOUT_MS = 1500  # the real workload's controller client timeout (1.5 s)
+REGISTER_SETUP_MS = 30_000  # the real setup's timeout
 MEMBERSHIP_SET = "mem-0"
 CLUSTER_NAME = "splitbrain"
 SPAWN_TIMEOUT_MS = 8000  # the membership workload's spawn_timeout_s
@@ -79,8 +101,9 @@ class _Threads(SimNode):
     """Client threads of one node: one op at a time each, a pause of about ``think_ms`` between ops."""
 
     def __init__(self, name: str, world: World, net: Network, controllers: tuple[str, ...], *, base: int,
-                 threads: int, think_ms: int) -> None:
+                 threads: int, think_ms: int, rng: random.Random | None = None) -> None:
         super().__init__(name, world, net)
+        self.rng = rng if rng is not None else world.rng  # the client's own draws: when to act, which op
         self.ctl = ControllerClient(self, controllers)
         self.threads = threads
         self.think_ms = think_ms
@@ -100,7 +123,7 @@ class _Threads(SimNode):
     def begin(self) -> None:
         self.running = True
         for t in range(self.threads):
-            self.timer(self.world.rng.randint(0, self.think_ms), self._next, t)
+            self.timer(self.rng.randint(0, self.think_ms), self._next, t)
 
     def end(self) -> None:
         self.running = False
@@ -114,7 +137,7 @@ class _Threads(SimNode):
 
     def think(self, t: int) -> None:
         if self.running:
-            self.timer(self.world.rng.randint(self.think_ms // 2, self.think_ms * 3 // 2 + 1), self._next, t)
+            self.timer(self.rng.randint(self.think_ms // 2, self.think_ms * 3 // 2 + 1), self._next, t)
 
     def invoke(self, t: int, f: str, value: dict[str, Any]) -> None:
         self.world.record("invoke", self.process[t], f, value)
@@ -379,3 +402,193 @@ class SimMembership(_Threads):
             self.think(t)
 
         self._read_set(t, value, before_read, f="pause-write")
+
+class SimRegister(_Threads):
+    """The ``controller-register`` workload on the virtual broker sets ``vreg-0..`` (module docstring).
+
+    Setup, in the start phase and unrecorded as the real client's ``setup`` is: register every virtual broker as
+    a broker does (GetNextBrokerId -> ApplyBrokerId -> RegisterBroker, via the leader), heartbeat every
+    controller every :data:`~system_under_test.client.register_requests.HEARTBEAT_INTERVAL_MS` (the client is
+    never cut off, as the real harness's heartbeats are not), make broker 1 master of each set (the first
+    election) and read that each set is in ``INITIAL_STATE``.  Then the ops of
+    :func:`~system_under_test.client.register_requests.register_op`: ``read`` (GetReplicaInfo via the leader or
+    sent to the named controller alone), ``elect`` (admin ElectMaster designating a replica), ``alter``
+    (AlterSyncStateSet, fresh or pinned).  A write sent to a controller that did not answer in time is not sent
+    again (the op is ``info``), as the real client raises RequestTimeout.  ``setup_error`` says why the setup did
+    not finish, ``(kind, message)`` -- :data:`SETUP_WRONG_STATE` when a set was read in another state than
+    ``INITIAL_STATE`` after its first election (what the real setup raises on), :data:`SETUP_TIMEOUT` when it
+    did not finish in time -- and then no op runs; ``rng`` is the client's own (op choice, think times, register
+    codes)."""
+
+    def __init__(self, name: str, world: World, net: Network, controllers: tuple[str, ...], rng: random.Random, *,
+                 threads: int = 2, think_ms: int = 200, broker_sets: int = rr.BROKER_SETS,
+                 replicas: int = rr.REPLICAS, lease_ms: int = REGISTER_LEASE_MS) -> None:
+        super().__init__(name, world, net, controllers, base=REGISTER_PROCESSES, threads=threads, think_ms=think_ms,
+                         rng=rng)
+        self.controllers = controllers
+        self.ctl = ControllerClient(self, controllers, timeout_ms=REGISTER_TIMEOUT_MS)
+        self.sets = rr.set_names(broker_sets)
+        self.replicas = replicas
+        self.lease_ms = lease_ms
+        self.brokers: list[tuple[str, int, str, int]] = []  # (set, id, address, broker epoch)
+        self.seen: dict[str, tuple[rr.MetaState, ...]] = {}
+        self.ready = False
+        self.begun = False
+        self.setup_error: tuple[str, str] | None = None
+
+    # -- setup -------------------------------------------------------------------------------------
+    def on_start(self) -> None:
+        self.brokers, self.ready, self.setup_error = [], False, None
+        self._register(0, self.now_ms() + REGISTER_SETUP_MS)
+
+    def _retry(self, deadline_ms: int, why: str, fn: Callable[..., None], *args: Any) -> bool:
+        """Try ``fn(*args)`` again in 200 ms, or give the setup up (``setup_error``) past ``deadline_ms``."""
+        if self.now_ms() >= deadline_ms:
+            self.setup_error = (SETUP_TIMEOUT, f"controller-register setup did not finish within {REGISTER_SETUP_MS} "
+                                               f"ms: {why}")
+            return False
+        self.timer(200, fn, *args)
+        return True
+
+    def _register(self, i: int, deadline_ms: int) -> None:
+        """Register virtual broker ``i`` (set ``i // replicas``, replica ``i % replicas``), then the next."""
+        if i == len(self.sets) * self.replicas:
+            self._heartbeat()
+            self._first_elect(0, deadline_ms)
+            return
+        s, r = divmod(i, self.replicas)
+        name, addr = self.sets[s], rr.virtual_addr(s, r)
+
+        def got_id(rep: Reply | None) -> None:
+            if rep is None or rep.code != _SUCCESS:
+                self._retry(deadline_ms, f"GetNextBrokerId of {name}: {_outcome(rep)}", self._register, i, deadline_ms)
+                return
+            bid = int(next_id_value({}, rep.header)["next_broker_id"])
+            code = f"{addr};{self.now_ms()};{self.rng.getrandbits(32):08x}"
+            self._apply(bid, code, name, addr, i, deadline_ms)
+
+        self.ctl.call(*next_id_call(CLUSTER_NAME, name), got_id)
+
+    def _apply(self, bid: int, code: str, name: str, addr: str, i: int, deadline_ms: int) -> None:
+        def applied(rep: Reply | None) -> None:
+            if rep is None or rep.code != _SUCCESS:
+                self._retry(deadline_ms, f"ApplyBrokerId {bid} of {name}: {_outcome(rep)}", self._register, i,
+                            deadline_ms)
+                return
+            incarnation = f"{self.rng.getrandbits(64):016x}"
+            self.ctl.call(*rr.register_broker_call(CLUSTER_NAME, name, bid, addr, incarnation, None), registered)
+
+        def registered(rep: Reply | None) -> None:
+            if rep is None or rep.code != _SUCCESS:
+                self._retry(deadline_ms, f"RegisterBroker {bid} of {name}: {_outcome(rep)}", self._register, i,
+                            deadline_ms)
+                return
+            self.brokers.append((name, bid, addr, int(rep.header["broker_epoch"])))
+            self._register(i + 1, deadline_ms)
+
+        self.ctl.call(*apply_id_call(CLUSTER_NAME, name, bid, code, addr), applied)
+
+    def _heartbeat(self) -> None:
+        """One heartbeat of every virtual broker to every controller (one-way: the real client ignores the
+        answers), then the next round."""
+        for name, bid, addr, epoch in self.brokers:
+            code, header = heartbeat_call(CLUSTER_NAME, name, bid, addr, epoch, self.lease_ms)
+            for c in self.controllers:
+                self.send(c, Request(0, self.name, int(code), header, oneway=True))
+        self.timer(rr.HEARTBEAT_INTERVAL_MS, self._heartbeat)
+
+    def _first_elect(self, s: int, deadline_ms: int) -> None:
+        """Make broker 1 master of set ``s`` (the first election) and read that the set is in INITIAL_STATE."""
+        if s == len(self.sets):
+            self.ready = True
+            if self.begun and not self.running:
+                super().begin()
+            return
+        name = self.sets[s]
+
+        def read(rep: Reply | None) -> None:
+            state = rr.observed_state("read", rep.header) if rep is not None and rep.code == _SUCCESS else None
+            if state == rr.INITIAL_STATE:
+                self._first_elect(s + 1, deadline_ms)
+            elif state is not None and state[0] is not None:
+                self.setup_error = (SETUP_WRONG_STATE, f"controller-register: {name} starts in {state} after "
+                                                       f"broker 1's first election, expected {rr.INITIAL_STATE}")
+            else:
+                self._retry(deadline_ms, f"first election of broker 1 of {name}: {_outcome(rep)}", self._first_elect,
+                            s, deadline_ms)
+
+        self.ctl.call(*rr.elect_call(name, 1, designate=False, cluster_name=CLUSTER_NAME),
+                      lambda _rep: self.ctl.call(*replica_info_call(name), read))
+
+    # -- ops ---------------------------------------------------------------------------------------
+    def begin(self) -> None:
+        self.begun = True
+        if self.ready:
+            super().begin()
+
+    def on_message(self, src: str, msg: Any) -> None:
+        pass  # NOTIFY_BROKER_ROLE_CHANGED for the virtual brokers: nobody acts on it, as in the real workload
+
+    def next_op(self, t: int) -> None:
+        f, value = rr.register_op(self.rng, self.sets, self.controllers, self.seen, replicas=self.replicas)
+        self.invoke(t, f, value)
+        name = value["broker_set"]
+        if f == "read":
+            code, header = replica_info_call(name)
+
+            def answered(rep: Reply | None) -> None:
+                self._finish(t, f, value, rep, lambda r: rr.meta_read_value(value, r.header))
+
+            if value["via"] is None:
+                self.ctl.call(code, header, answered)
+            else:
+                self.call(value["via"], code, header, answered, timeout_ms=REGISTER_TIMEOUT_MS)
+        elif f == "elect":
+            self.ctl.call(*rr.elect_call(name, int(value["broker_id"]), designate=True, cluster_name=CLUSTER_NAME),
+                          lambda rep: self._finish(t, f, value, rep, lambda r: rr.elect_value(value, r.header)),
+                          resend_after_silence=False)
+        elif "master_epoch" in value:
+            self._send_alter(t, value, rr.alter_sent(value, None))
+        else:
+            def info(rep: Reply | None) -> None:
+                if rep is None or rep.code != _SUCCESS:
+                    self._done(t, f, "fail", value, f"reading the master before altering: {_outcome(rep)}")
+                else:
+                    self._send_alter(t, value, rr.alter_sent(value, rep.header))
+
+            self.ctl.call(*replica_info_call(name), info)
+
+    def _send_alter(self, t: int, value: dict[str, Any], sent: dict[str, Any] | None) -> None:
+        if sent is None:
+            self._done(t, "alter", "fail", value, f"{value['broker_set']} has no master to alter on behalf of")
+            return
+        self.ctl.call(*rr.alter_call(CLUSTER_NAME, value["broker_set"], sent),
+                      lambda rep: self._finish(t, "alter", value, rep, lambda r: rr.alter_value(value, sent, r.header)),
+                      resend_after_silence=False)
+
+    def _finish(self, t: int, f: str, value: dict[str, Any], rep: Reply | None,
+                ok_value: Callable[[Reply], dict[str, Any]]) -> None:
+        """A SUCCESS reply is ok with ``ok_value(rep)``; any other code ``fail`` if definite or a read, else
+        ``info``; no answer ``fail`` for a read, ``info`` for a write (it may have taken effect)."""
+        read_only = f == "read"
+        if rep is not None and rep.code == _SUCCESS:
+            self._done(t, f, "ok", ok_value(rep))
+        elif rep is None:
+            self._done(t, f, "fail" if read_only else "info", value, _outcome(rep))
+        else:
+            self._done(t, f, "fail" if read_only or is_definite(rep.code) else "info", value, _outcome(rep))
+
+    def _done(self, t: int, f: str, type_: str, value: dict[str, Any], error: str | None = None) -> None:
+        self.complete(t, f, type_, value, error=error)
+        if type_ == "ok":
+            seen = rr.register_seen(self.seen, f, value)
+            if seen is not None:
+                self.seen = seen
+        self.think(t)
+
+
+def _outcome(rep: Reply | None) -> str:
+    """Why a reply is not the answer wanted, for an op's ``error``."""
+    if rep is None:
+        return "no controller answered"
+    return f"{_code_name(rep.code)}: {rep.header.get('message', '')}"[:200]

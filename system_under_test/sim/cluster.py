@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from system_under_test.controller.config import ControllerConfig, scan_interval_for
-from system_under_test.sim.admin import MEMBERSHIP_SET, SimAllocator, SimMembership
+from system_under_test.sim.admin import MEMBERSHIP_SET, SimAllocator, SimMembership, SimRegister
 from system_under_test.sim.broker import TORN_META, BrokerOptions, SimBroker
 from system_under_test.sim.client import SimClients
 from system_under_test.sim.controller import ControllerTiming, SimController
@@ -43,7 +43,7 @@ SIM_BUGS = CONTROLLER_BUGS | BROKER_BUGS
 BROKER_SET = "broker-0"
 EXTRA_BROKER_SET = "regcrash-0"
 TOPIC = "sb"
-SIM_WORKLOADS = ("queue", "broker-ids", "membership")
+SIM_WORKLOADS = ("queue", "broker-ids", "membership", "controller-register")
 """The workloads a simulated run can play (docs/simulation.md's workload table names each)."""
 DEFAULT_WORKLOADS = SIM_WORKLOADS
 
@@ -117,6 +117,8 @@ class SimRun:
     main_start_s: float
     simulated_s: float
     refused: dict[str, str] = field(default_factory=dict)
+    setup_errors: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Per workload whose setup did not finish: ``(kind, message)`` (``SimRegister.setup_error``)."""
 
 
 class SimCluster:
@@ -164,6 +166,13 @@ class SimCluster:
             if extra is not None:
                 self.net.add(extra, cluster=False)
         self.nemesis = Nemesis(self, tuple(cfg.faults), self.world.sub_rng(), script=script)
+        # the controller-register client: its RNG is drawn after the nemesis's, so adding it left the nemesis's
+        # stream (the drawn schedules) as it was
+        self.register: SimRegister | None = None
+        if "controller-register" in cfg.workloads:
+            self.register = SimRegister("reg-client", self.world, self.net, self.controller_names,
+                                        self.world.sub_rng(), think_ms=2 * cfg.think_ms)
+            self.net.add(self.register, cluster=False)
         self.main_start_ms = int(cfg.warmup_s * 1000)
 
     # -- views the nemesis uses ------------------------------------------------------------------
@@ -196,7 +205,7 @@ class SimCluster:
         for b in (*self.brokers.values(), *self.member_brokers.values()):
             w.after(w.rng.randint(0, 200), b.start)
         self.clients.start()
-        admin = [a for a in (self.allocator, self.membership) if a is not None]
+        admin = [a for a in (self.allocator, self.membership, self.register) if a is not None]
         for a in admin:
             a.start()
             w.at(self.main_start_ms, a.begin)
@@ -226,19 +235,23 @@ class SimCluster:
         stats: dict[str, Any] = {
             "events": w.events_run, "messages_sent": self.net.sent, "messages_dropped": self.net.dropped,
             "faults": dict(sorted(self.nemesis.injected.items())),
-            "client_ops": self.clients.ops_done + sum(c.ops_done for c in (self.allocator, self.membership)
-                                                      if c is not None),
+            "client_ops": self.clients.ops_done + sum(c.ops_done for c in (self.allocator, self.membership,
+                                                                           self.register) if c is not None),
             "drained_queues": len(self.clients.drained), "queues": len(self.clients.queues),
             "brokers": {n: {"broker_id": b.broker_id, "role": b.role.value, "master_epoch": b.master_epoch,
                             "max_offset": b.store.max_offset, "confirm_offset": b.store.confirm,
                             "torn_tails": b.store.torn_tails, "up": b.up}
                         for n, b in self.brokers.items()},
+            **({"register_setup": "ok" if self.register.setup_error is None else self.register.setup_error[1]}
+               if self.register is not None else {}),
             "controllers": {n: {"up": c.up, "leader": c.is_leader, "applied": c.applied,
                                 "term": c.core.term if c.core is not None else None}
                             for n, c in self.controllers.items()},
         }
+        setup = {"controller-register": self.register.setup_error} if self.register is not None and \
+            self.register.setup_error is not None else {}
         return SimRun(self.cfg, w.history, w.node_events, list(self.nemesis.schedule), stats, self.controller_names,
-                      (self.broker_names,), self.main_start_ms / 1000, w.now_ms / 1000, refused)
+                      (self.broker_names,), self.main_start_ms / 1000, w.now_ms / 1000, refused, setup)
 
 
 def run(cfg: SimConfig, script: tuple[Timed, ...] | None = None) -> SimRun:

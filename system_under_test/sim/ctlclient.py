@@ -36,12 +36,17 @@ class ControllerClient:
         return target
 
     def call(self, code: int, header: dict[str, Any], on_reply: Callable[[Reply | None], None], *,
-             attempts: int | None = None) -> None:
-        """Ask the leader; ``on_reply`` gets its reply (any code but NOT_LEADER), or None if none answered."""
-        self._attempt(code, header, on_reply, attempts if attempts is not None else 2 * len(self.controllers) + 1)
+             attempts: int | None = None, resend_after_silence: bool = True) -> None:
+        """Ask the leader; ``on_reply`` gets its reply (any code but NOT_LEADER), or None if none answered.
+
+        ``resend_after_silence=False``: a request that got no answer in time is not sent to another controller
+        (None at once), as the real client raises RequestTimeout -- a write whose outcome is unknown must not be
+        sent again under the same op, or one op could take effect twice."""
+        self._attempt(code, header, on_reply, attempts if attempts is not None else 2 * len(self.controllers) + 1,
+                      resend_after_silence)
 
     def _attempt(self, code: int, header: dict[str, Any], on_reply: Callable[[Reply | None], None],
-                 left: int) -> None:
+                 left: int, resend: bool = True) -> None:
         if left <= 0:
             on_reply(None)
             return
@@ -54,15 +59,15 @@ class ControllerClient:
             if rep is None:
                 if self.leader == target:
                     self.leader = None
-                self._attempt(code, header, on_reply, left - 1)
+                self._attempt(code, header, on_reply, left - 1 if resend else 0, resend)
                 return
             if rep.code in (_NOT_LEADER, _FORMING):
                 hint = rep.header.get("leader_id")
                 self.leader = hint if isinstance(hint, str) and hint != target else None
                 if self.leader is None:
-                    self.node.timer(50, self._attempt, code, header, on_reply, left - 1)
+                    self.node.timer(50, self._attempt, code, header, on_reply, left - 1, resend)
                 else:
-                    self._attempt(code, header, on_reply, left - 1)
+                    self._attempt(code, header, on_reply, left - 1, resend)
                 return
             self.leader = target
             on_reply(rep)

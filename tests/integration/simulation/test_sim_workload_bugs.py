@@ -1,6 +1,6 @@
 """``splitbrain sim`` finds ``--bug reuse-broker-id`` and ``--bug no-epoch-fencing`` with the simulated ``broker-ids``
-allocator ops and ``membership`` lifecycle ops, judged by those workloads' own checkers (as in a real run), and
-the correct cluster passes the same seeds.
+allocator ops, ``membership`` lifecycle ops and ``controller-register`` pinned alters, judged by those workloads'
+own checkers (as in a real run), and the correct cluster passes the same seeds.
 
 Each case is one ``splitbrain sim`` process (a sweep of fixed seeds, ``--json``), started with this checkout on
 its import path and in a directory of its own.  The seeds are ones the sweep in docs/simulation.md found the bug
@@ -40,6 +40,7 @@ def _sweep(tmp_path: Path, *extra: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(("bug", "anomaly", "checker"), [
     ("reuse-broker-id", "nonlinearizable", "broker-ids/linearizable"),
     ("no-epoch-fencing", "stale-epoch-accepted", "membership/membership"),
+    ("no-epoch-fencing", "nonlinearizable", "controller-register/linearizable"),
 ])
 def test_the_simulated_workload_ops_find_the_bug(tmp_path: Path, bug: str, anomaly: str, checker: str) -> None:
     for d in _sweep(tmp_path, "--bug", bug):
