@@ -86,6 +86,9 @@ def test_a_drawn_step_is_a_valid_schedule_step_and_plays_what_was_drawn(kind: st
             extra_delay_ms=sum(b.get("delay", {}).values()))
     elif action.f == "skew-clock":
         assert action.nodes == (v["targets"],) and action.rate == v["rate"]
+    elif action.f == "corrupt-file":
+        assert action.nodes == (v["targets"],) and v["targets"] in BROKERS and action.mode == v["mode"]
+        assert v["mode"] in ("truncate-tail", "bitflip-tail")
     else:
         assert action.failpoint == v["failpoint"]
 
@@ -110,6 +113,12 @@ def test_undo_steps_without_a_value_heal_everything_of_their_kind(f: str) -> Non
     ({"at_s": 1, "f": "skew-clock", "value": {"targets": "c1", "delta_ms": 5}}, "schedule[0].value.delta_ms"),
     ({"at_s": 1, "f": "registration-crash", "value": {"failpoint": "broker.nope"}}, "schedule[0].value.failpoint"),
     ({"at_s": 1, "f": "stop-partition", "value": {"kind": "grudge"}}, "schedule[0].value"),
+    ({"at_s": 1, "f": "corrupt-file", "value": {"targets": "b1-1", "mode": "bitflip"}}, "schedule[0].value.mode"),
+    ({"at_s": 1, "f": "corrupt-file", "value": {"targets": "b1-1"}}, "schedule[0].value.mode"),
+    ({"at_s": 1, "f": "corrupt-file", "value": {"targets": "masters", "mode": "truncate-tail"}},
+     "schedule[0].value.targets"),
+    ({"at_s": 1, "f": "lose-unfsynced", "value": {"targets": "b1-1"}}, "schedule[0].f"),
+    ({"at_s": 1, "f": "start-disk", "value": {"fault": "eio-fsync"}}, "schedule[0].f"),
     ({"at_s": 31, "f": "kill", "value": "c1"}, "schedule[0].at_s"),
     ({"at_s": 1, "f": "kill", "value": "c1", "why": "x"}, "schedule[0].why"),
 ])
