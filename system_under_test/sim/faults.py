@@ -19,7 +19,8 @@ then undone; sometimes a second one joins the first (:class:`Nemesis` says when)
 * ``disk`` -- ``corrupt-file`` in a tail mode (``truncate-tail``, ``bitflip-tail``) on a broker of the set (the
   master half the time): the broker is killed, the last record of its commit log damaged in the middle -- fsynced
   or not, so the restarted store may find it lost durable records and stay out of mastership until replication
-  refills it -- and started again.  Not in :data:`DEFAULT_FAULTS` (see docs/simulation.md).
+  refills it -- and started again; never where it could leave the set without an electable member
+  (:func:`_damage_keeps_a_leader`).  Not in :data:`DEFAULT_FAULTS` (see docs/simulation.md).
 
 A drawn fault is a step ``{f, value}`` in the vocabulary of ``nemesis.schedule`` (:data:`DRAW`), performed
 through :func:`system_under_test.sim.playback.action_of` -- the same path a given schedule's steps take
@@ -140,12 +141,42 @@ def _draw_registration_crash(rng: random.Random, c: Cluster) -> Drawn:
     return {"f": "registration-crash", "value": {"failpoint": FAILPOINTS[rng.randrange(len(FAILPOINTS))]}}
 
 
-def _draw_disk(rng: random.Random, c: Cluster) -> Drawn:
-    """Damage the tail of a broker's commit log (the master half the time, else any broker of the set)."""
+def _draw_disk(rng: random.Random, c: Cluster) -> Drawn | None:
+    """Damage the tail of a broker's commit log (the master half the time, else any broker of the set); None when
+    the damage could leave the set without an electable member (:func:`_damage_keeps_a_leader`)."""
     master = c.master_node()
     victim = master if master is not None and rng.random() < 0.5 else \
         c.broker_names[rng.randrange(len(c.broker_names))]
-    return {"f": "corrupt-file", "value": {"targets": victim, "mode": TAIL_MODES[rng.randrange(len(TAIL_MODES))]}}
+    mode = TAIL_MODES[rng.randrange(len(TAIL_MODES))]
+    if not _damage_keeps_a_leader(c, victim):
+        return None
+    return {"f": "corrupt-file", "value": {"targets": victim, "mode": mode}}
+
+
+def _damage_keeps_a_leader(c: Cluster, victim: str) -> bool:
+    """Would the set still have an electable member if ``victim``'s log lost durable records now?
+
+    A broker whose store lost durable records asks to stay fenced until replication refills it; if every member
+    of the SyncStateSet is in that state (or down), the controller elects nobody -- by design, since an
+    acknowledged record may be gone (docs/broker.md, Lost durable records) -- and the set stays without a master.
+    The availability checker takes ``corrupt-file`` for a fault that undoes itself, so it would call that
+    ``unavailable``.  The simulated nemesis therefore damages one disk at a time (no broker of the set still
+    refilling), only while the set has a master, and a member of the SyncStateSet only if another member is up,
+    unpaused and unfenced.  A member is one for sure when both the master's applied set and its proposal, if any,
+    hold it."""
+    brokers = c.brokers
+    if any(b.store.durable_loss is not None for b in brokers.values()):
+        return False
+    master = c.master_node()
+    if master is None:
+        return False
+    view = brokers[master].ha.view
+    members = view.members & (view.proposed if view.proposed is not None else view.members)
+    target = brokers[victim]
+    if target.broker_id not in members:
+        return True
+    return any(b is not target and b.broker_id in members and b.up and not b.paused and not b.fenced
+               for b in brokers.values())
 
 
 DRAW: Mapping[str, Callable[[random.Random, Cluster], Drawn | None]] = {
