@@ -293,9 +293,9 @@ MUTANTS: tuple[Mutant, ...] = (
       "queue: inconsistent-offsets, unexpected or nonmonotonic polls (records read from a master are cut after a "
       "failover)."),
     # ---- broker: HA transfer ---------------------------------------------------------------------------
-    M("transfer-beyond-stable", "broker/ha-transfer", "system_under_test/broker/ha_master.py",
-      "mx = store.stable_offset  # only finished (under SYNC: fsynced) appends are replicated",
-      "mx = store.max_phys_offset",
+    M("transfer-beyond-stable", "broker/ha-transfer", "system_under_test/broker/ha/transfer.py",
+      "mx = stable_offset  # only finished (under SYNC: fsynced) appends are replicated",
+      "mx = max_offset",
       "The master streams bytes whose append has not finished (not yet fsynced), so a slave can hold a record the "
       "master then undoes after a failed fsync.",
       "queue: unexpected (a send that failed definitively is polled after a failover) or inconsistent-offsets; "
@@ -343,8 +343,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "none expected: the restarted broker gets a fresh id and works; no checker relates the id a crashed broker "
       "claimed to the one it comes back with."),
     # ---- broker: store recovery and durability ---------------------------------------------------------
-    M("store-confirm-not-clamped", "broker/store-recovery", "system_under_test/broker/store/store.py",
-      "self._confirm = min(max(stored_confirm, lo), hi)", "self._confirm = max(stored_confirm, lo)",
+    M("store-confirm-not-clamped", "broker/store-recovery", "system_under_test/broker/store/recovery.py",
+      "confirm = min(max(stored_confirm, lo), hi)", "confirm = max(stored_confirm, lo)",
       "At open the checkpoint's confirm offset is not clamped to the recovered log end, so after a lost or cut tail "
       "replicated records become visible as soon as they land, before they are confirmed.",
       "queue: inconsistent-offsets or unexpected after a disk fault cut a tail below the confirm offset and a "
@@ -357,8 +357,8 @@ MUTANTS: tuple[Mutant, ...] = (
       "none expected: a killed process keeps the page cache, and the lose-unfsynced nemesis cuts the log at the "
       "store's own published synced offset, so no fault here loses what the fsync would have kept."),
     # ---- broker: lease ---------------------------------------------------------------------------------
-    M("lease-renewed-at-reply", "broker/lease", "system_under_test/broker/lifecycle.py",
-      "self.last_renew_ms = max(self.last_renew_ms, sent_ms)", "self.last_renew_ms = CLOCK.monotonic_ms()",
+    M("lease-renewed-at-reply", "broker/lease", "system_under_test/broker/lease.py",
+      "renewed = max(last_renew_ms, sent_ms)", "renewed = now_ms",
       "The broker renews its lease from when a heartbeat reply arrived instead of when the heartbeat was sent, so "
       "a delayed reply stretches the lease past the controller's.",
       "queue or membership (fenced-broker-acked, write-on-superseded-master) when a deposed master acknowledges in "

@@ -40,7 +40,7 @@ from harness.explain import summary_lines, verdict_label
 from harness.sim_check import check_run, replay_command, write_run
 from harness.sim_shrink import ScheduleFileError, load_schedule, repro_spec, shrink
 from nemesis.replay import anomaly_kinds
-from system_under_test.sim import DEFAULT_WORKLOADS, FAULT_KINDS, SIM_BUGS, SIM_WORKLOADS, SimConfig
+from system_under_test.sim import DEFAULT_FAULTS, DEFAULT_WORKLOADS, FAULT_KINDS, SIM_BUGS, SIM_WORKLOADS, SimConfig
 from system_under_test.sim import run as run_sim
 from system_under_test.sim.playback import Timed
 
@@ -93,8 +93,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bug", action="append", default=[], choices=sorted(SIM_BUGS),
                    help="a deliberate bug (docs/bugs.md); repeatable")
     p.add_argument("--faults", type=_faults, default=None,
-                   help=f"comma list of fault kinds ({', '.join(FAULT_KINDS)}) or none; default: all but "
-                        f"registration-crash")
+                   help=f"comma list of fault kinds ({', '.join(FAULT_KINDS)}) or none; default: "
+                        f"{','.join(DEFAULT_FAULTS)}")
     p.add_argument("--workloads", type=_workloads, default=DEFAULT_WORKLOADS,
                    help=f"comma list of simulated workloads ({', '.join(SIM_WORKLOADS)}; queue always); default: "
                         f"{','.join(DEFAULT_WORKLOADS)}")

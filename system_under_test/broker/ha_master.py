@@ -8,9 +8,9 @@ While this broker is master of a broker set, :class:`HaMaster`:
 2. streams HA_TRANSFER one-ways on that connection, one task per slave, of bytes below the store's
    stable offset only (under SYNC: fsynced here, so a slave never holds a record whose append the
    master then undid, and an acknowledged record is durable on every member); each batch is chosen by
-   :func:`~.ha.next_batch` (never crosses an epoch) and cut to whole records by
-   :meth:`MessageStore.read_raw`; an idle slave gets an empty batch (heartbeat) every second or
-   whenever the confirm offset moved;
+   :func:`~.ha.replication_batch` (that bound, then :func:`~.ha.next_batch`: never crosses an epoch)
+   and cut to whole records by :meth:`MessageStore.read_raw`; an idle slave gets an empty batch
+   (heartbeat) every second or whenever the confirm offset moved;
 3. on every HA_ACK: updates the slave's catch-up tracking (:func:`~.ha.on_ack`), proposes an
    expansion of the SyncStateSet (:func:`~.ha.maybe_expand`), recomputes the confirm offset
    (:func:`~.ha.compute_confirm_offset`) and releases the puts whose acks are satisfied
@@ -49,11 +49,11 @@ from system_under_test.broker.ha import (
     maybe_expand,
     maybe_shrink,
     new_tracking,
-    next_batch,
     on_ack,
     on_disconnect,
     on_transfer,
     propose,
+    replication_batch,
 )
 from system_under_test.broker.store import MessageStore, StoreError
 from system_under_test.client.controller_client import NoControllerAvailable
@@ -361,9 +361,9 @@ class HaMaster:
     def _send_batch(self, s: _Slave) -> int:
         store = self.store
         assert s.transfer_from is not None
-        mx = store.stable_offset  # only finished (under SYNC: fsynced) appends are replicated
-        entries = [(e.epoch, e.start_offset) for e in store.epochs.entries if e.start_offset <= mx]
-        batch = next_batch(s.transfer_from, entries, mx, self.cfg.ha_transfer_batch_bytes)
+        batch, mx = replication_batch(s.transfer_from, [(e.epoch, e.start_offset) for e in store.epochs.entries],
+                                      stable_offset=store.stable_offset, max_offset=store.max_phys_offset,
+                                      batch_bytes=self.cfg.ha_transfer_batch_bytes)
         data = store.read_raw(batch.start, batch.size) if batch.size else b""
         confirm = store.confirm_offset
         s.conn.send_oneway(RequestCode.HA_TRANSFER, {

@@ -12,7 +12,8 @@
 4. Heartbeat every controller every ``heartbeat_interval_ms`` with (broker epoch, last epoch in the
    epoch file, max offset, confirm offset, priority, lease).  The leader's reply says whether we are
    fenced; STALE_BROKER_EPOCH / unknown broker -> register again.  A watchdog fences us when no
-   heartbeat was acknowledged for ``lease_timeout_ms`` (counted from when it was sent).
+   heartbeat was acknowledged for ``lease_timeout_ms`` (counted from when it was sent; the rules are
+   :mod:`.lease`'s).
 5. Follow the controller's view of the set: poll GetReplicaInfo every ``replica_info_interval_ms``
    and act on NOTIFY_BROKER_ROLE_CHANGED pushes (a push for another broker epoch is rejected,
    KIP-380).  :func:`~.ha.decide_role_change` says what to do: a master is adopted only with a
@@ -46,6 +47,7 @@ from system_under_test.broker.consumer_offsets import ConsumerOffsets
 from system_under_test.broker.ha import RoleDecisionKind, decide_role_change, may_lead_again
 from system_under_test.broker.ha_master import HaMaster
 from system_under_test.broker.ha_slave import HaSlave
+from system_under_test.broker.lease import check_lease, renewed_at
 from system_under_test.broker.registration import (
     RESTART_ERRORS,
     RegistrationConfig,
@@ -289,9 +291,10 @@ class Broker:
                 log.error("re-registration refused: %s; staying fenced", exc)
 
     def _on_heartbeat_reply(self, h: dict[str, Any], sent_ms: int) -> None:
-        if sent_ms > CLOCK.monotonic_ms():
+        renewed = renewed_at(self.last_renew_ms, sent_ms, CLOCK.monotonic_ms())
+        if renewed is None:
             return  # sent before the clock went back: it proves nothing about the lease now
-        self.last_renew_ms = max(self.last_renew_ms, sent_ms)
+        self.last_renew_ms = renewed
         fenced = bool(h.get("fenced"))
         if fenced != self.fenced:
             log.info("controller says fenced=%s (broker epoch %d)", fenced, self.broker_epoch)
@@ -325,25 +328,20 @@ class Broker:
         queued requests are handled before any timer runs, so the watchdog alone would be too late.
         """
         now = CLOCK.monotonic_ms()
-        if now < self._last_lease_check_ms:
-            # The (skewable) monotonic clock went backwards: elapsed time since the last renewal is unknown,
-            # so the lease cannot be trusted until the next acknowledged heartbeat.
-            if not self.fenced:
-                log.warning("clock went back %d ms: fencing myself until the next heartbeat",
-                            self._last_lease_check_ms - now)
-                node_events.record("fenced", broker_epoch=self.broker_epoch, via="clock-went-back")
-            self.fenced = True
-            self.last_renew_ms = min(self.last_renew_ms, now)
-        self._last_lease_check_ms = now
-        if not self.fenced and now - self.last_renew_ms > self.cfg.lease_timeout_ms:
+        check = check_lease(self.fenced, self.last_renew_ms, self._last_lease_check_ms, now, self.cfg.lease_timeout_ms)
+        if check.fenced_because == "clock-went-back":
+            log.warning("clock went back %d ms: fencing myself until the next heartbeat",
+                        self._last_lease_check_ms - now)
+        elif check.fenced_because == "lease-expired":
             log.warning("no heartbeat acknowledged for %d ms: fencing myself (broker epoch %d)",
-                        now - self.last_renew_ms, self.broker_epoch)
-            node_events.record("fenced", broker_epoch=self.broker_epoch, via="lease-expired")
-            self.fenced = True
-            if self.ha_master is not None and self.ha_master.active:
-                failed = self.ha_master.fail_waiting_puts()
-                if failed:
-                    log.info("lease expired: %d put(s) waiting for acks answered FLUSH_SLAVE_TIMEOUT", failed)
+                        now - check.last_renew_ms, self.broker_epoch)
+        if check.fenced_because is not None:
+            node_events.record("fenced", broker_epoch=self.broker_epoch, via=check.fenced_because)
+        self.fenced, self.last_renew_ms, self._last_lease_check_ms = check.fenced, check.last_renew_ms, now
+        if check.fenced_because == "lease-expired" and self.ha_master is not None and self.ha_master.active:
+            failed = self.ha_master.fail_waiting_puts()
+            if failed:
+                log.info("lease expired: %d put(s) waiting for acks answered FLUSH_SLAVE_TIMEOUT", failed)
         return not self.fenced
 
     async def _lease_watchdog(self) -> None:

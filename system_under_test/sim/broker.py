@@ -3,14 +3,17 @@
 :class:`SimBroker` follows ``broker/lifecycle.py`` step by step on simulated time.  Production code it runs
 unchanged: the registration state machine (:func:`~system_under_test.broker.registration.state_machine.next_action`,
 ``apply_event``, ``restart_event``, ``make_register_code``) with the meta records' encoding and CRC check
-(``meta_record``), the role decision and the ordered role-change steps (:mod:`system_under_test.broker.ha.role`),
+(``meta_record``), the broker's own lease (:mod:`system_under_test.broker.lease`: renewal from the send time,
+expiry, a clock that went back), the role decision (with a store's durable loss) and the ordered role-change steps
+(:mod:`system_under_test.broker.ha.role`, with ``may_lead_again``),
 the HA cores (:mod:`system_under_test.sim.ha`), ``check_min_in_sync``, the response-code table's ``definite``
 flags, and the store's frame encoding and recovery decoding (:mod:`system_under_test.sim.store`).
 
 What is the shell's and re-stated here (docs/simulation.md): the order of the life cycle (register, then
-heartbeat every controller, poll GetReplicaInfo, follow pushes), the heartbeat reply handling (renew the lease
-from the send time, adopt ``fenced``, deactivate a master on a higher master epoch, register again on a stale
-broker epoch), the lease check on every request, the role lock (one replica-info at a time), the step executor
+heartbeat every controller, poll GetReplicaInfo, follow pushes), the heartbeat reply handling (when to renew the
+lease, adopt ``fenced``, deactivate a master on a higher master epoch, register again on a stale broker epoch), when
+the lease is checked (on every request), the heartbeat's ``want_fence`` and durable-loss claim, clearing a refilled
+store's loss before a heartbeat round, the role lock (one replica-info at a time), the step executor
 of ``role_change.py``, the send/pull handlers of ``server.py``, and the registration driver's retry loop.
 
 Deliberate bugs run here as in the real broker: ``ack-before-replication`` (a send is answered once appended)
@@ -33,6 +36,7 @@ from system_under_test.broker.ha import (
     change_to_slave_steps,
     check_min_in_sync,
     decide_role_change,
+    may_lead_again,
 )
 from system_under_test.broker.ha.role import (
     AcceptWrites,
@@ -46,6 +50,7 @@ from system_under_test.broker.ha.role import (
     StopAcceptingWrites,
     StopHaClient,
 )
+from system_under_test.broker.lease import check_lease, renewed_at
 from system_under_test.broker.registration.driver import (
     FP_APPLY_AFTER,
     FP_APPLY_BEFORE,
@@ -420,16 +425,30 @@ class SimBroker(SimNode):
     # -- heartbeats and lease (lifecycle.py) -----------------------------------------------------
     def heartbeat_header(self) -> dict[str, Any]:
         s, o = self.store, self.opts
+        loss = s.durable_loss if o.sync_flush else None  # lifecycle.py: the claim bounds nothing under ASYNC
         return {"cluster_name": o.cluster_name, "broker_name": o.broker_name, "broker_id": self.broker_id,
                 "broker_addr": self.name, "broker_epoch": self.broker_epoch, "master_epoch": s.epochs.last_epoch,
                 "max_offset": s.max_offset, "confirm_offset": s.confirm, "election_priority": o.election_priority,
                 "heartbeat_timeout_ms": o.lease_timeout_ms, "want_shutdown": self.shutdown.shutting_down,
-                "want_fence": False}
+                "want_fence": s.durable_loss is not None,
+                "lost_durable_offset": None if loss is None else loss.durable_offset,
+                "lost_durable_epoch": None if loss is None else loss.epoch}
+
+    def _clear_durable_loss_if_refilled(self) -> None:
+        """A store that lost durable records is made good once the log reaches the confirm offset of the master
+        it follows (:func:`~system_under_test.broker.ha.may_lead_again`)."""
+        slave = self.ha_slave
+        if self.store.durable_loss is not None and slave is not None and may_lead_again(
+                slave.master_confirm_offset, self.store.max_offset):
+            self.store.clear_durable_loss()
+            self.world.node_event(self.identity, "durable-loss-cleared", broker_name=self.opts.broker_name,
+                                  max_offset=self.store.max_offset)
 
     def _heartbeat_loop(self) -> None:
         self.timer(self.opts.heartbeat_interval_ms, self._heartbeat_loop)
         if self.broker_id == 0:
             return
+        self._clear_durable_loss_if_refilled()
         sent = self.now_ms()
         header = self.heartbeat_header()
         timeout = max(200, self.opts.heartbeat_interval_ms * 2)
@@ -461,9 +480,10 @@ class SimBroker(SimNode):
             self._register()
 
     def _on_heartbeat_reply(self, h: dict[str, Any], sent_ms: int) -> None:
-        if sent_ms > self.now_ms():
+        renewed = renewed_at(self.last_renew_ms, sent_ms, self.now_ms())
+        if renewed is None:
             return
-        self.last_renew_ms = max(self.last_renew_ms, sent_ms)
+        self.last_renew_ms = renewed
         fenced = bool(h.get("fenced"))
         if fenced != self.fenced:
             self.world.node_event(self.identity, "fenced" if fenced else "unfenced", broker_name=self.opts.broker_name)
@@ -477,15 +497,11 @@ class SimBroker(SimNode):
 
     def lease_valid(self) -> bool:
         now = self.now_ms()
-        if now < self._last_lease_check_ms:
-            if not self.fenced:
-                self.world.node_event(self.identity, "fenced", broker_name=self.opts.broker_name)
-            self.fenced = True
-            self.last_renew_ms = min(self.last_renew_ms, now)
-        self._last_lease_check_ms = now
-        if not self.fenced and now - self.last_renew_ms > self.opts.lease_timeout_ms:
+        check = check_lease(self.fenced, self.last_renew_ms, self._last_lease_check_ms, now,
+                            self.opts.lease_timeout_ms)
+        if check.fenced_because is not None:
             self.world.node_event(self.identity, "fenced", broker_name=self.opts.broker_name)
-            self.fenced = True
+        self.fenced, self.last_renew_ms, self._last_lease_check_ms = check.fenced, check.last_renew_ms, now
         return not self.fenced
 
     # -- role changes ----------------------------------------------------------------------------
@@ -523,8 +539,10 @@ class SimBroker(SimNode):
         members = frozenset(int(i) for i in info.get("sync_state_set") or [])
         set_epoch = int(info.get("sync_state_set_epoch") or 0)
         decision = decide_role_change(self.master_epoch, master_epoch, None if master_id is None else int(master_id),
-                                      self.broker_id, lost_durable_records=False)
+                                      self.broker_id, lost_durable_records=self.store.durable_loss is not None)
         kind = decision.kind
+        if kind is RoleDecisionKind.REFUSE_TO_LEAD:
+            return
         if kind is RoleDecisionKind.NO_MASTER:
             if source != "elect":
                 self._ask_to_be_elected()

@@ -15,7 +15,12 @@ then undone; sometimes a second one joins the first (:class:`Nemesis` says when)
 * ``registration-crash`` -- start a fresh broker of its own broker set (``x1`` of ``regcrash-0``, a new disk each
   time, as the real nemesis uses extra broker processes) and crash it at one of the registration driver's
   failpoints; it is started again 3 s later and must start (a broker that refuses is a ``restart-refused``
-  anomaly).
+  anomaly);
+* ``disk`` -- ``corrupt-file`` in a tail mode (``truncate-tail``, ``bitflip-tail``) on a broker of the set (the
+  master half the time): the broker is killed, the last record of its commit log damaged in the middle -- fsynced
+  or not, so the restarted store may find it lost durable records and stay out of mastership until replication
+  refills it -- and started again; never where it could leave the set without an electable member
+  (:func:`_damage_keeps_a_leader`).  Not in :data:`DEFAULT_FAULTS` (see docs/simulation.md).
 
 A drawn fault is a step ``{f, value}`` in the vocabulary of ``nemesis.schedule`` (:data:`DRAW`), performed
 through :func:`system_under_test.sim.playback.action_of` -- the same path a given schedule's steps take
@@ -41,12 +46,12 @@ from typing import Any, Protocol
 from system_under_test.broker.registration.driver import FAILPOINTS
 from system_under_test.sim.broker import SimBroker
 from system_under_test.sim.network import Network, PacketFault, SimNode
-from system_under_test.sim.playback import REGCRASH_RESTART_MS, Action, Timed, action_of
+from system_under_test.sim.playback import REGCRASH_RESTART_MS, TAIL_MODES, Action, Timed, action_of
 from system_under_test.sim.world import World
 
 __all__ = ["DEFAULT_FAULTS", "DRAW", "FAULT_KINDS", "UNDO_OF", "Cluster", "Nemesis"]
 
-FAULT_KINDS = ("kill", "pause", "partition", "packet", "clock", "registration-crash")
+FAULT_KINDS = ("kill", "pause", "partition", "packet", "clock", "registration-crash", "disk")
 DEFAULT_FAULTS = ("kill", "pause", "partition", "packet", "clock")
 
 
@@ -136,9 +141,48 @@ def _draw_registration_crash(rng: random.Random, c: Cluster) -> Drawn:
     return {"f": "registration-crash", "value": {"failpoint": FAILPOINTS[rng.randrange(len(FAILPOINTS))]}}
 
 
+def _draw_disk(rng: random.Random, c: Cluster) -> Drawn | None:
+    """Damage the tail of a broker's commit log (the master half the time, else any broker of the set); None when
+    the damage could leave the set without an electable member (:func:`_damage_keeps_a_leader`)."""
+    master = c.master_node()
+    victim = master if master is not None and rng.random() < 0.5 else \
+        c.broker_names[rng.randrange(len(c.broker_names))]
+    mode = TAIL_MODES[rng.randrange(len(TAIL_MODES))]
+    if not _damage_keeps_a_leader(c, victim):
+        return None
+    return {"f": "corrupt-file", "value": {"targets": victim, "mode": mode}}
+
+
+def _damage_keeps_a_leader(c: Cluster, victim: str) -> bool:
+    """Would the set still have an electable member if ``victim``'s log lost durable records now?
+
+    A broker whose store lost durable records asks to stay fenced until replication refills it; if every member
+    of the SyncStateSet is in that state (or down), the controller elects nobody -- by design, since an
+    acknowledged record may be gone (docs/broker.md, Lost durable records) -- and the set stays without a master.
+    The availability checker takes ``corrupt-file`` for a fault that undoes itself, so it would call that
+    ``unavailable``.  The simulated nemesis therefore damages one disk at a time (no broker of the set still
+    refilling), only while the set has a master, and a member of the SyncStateSet only if another member is up,
+    unpaused and unfenced.  A member is one for sure when both the master's applied set and its proposal, if any,
+    hold it."""
+    brokers = c.brokers
+    if any(b.store.durable_loss is not None for b in brokers.values()):
+        return False
+    master = c.master_node()
+    if master is None:
+        return False
+    view = brokers[master].ha.view
+    members = view.members & (view.proposed if view.proposed is not None else view.members)
+    target = brokers[victim]
+    if target.broker_id not in members:
+        return True
+    return any(b is not target and b.broker_id in members and b.up and not b.paused and not b.fenced
+               for b in brokers.values())
+
+
 DRAW: Mapping[str, Callable[[random.Random, Cluster], Drawn | None]] = {
     "kill": _draw_process("kill"), "pause": _draw_process("pause"), "partition": _draw_partition,
     "packet": _draw_packet, "clock": _draw_clock, "registration-crash": _draw_registration_crash,
+    "disk": _draw_disk,
 }
 """Fault kind -> how the nemesis draws its step from its RNG and the cluster's state (None: nothing to do now,
 e.g. the victim is already down).  Every drawn step is performed through
@@ -146,13 +190,13 @@ e.g. the victim is already down).  Every drawn step is performed through
 
 UNDO_OF: Mapping[str, str | None] = {
     "kill": "start", "pause": "resume", "start-partition": "stop-partition", "start-packet": "stop-packet",
-    "skew-clock": "reset-clock", "registration-crash": None,
+    "skew-clock": "reset-clock", "registration-crash": None, "corrupt-file": None,
 }
 """A drawn fault's f -> the f of the step that undoes it (None: it heals itself)."""
 
 _KIND_OF: Mapping[str, str] = {"kill": "kill", "pause": "pause", "start-partition": "partition",
                                "start-packet": "packet", "skew-clock": "clock",
-                               "registration-crash": "registration-crash"}
+                               "registration-crash": "registration-crash", "corrupt-file": "disk"}
 """A fault step's f -> the fault kind it counts under in the run's figures."""
 
 _PROCESS_FS = frozenset({"kill", "pause", "start", "resume"})
@@ -386,6 +430,25 @@ class Nemesis:
         self.cluster.world.at_first(self.cluster.world.now_ms + REGCRASH_RESTART_MS, self._restart_extra, restart)
         return {"failpoint": action.failpoint, "node": broker.identity}
 
+    def _corrupt_file(self, action: Action) -> Any:
+        """Kill each broker named, damage its log's last record, start it again (one that was down stays down)."""
+        c = self.cluster
+        hit: list[str] = []
+        damaged: dict[str, int | None] = {}
+        for n in action.nodes:
+            broker = c.brokers.get(n)
+            if broker is None:
+                continue
+            was_up = broker.up
+            broker.crash()
+            damaged[n] = broker.store.damage_tail(action.mode)
+            if was_up:
+                broker.start()
+            hit.append(n)
+        if not hit:
+            return _NOTHING
+        return {"targets": ",".join(hit), "mode": action.mode, "damaged_at": damaged}
+
     def _restart_extra(self, restart: Drawn) -> None:
         if not any(r is restart for r in self._restarts):
             return
@@ -404,5 +467,6 @@ _PERFORM: Mapping[str, Callable[[Nemesis, Action], Any]] = {
     "start-packet": Nemesis._packet, "stop-packet": Nemesis._stop_packet,
     "skew-clock": Nemesis._skew, "reset-clock": Nemesis._reset_clock,
     "registration-crash": Nemesis._registration_crash,
+    "corrupt-file": Nemesis._corrupt_file,
 }
 """Action f -> how the nemesis performs it on the cluster, returning the history op's value."""

@@ -1,6 +1,7 @@
 """Master-to-slave replication of a simulated broker, on the production HA cores.
 
-Production code run unchanged: :func:`~system_under_test.broker.ha.next_batch` (epoch-bounded batches),
+Production code run unchanged: :func:`~system_under_test.broker.ha.replication_batch` (epoch-bounded batches below
+the stable offset, through ``next_batch``),
 :func:`~system_under_test.broker.ha.on_transfer_header` (the slave's reaction to a batch),
 :func:`~system_under_test.broker.store.truncation.explain_consistent_point` (truncation to the consistent point),
 the catch-up tracking and SyncStateSet rules (``new_tracking``, ``on_transfer``, ``on_ack``, ``on_disconnect``,
@@ -43,12 +44,12 @@ from system_under_test.broker.ha import (
     maybe_expand,
     maybe_shrink,
     new_tracking,
-    next_batch,
     on_ack,
     on_disconnect,
     on_transfer,
     on_transfer_header,
     propose,
+    replication_batch,
 )
 from system_under_test.broker.ha.transfer import AppendBytes, AppendEpoch, DropConnection, SendAck, SetConfirmOffset
 from system_under_test.broker.store.epoch_file import EpochEntry
@@ -356,9 +357,9 @@ class HaMaster:
     def _send_batch(self, s: _Slave) -> None:
         store = self.b.store
         assert s.transfer_from is not None
-        mx = store.stable_offset
-        entries = [(e.epoch, e.start_offset) for e in store.epochs.entries if e.start_offset <= mx]
-        batch = next_batch(s.transfer_from, entries, mx, self.b.opts.ha_transfer_batch_bytes)
+        batch, mx = replication_batch(s.transfer_from, [(e.epoch, e.start_offset) for e in store.epochs.entries],
+                                      stable_offset=store.stable_offset, max_offset=store.max_offset,
+                                      batch_bytes=self.b.opts.ha_transfer_batch_bytes)
         data = store.read_raw(batch.start, batch.size) if batch.size else b""
         confirm = store.confirm
         self.b.send(s.node, HaTransfer(s.session, batch.start, batch.epoch, batch.epoch_start_offset, confirm, data),

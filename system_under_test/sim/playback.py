@@ -20,7 +20,13 @@ What the simulator plays (a subset of ``nemesis.schedule``; anything else is ref
 * ``skew-clock`` ``{targets: NODE, rate}`` and ``reset-clock`` (every node's rate back to 1, as the real nemesis
   resets every node);
 * ``registration-crash`` ``{failpoint}``: the extra broker ``x1`` crashes at that registration failpoint and is
-  started again :data:`REGCRASH_RESTART_MS` later (the fault heals itself, as in ``nemesis.schedule``).
+  started again :data:`REGCRASH_RESTART_MS` later (the fault heals itself, as in ``nemesis.schedule``);
+* ``corrupt-file`` ``{targets: NODES, mode}`` with mode ``truncate-tail`` or ``bitflip-tail`` (:data:`TAIL_MODES`):
+  each broker named is killed, the last whole record of its commit log is damaged in the middle (cut there, or
+  one bit flipped there) and it is started again -- a broker that was down is damaged and left down, as the real
+  disk nemesis does.  The real nemesis draws the damaged byte inside the last record from its own RNG; the
+  simulator takes the record's middle byte, so a step plays the same wherever it comes from.  Nodes that are not
+  brokers of the simulated cluster are skipped.
 
 Pure: no clock, no randomness, no cluster -- the node names arrive as an argument.
 """
@@ -35,7 +41,7 @@ from typing import Any
 from system_under_test.broker.registration.driver import FAILPOINTS
 from system_under_test.sim.network import PacketFault
 
-__all__ = ["PLAYABLE", "REGCRASH_RESTART_MS", "Action", "PlayError", "Timed", "action_of", "plan"]
+__all__ = ["PLAYABLE", "REGCRASH_RESTART_MS", "TAIL_MODES", "Action", "PlayError", "Timed", "action_of", "plan"]
 
 REGCRASH_RESTART_MS = 3000
 """How long after a ``registration-crash`` its broker is started again (drawn or played alike)."""
@@ -61,6 +67,7 @@ class Action:
     packet: PacketFault | None = None
     rate: float = 1.0
     failpoint: str = ""
+    mode: str = ""
 
 
 @dataclass(frozen=True)
@@ -179,6 +186,19 @@ def _registration_crash(i: int, raw: Any, names: Sequence[str]) -> Action:
     return Action("registration-crash", failpoint=str(point))
 
 
+TAIL_MODES = ("truncate-tail", "bitflip-tail")
+"""The ``corrupt-file`` modes the simulator plays: the repairable ones, which damage only the last record."""
+
+
+def _corrupt_file(i: int, raw: Any, names: Sequence[str]) -> Action:
+    v = _mapping(i, "corrupt-file", raw, ("targets", "mode"))
+    mode = v.get("mode")
+    if mode not in TAIL_MODES:
+        raise _fail(i, "value.mode", f"the simulator plays corrupt-file modes {', '.join(TAIL_MODES)} only (given "
+                                     f"explicitly: the real default is bitflip-tail); got {mode!r}")
+    return Action("corrupt-file", _nodes(i, "value.targets", v.get("targets"), names), mode=str(mode))
+
+
 PLAYABLE: Mapping[str, Callable[[int, Any, Sequence[str]], Action]] = {
     "kill": _targeted("kill"),
     "start": _all_or_targeted("start", "dead"),
@@ -191,6 +211,7 @@ PLAYABLE: Mapping[str, Callable[[int, Any, Sequence[str]], Action]] = {
     "skew-clock": _skew,
     "reset-clock": _no_value("reset-clock"),
     "registration-crash": _registration_crash,
+    "corrupt-file": _corrupt_file,
 }
 """f -> the reader of its value: the whole vocabulary the simulated nemesis plays (module docstring)."""
 

@@ -7,8 +7,11 @@ the epoch entries are a path-less ``store.epoch_file.EpochFileCache`` (the real 
 re-states, because it lives in the file shell (``store/store.py``; listed in docs/simulation.md): queue offsets
 assigned at put, the visibility rule (a record enters its consume queue only once its end is <= the confirm
 offset, and leaves it again when the confirm offset is lowered), truncation of every part at a record
-boundary, the stable offset (under SYNC the synced offset), and recovery (torn tail cut, epoch entries beyond
-the end dropped, confirm offset from the last checkpoint clamped to the log, consume queues re-derived).
+boundary, the stable offset (under SYNC the synced offset), and the order of recovery (torn tail cut, epoch
+entries beyond the end dropped, consume queues re-derived).  What recovery decides runs the production rules of
+``store/recovery.py``: the confirm offset (the checkpoint's, clamped to the recovered log:
+``recovered_confirm_offset``) and whether the log lost durable records (``durable_loss_after``; the durable offset
+is the synced mark, which only disk damage -- :meth:`SimStore.damage_tail`, the ``disk`` fault -- can cut below).
 
 Disk model.  The commit log's bytes are written at once (page cache); ``synced`` marks how far they are
 durable.  Under SYNC every append is fsynced before it returns (the real group commit); under ASYNC
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 
 from system_under_test.broker.store.epoch_file import EpochFileCache
 from system_under_test.broker.store.record import decode_many, encode_stamped, trusted_records
+from system_under_test.broker.store.recovery import DurableLoss, durable_loss_after, recovered_confirm_offset
 
 __all__ = ["Item", "SimStore"]
 
@@ -56,6 +60,7 @@ class SimStore:
         self.synced = 0
         self.checkpoint_confirm = 0
         self.epochs = EpochFileCache(None)
+        self.durable_loss: DurableLoss | None = None  # the marker file: kept across restarts until cleared
         self.fsyncs = 0
         # memory, rebuilt by open()
         self.items: list[Item] = []
@@ -161,6 +166,9 @@ class SimStore:
             self.pending.extendleft(reversed(redo))
             self.dispatched = redo[0].phys if redo else offset
         self.confirm = offset
+        self._dispatch_up_to(offset)
+
+    def _dispatch_up_to(self, offset: int) -> None:
         pending = self.pending
         while pending and pending[0].end <= offset:
             it = pending.popleft()
@@ -214,6 +222,33 @@ class SimStore:
         self.epochs.truncate_suffix_by_offset(0)
 
     # -- crash and recovery ----------------------------------------------------------------------
+    def _epoch_at(self, offset: int) -> int | None:
+        found = self.epochs.find_entry_by_offset(offset)
+        return None if found is None else found.epoch
+
+    def clear_durable_loss(self) -> None:
+        """Forget the durable loss: replication has refilled the log (the broker decides when)."""
+        self.durable_loss = None
+
+    def damage_tail(self, mode: str) -> int | None:
+        """Disk damage while the process is down (the disk nemesis's ``corrupt-file`` tail modes): the last whole
+        record of the log is cut in its middle (``truncate-tail``; torn bytes after it go too) or has the lowest
+        bit of its middle byte flipped (``bitflip-tail``), fsynced or not.  The next open finds a torn tail there
+        and cuts it; below the durable offset that is a durable loss.  The checkpoint (with its confirm offset)
+        and the epoch file stay as they were.  Returns where the damage is, None if the log holds no record."""
+        records = decode_many(bytes(self.log), 0).records
+        if not records:
+            return None
+        last = records[-1]
+        at = last.offset + last.size // 2
+        if mode == "truncate-tail":
+            del self.log[at:]
+        elif mode == "bitflip-tail":
+            self.log[at] ^= 1
+        else:
+            raise ValueError(f"damage_tail: unknown mode {mode!r}")
+        return at
+
     def crash(self, keep_unsynced: int) -> None:
         """The process died: keep the synced bytes plus ``keep_unsynced`` more (clamped), lose memory."""
         keep = min(len(self.log), self.synced + max(0, keep_unsynced))
@@ -224,6 +259,9 @@ class SimStore:
         """Recover from the disk: cut a torn tail, drop epochs beyond the end, clamp the checkpoint's confirm
         offset, re-derive queue offsets and consume queues."""
         res = decode_many(bytes(self.log), 0)
+        loss = durable_loss_after(self.durable_loss, res.end, self.synced, self._epoch_at)
+        if loss is not None:
+            self.durable_loss = loss
         if res.end < len(self.log):
             self.torn_tails += 1
             del self.log[res.end:]
@@ -238,8 +276,11 @@ class SimStore:
             self.next_qo[key] = max(self.next_qo.get(key, 0), r.queue_offset + 1)
         self.epochs.remove_beyond(len(self.log))
         self.dispatched = 0
-        self.confirm = 0
-        self.set_confirm_offset(min(max(self.checkpoint_confirm, 0), len(self.log)))
+        # As the real store's open: the confirm offset is set, not moved (set_confirm_offset refuses an offset
+        # beyond the log, which only a wrong recovery rule could produce); records ending at or below it are
+        # visible, the others wait for it.
+        self.confirm = recovered_confirm_offset(self.checkpoint_confirm, 0, len(self.log))
+        self._dispatch_up_to(self.confirm)
 
     def describe(self) -> str:
         return (f"log [0,{len(self.log)}) synced {self.synced} confirm {self.confirm} epochs "

@@ -53,6 +53,7 @@ from system_under_test.broker.ha.transfer import (
     epoch_at,
     next_batch,
     on_transfer_header,
+    replication_batch,
 )
 
 __all__ = [
@@ -96,4 +97,5 @@ __all__ = [
     "epoch_at",
     "next_batch",
     "on_transfer_header",
+    "replication_batch",
 ]

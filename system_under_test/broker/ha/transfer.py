@@ -131,6 +131,27 @@ def next_batch(transfer_from: int, master_epochs: EpochEntries, master_max_offse
     return Batch(transfer_from, min(transfer_from + batch_bytes, limit), epoch, start)
 
 
+def replication_batch(transfer_from: int, master_epochs: EpochEntries, *, stable_offset: int, max_offset: int,
+                      batch_bytes: int) -> tuple[Batch, int]:
+    """The next batch for a slave, bounded by what the master may replicate yet; also that bound.
+
+    A master replicates only bytes whose append has finished, those below its store's ``stable_offset`` (under
+    SYNC the fsynced end; bytes between it and ``max_offset`` belong to appends still being fsynced, and a failed
+    fsync undoes them).  Streaming them early would let a slave hold -- and, after a failover, serve -- a record
+    whose send the master then answered with a definite failure.  Epoch entries that start beyond the bound are
+    not sent yet.  The bound is returned too: the catch-up tracking compares the slave's acks with it
+    (:func:`~.sync_state.on_transfer`).
+
+    Raises:
+        TransferError: as :func:`next_batch`, or ``stable_offset`` beyond ``max_offset``.
+    """
+    if not 0 <= stable_offset <= max_offset:
+        raise TransferError(f"stable offset {stable_offset} must lie in [0, max offset {max_offset}]")
+    mx = stable_offset  # only finished (under SYNC: fsynced) appends are replicated
+    entries = [(e, s) for e, s in master_epochs if s <= mx]
+    return next_batch(transfer_from, entries, mx, batch_bytes), mx
+
+
 # ---------------------------------------------------------------------------------------------
 # Slave side
 

@@ -18,7 +18,6 @@ from system_under_test.broker.store.commitlog import (
     FP_BEFORE_FSYNC,
     FP_WRITE,
     CommitLog,
-    DurableLoss,
     RecoveryReport,
 )
 from system_under_test.broker.store.config import FlushPolicy, StoreConfig
@@ -48,6 +47,7 @@ from system_under_test.broker.store.record import (
     trusted_record,
     trusted_records,
 )
+from system_under_test.broker.store.recovery import DurableLoss
 from system_under_test.broker.store.results import GetResult, PutResult, RawGetResult
 from system_under_test.broker.store.signature import (
     FinalSignature,

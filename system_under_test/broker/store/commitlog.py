@@ -78,6 +78,7 @@ from system_under_test.broker.store.record import (
     find_next_valid,
     frame_length_at,
 )
+from system_under_test.broker.store.recovery import DurableLoss, durable_loss_after
 from system_under_test.failpoints import FailpointError, declare, hit
 
 log = logging.getLogger("splitbrain.broker.store.commitlog")
@@ -142,29 +143,6 @@ class RecoveryReport:
         lost = (f"; LOST {self.lost_durable_bytes}B of durable records (durable to {self.durable_offset})"
                 if self.lost_durable_bytes else "")
         return f"verified {self.records_verified} records from {self.verified_from} to {self.end}{cut}{lost}"
-
-
-@dataclass(frozen=True)
-class DurableLoss:
-    """The commit log lost records it had made durable (``<store>/commitlog.lost``; module docstring).
-
-    Attributes:
-        durable_offset: the log had been fsynced up to here; None if the marker file is damaged.
-        end: where the log ended after the recovery that found the loss.
-        epoch: the master epoch of the last durable record (the one ending at ``durable_offset``), read from the
-            epoch file before the recovery cut it back; None if unknown (no entry covers it, a marker written
-            before the field existed, or a damaged marker).  A replica whose log ends in this epoch at or beyond
-            ``durable_offset`` holds everything this one had made durable (docs/broker.md, Lost durable records).
-    """
-
-    durable_offset: int | None
-    end: int
-    epoch: int | None = None
-
-    def describe(self) -> str:
-        was = "unknown (damaged marker)" if self.durable_offset is None else str(self.durable_offset)
-        in_epoch = "" if self.epoch is None else f" (epoch {self.epoch})"
-        return f"commit log lost durable records: durable up to {was}{in_epoch}, recovered to {self.end}"
 
 
 def read_lost_file(store_dir: str) -> DurableLoss | None:
@@ -704,17 +682,11 @@ class CommitLog:
 
     def _note_durable_loss_locked(self, end: int, durable_offset: int,
                                   epoch_at: Callable[[int], int | None] | None) -> None:
-        """Record durably that the log ends at ``end`` below ``durable_offset`` (nothing if it does not).
-
-        A loss recorded earlier and not cleared keeps its claim if that claim is the larger (its epoch with it):
-        the epoch file has been cut back since, so only the first recovery could read the epoch."""
-        if end >= durable_offset:
+        """Record durably that the log ends at ``end`` below ``durable_offset`` (nothing if it does not); the rule,
+        with how an earlier loss's claim is kept, is :func:`~.recovery.durable_loss_after`."""
+        loss = durable_loss_after(self.durable_loss, end, durable_offset, epoch_at)
+        if loss is None:
             return
-        known = self.durable_loss
-        if known is not None and (known.durable_offset is None or known.durable_offset >= durable_offset):
-            loss = DurableLoss(known.durable_offset, end, known.epoch)
-        else:
-            loss = DurableLoss(durable_offset, end, epoch_at(durable_offset - 1) if epoch_at is not None else None)
         log.error("commit log %s: %s; this broker must not lead until replication refills it", self.directory,
                   loss.describe())
         fields: dict[str, object] = {"durable_offset": loss.durable_offset, "end": loss.end}

@@ -21,7 +21,7 @@ Open (:meth:`MessageStore.open`) does, in order:
    recorded durably and reported by :attr:`MessageStore.durable_loss` until
    :meth:`MessageStore.clear_durable_loss` (the broker then must not lead: ``broker/ha/role.py``);
 4. drop epoch entries that start beyond the recovered end;
-5. clamp the checkpoint's confirm offset to ``[min offset, recovered end]``;
+5. clamp the checkpoint's confirm offset to ``[min offset, recovered end]`` (``recovery.py``);
 6. re-derive every consume queue from the commit log up to the confirm offset (rebuilding missing
    or short files, truncating long ones) and the next queue offset of every queue from the whole log.
 
@@ -49,7 +49,7 @@ import uuid
 from collections.abc import Sequence
 
 from system_under_test.broker.store.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from system_under_test.broker.store.commitlog import CommitLog, DurableLoss, RecoveryReport
+from system_under_test.broker.store.commitlog import CommitLog, RecoveryReport
 from system_under_test.broker.store.config import FlushPolicy, StoreConfig
 from system_under_test.broker.store.consume_queue import ConsumeQueues
 from system_under_test.broker.store.epoch_file import EPOCH_FILE_NAME, EpochFileCache
@@ -68,6 +68,7 @@ from system_under_test.broker.store.record import (
     frame_header,
     tag_hash,
 )
+from system_under_test.broker.store.recovery import DurableLoss, recovered_confirm_offset
 from system_under_test.broker.store.results import GetResult, PutResult, QueueItem, RawGetResult
 from system_under_test.broker.store.signature import (
     FinalSignature,
@@ -152,7 +153,7 @@ class MessageStore:
         lo, hi = self.commitlog.min_offset, self.commitlog.max_offset
         self.epochs.remove_beyond(hi)
         stored_confirm = cp.confirm_offset if cp is not None else lo
-        self._confirm = min(max(stored_confirm, lo), hi)
+        self._confirm = recovered_confirm_offset(stored_confirm, lo, hi)
         if self._confirm != stored_confirm:
             log.info(
                 "store %s: confirm offset %d clamped to %d (log [%d,%d])",

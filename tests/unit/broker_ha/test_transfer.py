@@ -19,6 +19,7 @@ from system_under_test.broker.ha.transfer import (
     epoch_at,
     next_batch,
     on_transfer_header,
+    replication_batch,
 )
 
 EPOCHS = [(1, 0), (2, 300), (3, 500)]
@@ -36,6 +37,32 @@ BATCHES = [
 @pytest.mark.parametrize(("name", "start", "mx", "size", "want"), BATCHES, ids=[b[0] for b in BATCHES])
 def test_next_batch(name: str, start: int, mx: int, size: int, want: Batch) -> None:
     assert next_batch(start, EPOCHS, mx, size) == want
+
+
+@given(start=st.integers(0, 2000), stable=st.integers(0, 2000), unstable=st.integers(0, 2000),
+       size=st.integers(1, 5000))
+def test_a_replication_batch_never_reaches_beyond_the_stable_offset(start: int, stable: int, unstable: int,
+                                                                    size: int) -> None:
+    mx = stable + unstable
+    if start > stable:
+        with pytest.raises(TransferError):
+            replication_batch(start, EPOCHS, stable_offset=stable, max_offset=mx, batch_bytes=size)
+        return
+    batch, bound = replication_batch(start, EPOCHS, stable_offset=stable, max_offset=mx, batch_bytes=size)
+    assert bound == stable
+    assert batch.start == start and batch.end <= stable
+    assert batch.epoch_start_offset <= start
+
+
+def test_appends_still_being_fsynced_are_not_replicated_nor_their_epoch_entry() -> None:
+    # the log ends at 800, but the appends from 450 are still being fsynced: a slave at 450 gets an empty batch
+    # of epoch 2 (epoch 3, which starts at 500, is not announced yet); the bytes once the appends finished
+    batch, bound = replication_batch(450, EPOCHS, stable_offset=450, max_offset=800, batch_bytes=1000)
+    assert (batch, bound) == (Batch(450, 450, 2, 300), 450)
+    batch, bound = replication_batch(450, EPOCHS, stable_offset=800, max_offset=800, batch_bytes=1000)
+    assert (batch, bound) == (Batch(450, 500, 2, 300), 800)
+    with pytest.raises(TransferError, match="stable offset"):
+        replication_batch(0, EPOCHS, stable_offset=900, max_offset=800, batch_bytes=10)
 
 
 def test_empty_epochs_sharing_a_start_are_skipped() -> None:

@@ -60,6 +60,42 @@ def test_store_cuts_a_torn_tail_and_counts_it() -> None:
     assert s.next_qo[("t", 0)] == 2
 
 
+@pytest.mark.parametrize("mode", ["truncate-tail", "bitflip-tail"])
+def test_a_damaged_tail_below_the_confirm_offset_is_a_durable_loss_and_the_confirm_offset_follows_the_log(
+        mode: str) -> None:
+    s = SimStore(sync=True)
+    s.epochs.start_epoch(1, 0)
+    s.put("t", 0, ["a", "b"], 1)
+    s.epochs.start_epoch(2, s.max_offset)
+    last = s.put("t", 0, ["c"], 1)[0]
+    s.set_confirm_offset(s.max_offset)
+    s.flush()  # the checkpoint holds the confirm offset: the whole log
+    s.crash(0)
+    assert s.damage_tail(mode) == last.phys + last.size // 2
+    s.open()
+    assert s.max_offset == last.phys and s.torn_tails == 1
+    assert s.confirm == last.phys, "the checkpoint's confirm offset is clamped to the recovered log"
+    assert [it.value for it in s.get("t", 0, 0, 10)] == ["a", "b"]
+    assert s.durable_loss is not None and s.durable_loss.durable_offset == last.end
+    assert s.durable_loss.end == last.phys and s.durable_loss.epoch == 2
+    s.open()  # a later restart keeps the claim until it is cleared
+    assert s.durable_loss is not None and s.durable_loss.durable_offset == last.end
+    s.clear_durable_loss()
+    assert s.durable_loss is None
+
+
+def test_an_ordinary_crash_loses_nothing_durable() -> None:
+    s = SimStore(sync=False)
+    s.put("t", 0, ["a", "b"], 1)
+    s.flush()
+    s.put("t", 0, ["c"], 2)
+    s.crash(5)
+    s.open()
+    assert s.durable_loss is None and s.damage_tail("truncate-tail") is not None
+    empty = SimStore(sync=True)
+    assert empty.damage_tail("bitflip-tail") is None
+
+
 def test_store_truncation_drops_every_part_at_a_boundary() -> None:
     s = SimStore(sync=True)
     s.epochs.start_epoch(1, 0)

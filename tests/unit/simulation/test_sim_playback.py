@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from nemesis.schedule import parse
 from nemesis.targets import Topology
 from system_under_test.sim import FAULT_KINDS
-from system_under_test.sim.faults import DRAW, UNDO_OF
+from system_under_test.sim.faults import DRAW, UNDO_OF, _damage_keeps_a_leader
 from system_under_test.sim.network import PacketFault
 from system_under_test.sim.playback import PLAYABLE, PlayError, action_of, plan
 
@@ -37,6 +38,14 @@ class _View:
     leader: str | None
     down: frozenset[str] = frozenset()
     broker_names: tuple[str, ...] = BROKERS
+
+    @property
+    def brokers(self) -> dict[str, Any]:
+        """Healthy brokers, every one in the master's SyncStateSet (what the ``disk`` draw reads)."""
+        view = SimpleNamespace(members=frozenset(range(len(BROKERS))), proposed=None)
+        return {n: SimpleNamespace(broker_id=i, up=n not in self.down, paused=False, fenced=False,
+                                   store=SimpleNamespace(durable_loss=None), ha=SimpleNamespace(view=view))
+                for i, n in enumerate(BROKERS)}
 
     def node_names(self) -> tuple[str, ...]:
         return NAMES
@@ -66,8 +75,8 @@ views = st.builds(_View, master=st.sampled_from((None, *BROKERS)), leader=st.sam
 def test_a_drawn_step_is_a_valid_schedule_step_and_plays_what_was_drawn(kind: str, seed: int, view: _View,
                                                                           at_s: float) -> None:
     drawn = DRAW[kind](random.Random(seed), view)  # type: ignore[arg-type]
-    if drawn is None:  # only when the victim is already down
-        assert kind in ("kill", "pause")
+    if drawn is None:  # only when the victim is already down, or (disk) the set could be left without a leader
+        assert kind in ("kill", "pause", "disk")
         return
     step: dict[str, Any] = {"at_s": round(at_s, 3), **drawn}
     parse([step], TOPO)  # the real nemesis's format accepts it as written
@@ -86,8 +95,34 @@ def test_a_drawn_step_is_a_valid_schedule_step_and_plays_what_was_drawn(kind: st
             extra_delay_ms=sum(b.get("delay", {}).values()))
     elif action.f == "skew-clock":
         assert action.nodes == (v["targets"],) and action.rate == v["rate"]
+    elif action.f == "corrupt-file":
+        assert action.nodes == (v["targets"],) and v["targets"] in BROKERS and action.mode == v["mode"]
+        assert v["mode"] in ("truncate-tail", "bitflip-tail")
     else:
         assert action.failpoint == v["failpoint"]
+
+
+def _fake(durable_loss: object = None, *, members: frozenset[int] = frozenset({0, 1, 2}),
+          proposed: frozenset[int] | None = None, down: frozenset[str] = frozenset(), fenced: frozenset[str] =
+          frozenset()) -> _View:
+    view = _View(master="b1-1", leader="c1", down=down)
+    hav = SimpleNamespace(members=members, proposed=proposed)
+    brokers = {n: SimpleNamespace(broker_id=i, up=n not in down, paused=False, fenced=n in fenced,
+                                  store=SimpleNamespace(durable_loss=durable_loss if n == "b1-3" else None),
+                                  ha=SimpleNamespace(view=hav)) for i, n in enumerate(BROKERS)}
+    return SimpleNamespace(broker_names=BROKERS, brokers=brokers, master_node=view.master_node)  # type: ignore[return-value]
+
+
+def test_the_disk_draw_never_leaves_the_set_without_an_electable_member() -> None:
+    assert _damage_keeps_a_leader(_fake(), "b1-1")  # type: ignore[arg-type]
+    assert not _damage_keeps_a_leader(_fake(durable_loss=object()), "b1-1"), "one damaged disk at a time"  # type: ignore[arg-type]
+    only_master = _fake(members=frozenset({0}))
+    assert not _damage_keeps_a_leader(only_master, "b1-1"), "the set's only member"  # type: ignore[arg-type]
+    assert _damage_keeps_a_leader(only_master, "b1-2"), "a slave outside the set: harmless"  # type: ignore[arg-type]
+    shrinking = _fake(members=frozenset({0, 1}), proposed=frozenset({0}))
+    assert not _damage_keeps_a_leader(shrinking, "b1-1"), "b1-2 may be out already"  # type: ignore[arg-type]
+    assert not _damage_keeps_a_leader(_fake(members=frozenset({0, 1}), down=frozenset({"b1-2"})), "b1-1")  # type: ignore[arg-type]
+    assert not _damage_keeps_a_leader(_fake(members=frozenset({0, 1}), fenced=frozenset({"b1-2"})), "b1-1")  # type: ignore[arg-type]
 
 
 @given(f=st.sampled_from(sorted({u for u in UNDO_OF.values() if u})))
@@ -110,6 +145,12 @@ def test_undo_steps_without_a_value_heal_everything_of_their_kind(f: str) -> Non
     ({"at_s": 1, "f": "skew-clock", "value": {"targets": "c1", "delta_ms": 5}}, "schedule[0].value.delta_ms"),
     ({"at_s": 1, "f": "registration-crash", "value": {"failpoint": "broker.nope"}}, "schedule[0].value.failpoint"),
     ({"at_s": 1, "f": "stop-partition", "value": {"kind": "grudge"}}, "schedule[0].value"),
+    ({"at_s": 1, "f": "corrupt-file", "value": {"targets": "b1-1", "mode": "bitflip"}}, "schedule[0].value.mode"),
+    ({"at_s": 1, "f": "corrupt-file", "value": {"targets": "b1-1"}}, "schedule[0].value.mode"),
+    ({"at_s": 1, "f": "corrupt-file", "value": {"targets": "masters", "mode": "truncate-tail"}},
+     "schedule[0].value.targets"),
+    ({"at_s": 1, "f": "lose-unfsynced", "value": {"targets": "b1-1"}}, "schedule[0].f"),
+    ({"at_s": 1, "f": "start-disk", "value": {"fault": "eio-fsync"}}, "schedule[0].f"),
     ({"at_s": 31, "f": "kill", "value": "c1"}, "schedule[0].at_s"),
     ({"at_s": 1, "f": "kill", "value": "c1", "why": "x"}, "schedule[0].why"),
 ])
