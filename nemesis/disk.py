@@ -249,22 +249,26 @@ class DiskNemesis(NemesisBase):
         return {"nodes": await self._crash_and(test, value, ["lose-unfsynced"], seeded=False)}
 
     async def _lose_lazyfs(self, test: dict[str, Any], value: Mapping[str, Any]) -> dict[str, Any]:
-        """``lose-unfsynced`` over lazyfs: kill the broker, let its store's file system drop every write that was
-        never fsynced (whatever the store claims it fsynced), restart it.  Records the bytes really dropped per
-        file; 0 when nothing was pending, said in ``note``."""
+        """``lose-unfsynced`` over lazyfs: kill the target brokers, let each store's file system drop every write
+        that was never fsynced (whatever the store claims it fsynced), restart them.  One power cut for all the
+        targets: every one is down and crashed before any restarts, so none refills another's log in between.
+        Records the bytes really dropped per file; 0 when nothing was pending, said in ``note``."""
+        nodes = await self._brokers(test, value)
         report: dict[str, Any] = {}
-        for n in await self._brokers(test, value):
+        for n in nodes:
             was_alive = await self.db.alive(test, n)
             if was_alive:
                 await self.db.kill(test, n)
+            report[n] = {"was_alive": was_alive}
+        for n in nodes:
             crash = await self.db.lazyfs_crash(test, n)
-            entry: dict[str, Any] = {"dropped": int(crash.get("dropped", 0)), "files": crash.get("files", {}),
-                                     "was_alive": was_alive}
+            entry = report[n]
+            entry.update({"dropped": int(crash.get("dropped", 0)), "files": crash.get("files", {})})
             if not entry["dropped"]:
                 entry["note"] = "nothing was pending: every write had been fsynced, the crash dropped 0 bytes"
-            if was_alive:
-                entry.update(await restart_and_wait(self.db, test, n, float(value.get("ready_timeout_s", 20))))
-            report[n] = entry
+        for n in nodes:
+            if report[n]["was_alive"]:  # a node another nemesis killed stays down for that nemesis to restart
+                report[n].update(await restart_and_wait(self.db, test, n, float(value.get("ready_timeout_s", 20))))
         return report
 
     async def _corrupt(self, test: dict[str, Any], value: Mapping[str, Any]) -> dict[str, Any]:
