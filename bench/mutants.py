@@ -488,7 +488,7 @@ the master (the control was found so, guided, seed 2001).  The cluster now refus
 refills a store that lost durable records (docs/broker.md, *Lost durable records*), so it is back in."""
 
 
-def search_spec(*, run_s: float, interval_s: float) -> dict[str, Any]:
+def search_spec(*, run_s: float, interval_s: float, store_fs: str = "plain") -> dict[str, Any]:
     """The one spec every mutant (and the control) is searched with; the mode is given on the command line.
 
     Safe settings (all-ack on, clean election, fsync before ack); workloads that exercise the controller (the
@@ -496,11 +496,19 @@ def search_spec(*, run_s: float, interval_s: float) -> dict[str, Any]:
     from every nemesis package that makes sense on one local cluster.  broker-ids runs no lanes of its own
     (``failpoints: 0``), so registration crashes come only from the nemesis (its ``registration-crash`` package,
     which the workload adds); controller-register's virtual brokers hold leases longer than a clock bump (as in
-    ``examples/clock.yaml``), so the controller never expires them behind the model's back (pure)."""
+    ``examples/clock.yaml``), so the controller never expires them behind the model's back (pure).
+
+    ``store_fs="lazyfs"`` (``--store-fs lazyfs``) puts every broker's store on the lazy file system, so
+    ``lose-unfsynced`` drops what was really never fsynced (docs/nemeses.md, *Disks*); the default spec has no
+    ``store_fs`` key at all, so searches recorded before the flag existed are still found in ``progress.jsonl``."""
+    cluster: dict[str, Any] = {"all_ack_in_sync_state_set": True, "enable_elect_unclean_master": False,
+                               "flush": "sync"}
+    if store_fs != "plain":
+        cluster["store_fs"] = store_fs
     return {
         "name": "mutant-search", "backend": "local",
         "nodes": {"controllers": 3, "broker_sets": {"count": 1, "replicas": 3}},
-        "cluster": {"all_ack_in_sync_state_set": True, "enable_elect_unclean_master": False, "flush": "sync"},
+        "cluster": cluster,
         "workloads": [{"name": "queue", "options": {"queues_per_set": 4}},
                       {"name": "controller-register", "options": {"broker_sets": 1, "lease_ms": 120_000}},
                       {"name": "membership", "options": {"brokers": 3}},
@@ -862,6 +870,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--interval-s", type=float, default=8.0, help="nemesis.interval_s of the spec (default 8)")
     p.add_argument("--sim-seconds", type=float, default=SIM_SECONDS,
                    help=f"simulated seconds of each simulator seed's main phase (default {SIM_SECONDS:g})")
+    p.add_argument("--store-fs", default="plain", choices=["plain", "lazyfs"],
+                   help="the brokers' store file system in chaos runs (cluster.store_fs; default plain)")
     p.add_argument("--base", default="HEAD", help="the revision the mutants are made from (default HEAD)")
     p.add_argument("--no-control", action="store_true", help="do not search the unmutated base")
     p.add_argument("--ignore-kinds", default=",".join(IGNORED_KINDS),
@@ -929,7 +939,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "mutants cannot be run by chaos; --methods simulation, or --build makes their commits meanwhile")
     results = Path(args.results or tempfile.mkdtemp(prefix="mutants-"))
     results.mkdir(parents=True, exist_ok=True)
-    spec = search_spec(run_s=args.run_s, interval_s=args.interval_s)
+    spec = search_spec(run_s=args.run_s, interval_s=args.interval_s, store_fs=args.store_fs)
     ignore = sorted({k for k in args.ignore_kinds.split(",") if k})
     settings = {"budget_s": args.budget_s, "run_s": args.run_s, "interval_s": args.interval_s,
                 "coverage_s": COVERAGE_S, "ignore_kinds": ignore}

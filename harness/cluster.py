@@ -18,11 +18,14 @@ anything starts; an unknown key or a bad value raises ``SpecError`` naming ``clu
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import re
 import secrets
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +60,10 @@ class ClusterOptions:
         version: a label only (e.g. ``0.3.0-rc1``), never passed to the nodes: results.json records it as the
             run's ``cluster_version`` so the Spark warehouse and ``splitbrain spark gate`` can group runs by
             release (:mod:`harness.provenance`); without it the package version is recorded.
+        store_fs: ``plain`` (the broker's store directory is a plain directory) or ``lazyfs``: each broker's store
+            is mounted through the lazy file system (:mod:`nemesis.lazyfs`) before the broker starts, so writes
+            not yet fsynced live only in its memory and ``lose-unfsynced`` really drops them (docs/nemeses.md,
+            *Disks*).  Local backend only; :func:`harness.commands._parts.validate_spec` refuses it elsewhere.
         revision: a git revision of this repository whose cluster code the nodes run (``--sut-revision``), while
             clients, nemeses and checkers stay the harness's; None runs the harness's own checkout.  Resolved to
             a full sha and built before the run (:mod:`harness.revisions`, which also says how wire
@@ -76,7 +83,10 @@ class ClusterOptions:
     extra_broker_args: tuple[str, ...] = ()
     version: str | None = None
     revision: str | None = None
+    store_fs: str = "plain"
 
+
+STORE_FS = ("plain", "lazyfs")
 
 _VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 _VERSION_WHAT = ("a version label string: 1-64 chars of [A-Za-z0-9_.+-] starting with a letter or digit "
@@ -96,6 +106,7 @@ _CHECKS: dict[str, tuple[type, str]] = {
     "extra_broker_args": (list, "a list of strings"),
     "version": (str, _VERSION_WHAT),
     "revision": (str, "a git revision of this repository (a sha, tag, branch or e.g. HEAD~2)"),
+    "store_fs": (str, "plain or lazyfs"),
 }
 
 
@@ -134,6 +145,8 @@ def cluster_options(raw: Mapping[str, Any], *, file: str = "<spec>") -> ClusterO
         raise SpecError(file, "cluster.version", values["version"], _VERSION_WHAT)
     if values.get("flush", "sync") not in ("sync", "async"):
         raise SpecError(file, "cluster.flush", values["flush"], "sync or async")
+    if values.get("store_fs", "plain") not in STORE_FS:
+        raise SpecError(file, "cluster.store_fs", values["store_fs"], _CHECKS["store_fs"][1])
     if values.get("dirty_recovery", "raft") not in ("raft", "manual"):
         raise SpecError(file, "cluster.dirty_recovery", values["dirty_recovery"], "raft or manual")
     return ClusterOptions(**values)
@@ -150,6 +163,7 @@ class SplitbrainDB:
     python: str = sys.executable  # the interpreter on the nodes (helpers such as nemesis.netqueue)
     ready_timeout_s: float = 60.0
     pids: dict[str, int] = field(default_factory=dict)
+    lazyfs_pids: dict[str, int] = field(default_factory=dict)  # node -> its store's lazyfs daemon (store_fs: lazyfs)
 
     # -- topology --------------------------------------------------------------------------
 
@@ -234,8 +248,83 @@ class SplitbrainDB:
         token_local.write_text(self.token + "\n")
         await remote.upload(node, str(token_local), str(d / "token"))
         token_local.unlink()
+        if self.options.store_fs == "lazyfs" and self.role(node) == "broker":
+            await self.mount_store(test, node)
         await self.start(test, node)
         await self.wait_ready(test, node)
+
+    # -- the lazy store file system (cluster.store_fs: lazyfs) ----------------------------------------------------
+
+    def lazyfs_paths(self, test: Mapping[str, Any], node: str) -> tuple[str, str, str]:
+        """(backing directory, mount point = the store directory, control socket) of a broker's lazyfs.  The socket
+        lives in the node's directory unless that path is too long for a unix socket (deep test directories)."""
+        d = self._dir(test, node)
+        control = str(d / "lazyfs.sock")
+        if len(control.encode()) > 100:
+            digest = hashlib.sha1(str(d).encode()).hexdigest()[:16]
+            control = str(Path(tempfile.gettempdir()) / f"sblazyfs-{digest}.sock")
+        return str(d / "store.backing"), self.store_dir(test, node), control
+
+    def _lazyfs_command(self, *args: str) -> list[str]:
+        return [self.python, "-m", "nemesis.lazyfs", *args]
+
+    async def mount_store(self, test: dict[str, Any], node: str, timeout_s: float = 20.0) -> None:
+        """Mount the broker's store through lazyfs (before the broker first starts; it stays mounted across
+        restarts until :meth:`unmount_store`).
+
+        Raises:
+            ControlError: the backend cannot mount for a node, or lazyfs did not come up (with its log's tail).
+        """
+        from harness.control.base import ControlError
+
+        remote = test["remote"]
+        if not hasattr(remote, "spawn_host"):
+            raise ControlError(f"cluster.store_fs lazyfs: the {type(remote).__name__} backend cannot mount a file "
+                               f"system for {node} (local backend only)")
+        backing, mountpoint, control = self.lazyfs_paths(test, node)
+        await remote.exec(node, ["mkdir", "-p", backing, mountpoint], check=True)
+        log_path = str(self._dir(test, node) / "lazyfs.log")
+        pid = await remote.spawn_host(node, self._lazyfs_command("mount", backing, mountpoint, "--control", control),
+                                      log_path=log_path)
+        self.lazyfs_pids[node] = pid
+        deadline = time.monotonic() + timeout_s
+        while True:
+            res = await remote.exec(node, self._lazyfs_command("status", "--control", control), timeout_s=10)
+            if res.exit_code == 0:
+                log.info("lazyfs on %s: %s over %s (pid %d)", node, mountpoint, backing, pid)
+                return
+            if not await remote.is_alive(node, pid) or time.monotonic() > deadline:
+                tail = Path(log_path).read_text(errors="replace")[-1500:] if Path(log_path).exists() else ""
+                await self.unmount_store(test, node)
+                raise ControlError(f"lazyfs for {node} did not come up within {timeout_s}s "
+                                   f"({res.stderr.strip()[-300:]}); its log:\n{tail}")
+            await asyncio.sleep(0.1)
+
+    async def lazyfs_crash(self, test: dict[str, Any], node: str) -> dict[str, Any]:
+        """Tell a broker's lazyfs to drop every write not yet fsynced; its JSON report (``dropped`` bytes,
+        ``files``)."""
+        _, _, control = self.lazyfs_paths(test, node)
+        res = await test["remote"].exec(node, self._lazyfs_command("crash", "--control", control), timeout_s=30)
+        if res.exit_code != 0:
+            raise RuntimeError(f"lazyfs crash on {node} exited {res.exit_code}: {res.stderr.strip()[-400:]}")
+        out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+        return out
+
+    async def unmount_store(self, test: dict[str, Any], node: str) -> None:
+        """Stop a broker's lazyfs (SIGTERM: it makes what is pending durable and unmounts) and make sure nothing
+        stays mounted (bounded: SIGKILL and a lazy unmount after 10 s).  Idempotent."""
+        remote = test["remote"]
+        pid = self.lazyfs_pids.pop(node, None)
+        if pid is not None:
+            await remote.signal(node, pid, signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while await remote.is_alive(node, pid) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            if await remote.is_alive(node, pid):
+                log.warning("lazyfs on %s (pid %d) ignored SIGTERM for 10 s; killing it", node, pid)
+                await remote.signal(node, pid, signal.SIGKILL)
+        if hasattr(remote, "unmount_host"):
+            await remote.unmount_host(node, self.store_dir(test, node))
 
     async def start(self, test: dict[str, Any], node: str) -> None:
         remote = test["remote"]
@@ -276,11 +365,18 @@ class SplitbrainDB:
         return pid is not None and bool(await test["remote"].is_alive(node, pid))
 
     async def teardown(self, test: dict[str, Any], node: str) -> None:
-        if await self.alive(test, node):
-            await self.kill(test, node)
+        try:
+            if await self.alive(test, node):
+                await self.kill(test, node)
+        finally:
+            if node in self.lazyfs_pids:
+                await self.unmount_store(test, node)
 
     def log_files(self, test: dict[str, Any], node: str) -> Mapping[str, str]:
-        return {str(self._dir(test, node) / "node.log"): "node.log"}
+        out = {str(self._dir(test, node) / "node.log"): "node.log"}
+        if self.options.store_fs == "lazyfs" and self.broker_set_of(node) is not None:
+            out[str(self._dir(test, node) / "lazyfs.log")] = "lazyfs.log"
+        return out
 
     # -- readiness and primaries ---------------------------------------------------------------
 

@@ -20,7 +20,9 @@ Faults (``start-disk`` value ``{"fault": F, "targets": SEL, "delay_ms": N}``):
 * ``eio-write`` / ``eio-fsync`` / ``eio-read`` -- commit-log writes / fsyncs / reads fail with EIO.
 
 ``stop-disk`` disarms them all.  ``lose-unfsynced`` kills a broker and cuts its commit log at the
-synced offset the store last published (``<store>/commitlog.synced``).  ``corrupt-file`` kills a
+synced offset the store last published (``<store>/commitlog.synced``) -- or, with ``cluster.store_fs: lazyfs``,
+tells the broker's lazy file system (:mod:`nemesis.lazyfs`) to drop every write the broker never fsynced, which
+does not trust the store's own account of its fsyncs.  ``corrupt-file`` kills a
 broker and damages one commit-log segment (:data:`CORRUPT_MODES`): the ``*-tail`` modes damage the
 last record, which the store cuts as a torn tail; the others damage the middle of the log, which
 the store refuses to open (the broker exits 4 with the file and offset).
@@ -242,7 +244,32 @@ class DiskNemesis(NemesisBase):
         return report
 
     async def _lose(self, test: dict[str, Any], value: Mapping[str, Any]) -> dict[str, Any]:
+        if getattr(self.db.options, "store_fs", "plain") == "lazyfs":
+            return {"store_fs": "lazyfs", "nodes": await self._lose_lazyfs(test, value)}
         return {"nodes": await self._crash_and(test, value, ["lose-unfsynced"], seeded=False)}
+
+    async def _lose_lazyfs(self, test: dict[str, Any], value: Mapping[str, Any]) -> dict[str, Any]:
+        """``lose-unfsynced`` over lazyfs: kill the target brokers, let each store's file system drop every write
+        that was never fsynced (whatever the store claims it fsynced), restart them.  One power cut for all the
+        targets: every one is down and crashed before any restarts, so none refills another's log in between.
+        Records the bytes really dropped per file; 0 when nothing was pending, said in ``note``."""
+        nodes = await self._brokers(test, value)
+        report: dict[str, Any] = {}
+        for n in nodes:
+            was_alive = await self.db.alive(test, n)
+            if was_alive:
+                await self.db.kill(test, n)
+            report[n] = {"was_alive": was_alive}
+        for n in nodes:
+            crash = await self.db.lazyfs_crash(test, n)
+            entry = report[n]
+            entry.update({"dropped": int(crash.get("dropped", 0)), "files": crash.get("files", {})})
+            if not entry["dropped"]:
+                entry["note"] = "nothing was pending: every write had been fsynced, the crash dropped 0 bytes"
+        for n in nodes:
+            if report[n]["was_alive"]:  # a node another nemesis killed stays down for that nemesis to restart
+                report[n].update(await restart_and_wait(self.db, test, n, float(value.get("ready_timeout_s", 20))))
+        return report
 
     async def _corrupt(self, test: dict[str, Any], value: Mapping[str, Any]) -> dict[str, Any]:
         mode = str(value.get("mode", "bitflip-tail"))

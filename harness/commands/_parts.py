@@ -117,6 +117,7 @@ def validate_spec(spec: TestSpec) -> ClusterOptions:
         SpecError: naming the file, the key and the reason.
     """
     options = cluster_options(spec.cluster, file=spec.source)
+    store_fs_problem(spec, options)
     db = SplitbrainDB(spec, options)
     workloads = build_workloads(spec, db)
     from nemesis import packages
@@ -138,6 +139,31 @@ def validate_spec(spec: TestSpec) -> ClusterOptions:
             raise SpecError(spec.source, key, names if key == "nemesis.packages" else list(spec.nemesis.targets),
                             f"valid nemesis settings ({exc})") from None
     return options
+
+
+def store_fs_problem(spec: TestSpec, options: ClusterOptions, *, fuse_device: str = "/dev/fuse") -> None:
+    """Refuse ``cluster.store_fs: lazyfs`` where it cannot run, before anything starts (rather than mid-run).
+
+    Raises:
+        SpecError: a backend other than local (docker would need ``--device /dev/fuse`` and CAP_SYS_ADMIN in every
+            broker container, ssh a FUSE-capable host: not built yet), or this machine lacks ``/dev/fuse`` or
+            pyfuse3 (``scripts/setup.sh`` installs fuse3 and libfuse3-dev, then pyfuse3).
+    """
+    if options.store_fs != "lazyfs":
+        return
+    if spec.backend != "local":
+        raise SpecError(spec.source, "cluster.store_fs", "lazyfs",
+                        f"plain with backend {spec.backend}: the lazyfs store file system is mounted by the local "
+                        "backend only (docker would need --device /dev/fuse and CAP_SYS_ADMIN in each broker "
+                        "container, ssh a FUSE-capable host with pyfuse3)")
+    import importlib.util
+
+    missing = [what for what, ok in ((fuse_device, Path(fuse_device).exists()),
+                                     ("pyfuse3", importlib.util.find_spec("pyfuse3") is not None)) if not ok]
+    if missing:
+        raise SpecError(spec.source, "cluster.store_fs", "lazyfs",
+                        f"plain on this machine: lazyfs needs {' and '.join(missing)} (scripts/setup.sh installs "
+                        "fuse3, libfuse3-dev and pyfuse3)")
 
 
 def _option_value(options: Mapping[str, Any], key: str) -> Any:

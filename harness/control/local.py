@@ -20,6 +20,10 @@ Topology of one run (prefix ``sbXXXX``, unique per run so parallel runs never co
   state file under :data:`STATE_DIR` *before* it is created, with the run's *owner*
   (:mod:`harness.control.owner`: kind, pid + start time, results directory, cluster record).  Only pids
   whose start time still matches are ever signalled.
+* A helper that must mount something for a node (the lazy store file system, ``cluster.store_fs: lazyfs``) runs
+  outside the namespaces (:meth:`LocalRemote.spawn_host`: ``ip netns exec`` would hide its mount from everyone
+  else); every way a run is removed unmounts whatever is mounted under its root first
+  (:mod:`harness.control.mounts`), so no mount outlives its run.
 * Ownership decides who may remove a run: :meth:`LocalRemote.close` removes its own; a supervisor process
   (:mod:`harness.control.supervisor`, started with the run) saves the node logs into the run's results
   directory, marks it ``ended: killed`` and removes everything within about a second when the owner dies
@@ -48,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.control.base import CommandFailed, ControlError, ExecResult, NotPermitted
+from harness.control.mounts import mounts_under, unmount
 from harness.control.owner import make_owner, orphan_reason, process_alive
 from harness.control.supervisor import launch, reap
 
@@ -312,6 +317,28 @@ class LocalRemote:
             return False
         return _proc_starttime(pid) == info["start"] and info["start"] is not None
 
+    async def spawn_host(self, node: str, argv: Sequence[str], *, log_path: str) -> int:
+        """Start a helper daemon for ``node`` in this machine's mount namespace, outside the node's network
+        namespace: ``ip netns exec`` gives each command a private mount namespace, so a mount made inside it (the
+        lazy store file system, :mod:`nemesis.lazyfs`) would be seen by nobody else.  Tracked like a node process
+        (``signal``, ``is_alive``, killed by :meth:`close` and the supervisor); the mounts it makes under the run's
+        root are removed by :func:`cleanup_state`."""
+        self._ns(node)
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            p = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 env=self._env(None), start_new_session=True)
+        self._popen[p.pid] = p
+        self.state["pids"][str(p.pid)] = {"node": node, "start": _proc_starttime(p.pid), "argv": list(argv),
+                                          "host": True}
+        _write_state(self.state_path, self.state)
+        return p.pid
+
+    async def unmount_host(self, node: str, path: str) -> bool:
+        """Remove a mount :meth:`spawn_host`'s daemon made (lazily; no-op if not mounted); returns whether it was."""
+        self._ns(node)
+        return await asyncio.to_thread(unmount, path)
+
     async def upload(self, node: str, local_path: str, remote_path: str) -> None:
         self._ns(node)
         Path(remote_path).parent.mkdir(parents=True, exist_ok=True)
@@ -378,6 +405,9 @@ def cleanup_state(state_path: Path) -> list[str]:
                 break
             removed.append(f"iptables FORWARD rule for {state['bridge']}")
     root = state.get("root", "")
+    for mount in mounts_under(root) if root else []:  # before the root goes: rmtree must not walk into a mount
+        if unmount(mount):
+            removed.append(f"mount {mount}")
     if root and Path(root).is_dir() and Path(root).parent == Path(state_path).parent:
         shutil.rmtree(root, ignore_errors=True)
     with contextlib.suppress(FileNotFoundError):

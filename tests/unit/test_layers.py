@@ -72,6 +72,7 @@ CORES: tuple[Core, ...] = (
     Core("harness/load.py"), Core("harness/fleet_ledger.py"), Core("harness/gate_outcome.py"),
     *(Core(f"nemesis/{m}.py") for m in ("targets", "schedule", "replay", "shrink", "coverage", "guided",
                                          "disk_kinds", "packet_behavior", "grudge", "words")),
+    Core("nemesis/lazyfs/core.py"),
     *(Core(f"spark_analysis/{m}.py", also=frozenset({"pyspark"}))
       for m in ("comparisons", "faults", "recovery", "regression", "sequential", "wilson")),
     Core("spark_analysis/runfiles.py", also=frozenset({"pyspark"}), allowed=frozenset({"datetime"}),

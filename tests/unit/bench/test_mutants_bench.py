@@ -177,6 +177,17 @@ def test_the_search_spec_is_a_valid_spec(mode: str) -> None:
     assert "schedule" not in raw["nemesis"]
 
 
+def test_the_lazyfs_search_spec_differs_only_in_store_fs() -> None:
+    from harness.commands._parts import validate_spec
+    from harness.spec import spec_from_dict
+
+    plain = mb.search_spec(run_s=60, interval_s=8)
+    lazy = mb.search_spec(run_s=60, interval_s=8, store_fs="lazyfs")
+    assert "store_fs" not in plain["cluster"]  # searches recorded before the flag keep their key
+    assert lazy == {**plain, "cluster": {**plain["cluster"], "store_fs": "lazyfs"}}
+    validate_spec(spec_from_dict({**lazy, "seed": 1}, file="mutants"))
+
+
 def _search(found: bool, at: float | None = None, kinds: tuple[str, ...] = ()) -> dict[str, Any]:
     return {"seed": 1, "found": found, "detect_s": at, "anomalies": list(kinds), "attempts": []}
 

@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 PURE = ("nemesis.targets", "nemesis.schedule", "nemesis.replay", "nemesis.shrink", "nemesis.coverage", "nemesis.guided",
-        "nemesis.packet_behavior", "nemesis.words")
+        "nemesis.packet_behavior", "nemesis.words", "nemesis.lazyfs.core")
 SHELLS = ("nemesis.accounting", "nemesis.packages", "nemesis.base", "nemesis.partition", "nemesis.process",
           "nemesis.clock", "nemesis.packet", "nemesis.failpoint", "nemesis.registration", "harness.extra_brokers")
 
