@@ -94,8 +94,11 @@ def test_properties(a: list[dict[str, object]], b: list[dict[str, object]], faul
     # accumulating (what the guided policy does as events arrive) keeps what was reached and reaches the whole
     grown = next_coverage(coverage_of(a, faults), points(a + b, faults))
     assert grown.reached >= whole.reached | coverage_of(a, faults).reached
-    # monotone: more events never reach fewer points
-    assert coverage_of(a, faults).count <= whole.count
+    # monotone in time: events that arrive after all of ``a`` never reach fewer points.  (Not for events in the
+    # middle: a point is the chain of event kinds after a fault, and an event slipped into a chain replaces it --
+    # hypothesis found a=[truncate@0, become-master@0, become-master@2], b=[truncate@1]: 3 points, then 2.)
+    later = [{**e, "time": int(e["time"]) + 1 + max((int(x["time"]) for x in a), default=0)} for e in b]
+    assert coverage_of(a, faults).count <= coverage_of(a + later, faults).count
     # bounded depth, increasing curve, distinct labels per point
     assert all(len(p[2]) <= DEPTH for p in whole.reached)
     assert [n for _, n in whole.curve] == list(range(1, whole.count + 1))
