@@ -299,7 +299,7 @@ def test_stopping_a_connected_slave_does_not_wait_out_the_retry_pause(tmp_path: 
         for _ in range(5):  # the race is timing-dependent: several stops, each must end at once
             slave = HaSlave(s_store, CFG, 2, 1, addr, 1, now_ms)
             slave.start()
-            await until(lambda: slave.state == "TRANSFER", "the session to start")
+            await until(lambda s=slave: s.state == "TRANSFER", "the session to start")
             stopping = asyncio.ensure_future(slave.stop())
             done, _ = await asyncio.wait({stopping}, timeout=30)
             if not done:  # end the test instead of its pause: cancel the retry sleep, then fail
