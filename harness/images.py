@@ -63,6 +63,9 @@ BUILD_PACKAGES = ("gcc", "libc6-dev", "python3-dev", "libnetfilter-queue-dev")
 NODE_EXCLUDED_DEPS: Mapping[str, str] = {
     "pyspark": "Spark analysis runs on the host only (~300 MB)",
     "pyarrow": "Parquet files of the Spark analysis, host only (~170 MB)",
+    "pyfuse3": "the lazyfs store file system runs on the local backend only (docker refuses store_fs: lazyfs); "
+               "building it needs libfuse3-dev",
+    "trio": "pyfuse3's event loop, for lazyfs only",
 }
 # pip settings passed into the build: (`pip config list` key suffix, build arg / env name).
 _PIP_KEYS = (("index-url", "PIP_INDEX_URL"), ("extra-index-url", "PIP_EXTRA_INDEX_URL"),
