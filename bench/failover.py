@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import random
 import statistics
@@ -51,6 +50,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.heal import stop_cluster
 from harness.cluster import SplitbrainDB, cluster_options
 from harness.control.local import LocalRemote
 from harness.spec import spec_from_dict
@@ -113,14 +113,7 @@ class Cluster:
             conn.close("bench over")
         if self.producer is not None:
             await self.producer.close()
-        if self.test:
-            if self.nemesis is not None:
-                with contextlib.suppress(Exception):
-                    await self.nemesis.heal(self.test)
-            for n in (*BROKERS, *CONTROLLERS):
-                with contextlib.suppress(Exception):
-                    await self.db.teardown(self.test, n)
-            await self.test["remote"].close()
+        await stop_cluster(self.db, self.test, self.nemesis, (*BROKERS, *CONTROLLERS))
 
     async def _load(self, i: int) -> None:
         assert self.producer is not None
@@ -164,14 +157,11 @@ class Cluster:
 
     async def state(self) -> tuple[str | None, int]:
         """The master node and master epoch the brokers report (None: no master)."""
-        best: tuple[str | None, int] = (None, -1)
-        for n in await self.db.primaries(self.test):
-            if n in BROKERS:
-                best = (n, -1)
-        if best[0] is None:
-            return best
+        master = next((n for n in await self.db.primaries(self.test) if n in BROKERS), None)
+        if master is None:
+            return None, -1
         recent = [a for a in self.acks[-50:] if time.monotonic() - a[0] < 1.0]
-        return best[0], max((a[1] for a in recent), default=-1)
+        return master, max((a[1] for a in recent), default=-1)
 
     async def wait_healthy(self, timeout_s: float = 90.0) -> tuple[str, int] | None:
         deadline = time.monotonic() + timeout_s
@@ -222,10 +212,11 @@ class Cluster:
             got["detect_elect"] = elect - t0
         if elect is not None and become is not None:
             got["role"] = become - elect
+        before_first_ack: list[str] = []  # --verbose: why the producers waited between the role change and the ack
         if become is not None and first is not None:
             got["clients"] = first[0] - become
-            self.last_errors = [f"{t - become:+.3f} {e}" for t, e in self.errors if become - 0.2 <= t <= first[0]][-12:]
-            self.last_errors += [f"{e['t'] - become:+.3f} {n} {e['kind']} {e.get('change', '')} {e.get('members', '')}"
+            before_first_ack = [f"{t - become:+.3f} {e}" for t, e in self.errors if become - 0.2 <= t <= first[0]][-12:]
+            before_first_ack += [f"{e['t'] - become:+.3f} {n} {e['kind']} {e.get('change', '')} {e.get('members', '')}"
                                  f"{e.get('event', '')}" for n in (*CONTROLLERS, *BROKERS) for e in evs[n]
                                  if become - 0.3 <= e["t"] <= first[0] + 0.05]
         if fenced is not None:
@@ -248,8 +239,8 @@ class Cluster:
         out: dict[str, Any] = {k: round(v, 3) for k, v in got.items()}
         if "rejoin" not in got:
             out["old_master_events_after"] = seen[-8:]
-        if self.verbose and getattr(self, "last_errors", None):
-            out["errors_before_first_ack"] = self.last_errors
+        if self.verbose and before_first_ack:
+            out["errors_before_first_ack"] = before_first_ack
         return out
 
     async def _first_ack_above(self, epoch: int, since: float) -> tuple[float, int, int] | None:

@@ -100,6 +100,21 @@ def _scenarios(raw: str) -> list[str]:
     return out
 
 
+async def stop_cluster(db: SplitbrainDB, test: dict[str, Any], nemesis: PartitionNemesis | None,
+                       nodes: tuple[str, ...]) -> None:
+    """Heal the partitions, tear every node down (each failure ignored: the next still goes) and close the
+    backend; nothing if the cluster never started.  bench/failover.py stops its cluster the same way."""
+    if not test:
+        return
+    if nemesis is not None:
+        with contextlib.suppress(Exception):
+            await nemesis.heal(test)
+    for n in nodes:
+        with contextlib.suppress(Exception):
+            await db.teardown(test, n)
+    await test["remote"].close()
+
+
 class Cluster:
     """One cluster in namespaces plus the host-side probes that measure it."""
 
@@ -149,14 +164,7 @@ class Cluster:
             await self.client.close()
         if self.producer is not None:
             await self.producer.close()
-        if self.test:
-            if self.nemesis is not None:
-                with contextlib.suppress(Exception):
-                    await self.nemesis.heal(self.test)
-            for n in (*BROKERS, *CONTROLLERS):
-                with contextlib.suppress(Exception):
-                    await self.db.teardown(self.test, n)
-            await self.test["remote"].close()
+        await stop_cluster(self.db, self.test, self.nemesis, (*BROKERS, *CONTROLLERS))
 
     # -- probes ----------------------------------------------------------------------------------
 
