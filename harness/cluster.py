@@ -34,6 +34,7 @@ from typing import Any
 
 from harness.spec import SpecError, TestSpec
 from system_under_test.client.controller_client import ControllerClient
+from system_under_test.lease_timing import DEFAULT_LEASE_TIMEOUT_MS
 from system_under_test.protocol import RequestCode, connect
 
 log = logging.getLogger("splitbrain.cluster")
@@ -71,7 +72,7 @@ class ClusterOptions:
     """
 
     cluster_name: str = "splitbrain"
-    lease_timeout_ms: int = 2000
+    lease_timeout_ms: int = DEFAULT_LEASE_TIMEOUT_MS
     enable_elect_unclean_master: bool = False
     all_ack_in_sync_state_set: bool = True
     flush: str = "sync"

@@ -56,6 +56,7 @@ from system_under_test.client.workload_requests import (
     stale_heartbeat_call,
     stale_heartbeat_value,
 )
+from system_under_test.lease_timing import DEFAULT_LEASE_TIMEOUT_MS
 from workloads.common import (
     BrokerSpawningClient,
     InvariantOps,
@@ -81,7 +82,8 @@ MEMBERSHIP_FS = LIFECYCLE_FS | {"read-members"}
 class MembershipOptions:
     brokers: int = option(3, 2, 6, allowed="an integer in [2, 6]")
     base_port: int = option(10980, 1024, 60000, allowed="a port in [1024, 60000]")
-    lease_ms: int = option(2000, 100, 600_000, allowed="the cluster's lease_timeout_ms (milliseconds)")
+    lease_ms: int = option(DEFAULT_LEASE_TIMEOUT_MS, 100, 600_000,
+                           allowed="the cluster's lease_timeout_ms (milliseconds)")
     spawn_timeout_s: float = option(8.0, 0.5, 120.0, allowed="seconds in [0.5, 120]")
     pause_write_fraction: float = option(PAUSE_WRITE_FRACTION, 0.0, 1.0, allowed="a number in [0, 1]")
 

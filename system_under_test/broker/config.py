@@ -12,6 +12,7 @@ import enum
 import re
 from dataclasses import dataclass, field
 
+from system_under_test.lease_timing import DEFAULT_LEASE_TIMEOUT_MS, heartbeat_interval_for
 from system_under_test.protocol.rpc import split_addr
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
@@ -84,8 +85,8 @@ class BrokerConfig:
     flush_interval_ms: int = 200
     flush_slave_timeout_ms: int = 3000
     ha_max_time_slave_not_catchup_ms: int = 3000
-    heartbeat_interval_ms: int = 500
-    lease_timeout_ms: int = 2000
+    heartbeat_interval_ms: int = heartbeat_interval_for(DEFAULT_LEASE_TIMEOUT_MS)
+    lease_timeout_ms: int = DEFAULT_LEASE_TIMEOUT_MS
     replica_info_interval_ms: int = 1000
     async_learner: bool = False
     election_priority: int = 0

@@ -17,6 +17,7 @@ import logging
 import signal
 
 from system_under_test.broker.config import BUGS, BrokerConfig, BrokerConfigError, FlushMode
+from system_under_test.lease_timing import DEFAULT_LEASE_TIMEOUT_MS, heartbeat_interval_for
 from system_under_test.node_main import read_token, run_node
 
 log = logging.getLogger("splitbrain.broker")
@@ -50,7 +51,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ha-max-time-slave-not-catchup-ms", type=int, default=3000)
     p.add_argument("--heartbeat-interval-ms", type=int, default=None,
                    help="default: 500, or a quarter of --lease-timeout-ms if that is shorter")
-    p.add_argument("--lease-timeout-ms", type=int, default=2000)
+    p.add_argument("--lease-timeout-ms", type=int, default=DEFAULT_LEASE_TIMEOUT_MS)
     p.add_argument("--replica-info-interval-ms", type=int, default=1000)
     p.add_argument("--async-learner", action="store_true")
     p.add_argument("--election-priority", type=int, default=0)
@@ -71,7 +72,7 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
         flush_interval_ms=args.flush_interval_ms, flush_slave_timeout_ms=args.flush_slave_timeout_ms,
         ha_max_time_slave_not_catchup_ms=args.ha_max_time_slave_not_catchup_ms,
         heartbeat_interval_ms=(args.heartbeat_interval_ms if args.heartbeat_interval_ms is not None
-                               else max(10, min(500, args.lease_timeout_ms // 4))),
+                               else heartbeat_interval_for(args.lease_timeout_ms)),
         lease_timeout_ms=args.lease_timeout_ms,
         replica_info_interval_ms=args.replica_info_interval_ms, async_learner=args.async_learner,
         election_priority=args.election_priority, segment_bytes=args.segment_bytes, bugs=frozenset(args.bug),

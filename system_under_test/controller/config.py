@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from system_under_test.controller.errors import ConfigError
+from system_under_test.lease_timing import DEFAULT_LEASE_TIMEOUT_MS, scan_interval_for
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
@@ -47,8 +48,8 @@ class ControllerConfig:
 
     cluster_name: str
     enable_elect_unclean_master: bool = False
-    lease_timeout_ms: int = 2000
-    scan_interval_ms: int = 500
+    lease_timeout_ms: int = DEFAULT_LEASE_TIMEOUT_MS
+    scan_interval_ms: int = scan_interval_for(DEFAULT_LEASE_TIMEOUT_MS)
     notify_broker_role_changed: bool = True
 
     def __post_init__(self) -> None:
@@ -87,13 +88,3 @@ def _check_int_range(name: str, value: Any, bounds: tuple[int, int]) -> None:
     lo, hi = bounds
     if type(value) is not int or not lo <= value <= hi:
         raise ConfigError(f"ControllerConfig.{name} must be an int in [{lo}, {hi}], got {value!r}")
-
-
-def scan_interval_for(lease_timeout_ms: int) -> int:
-    """The scan interval a controller runs with when none is given: an eighth of the lease, 10..500 ms.
-
-    A master's failure is detected at most one scan after its lease runs out, so a fixed 500 ms added up to a
-    quarter of a 2-s lease to every failover (bench/failover.py); the scan walks the lease table of every
-    broker set, microseconds of work."""
-    return max(10, min(500, lease_timeout_ms // 8))
-

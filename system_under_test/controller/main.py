@@ -21,8 +21,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from system_under_test.controller.config import ControllerConfig, scan_interval_for
+from system_under_test.controller.config import ControllerConfig
 from system_under_test.controller.errors import ConfigError
+from system_under_test.lease_timing import DEFAULT_LEASE_TIMEOUT_MS, scan_interval_for
 from system_under_test.node_main import read_token, run_node
 
 if TYPE_CHECKING:  # the CLI imports this module for its flags; the server is imported when a node starts
@@ -78,7 +79,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--formation-timeout-s", type=float, default=120.0)
     p.add_argument("--listen-host", help="bind address (default: the host of this node's --peers entry)")
     p.add_argument("--enable-elect-unclean-master", action="store_true")
-    p.add_argument("--lease-timeout-ms", type=int, default=2000)
+    p.add_argument("--lease-timeout-ms", type=int, default=DEFAULT_LEASE_TIMEOUT_MS)
     p.add_argument("--scan-interval-ms", type=int, default=None,
                    help="how often the leader scans leases (default: an eighth of the lease, 10..500 ms)")
     p.add_argument("--no-notify", action="store_true", help="do not push NOTIFY_BROKER_ROLE_CHANGED")

@@ -58,6 +58,7 @@ from system_under_test.client.workload_requests import (
     stale_heartbeat_call,
     stale_heartbeat_value,
 )
+from system_under_test.lease_timing import DEFAULT_LEASE_TIMEOUT_MS
 from system_under_test.protocol.codes import RequestCode, ResponseCode, is_definite
 from system_under_test.sim.broker import SimBroker
 from system_under_test.sim.ctlclient import ControllerClient
@@ -215,7 +216,7 @@ class SimMembership(_Threads):
     epoch) a started incarnation reported, as the real client's does."""
 
     def __init__(self, name: str, world: World, net: Network, controllers: tuple[str, ...],
-                 brokers: Mapping[str, SimBroker], *, think_ms: int = 500, lease_ms: int = 2000,
+                 brokers: Mapping[str, SimBroker], *, think_ms: int = 500, lease_ms: int = DEFAULT_LEASE_TIMEOUT_MS,
                  pause_write_fraction: float = PAUSE_WRITE_FRACTION) -> None:
         super().__init__(name, world, net, controllers, base=MEMBERSHIP_PROCESSES, threads=2, think_ms=think_ms)
         self.brokers = dict(brokers)

@@ -106,6 +106,7 @@ from system_under_test.broker.shutdown import (
     shutdown_reply,
     shutdown_timed_out,
 )
+from system_under_test.lease_timing import DEFAULT_LEASE_TIMEOUT_MS, heartbeat_interval_for
 from system_under_test.protocol.codes import RequestCode, ResponseCode, is_definite
 from system_under_test.sim.controller import CLUSTER_ID
 from system_under_test.sim.ctlclient import ControllerClient
@@ -134,8 +135,8 @@ class BrokerOptions:
     flush_interval_ms: int = 200
     flush_slave_timeout_ms: int = 3000
     ha_max_time_slave_not_catchup_ms: int = 3000
-    heartbeat_interval_ms: int = 500
-    lease_timeout_ms: int = 2000
+    heartbeat_interval_ms: int = heartbeat_interval_for(DEFAULT_LEASE_TIMEOUT_MS)
+    lease_timeout_ms: int = DEFAULT_LEASE_TIMEOUT_MS
     replica_info_interval_ms: int = 1000
     ha_transfer_batch_bytes: int = 256 * 1024
     election_priority: int = 0

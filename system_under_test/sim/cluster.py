@@ -24,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from system_under_test.controller.config import ControllerConfig, scan_interval_for
+from system_under_test.controller.config import ControllerConfig
+from system_under_test.lease_timing import DEFAULT_LEASE_TIMEOUT_MS, heartbeat_interval_for, scan_interval_for
 from system_under_test.sim.admin import MEMBERSHIP_SET, SimAllocator, SimMembership, SimRegister
 from system_under_test.sim.broker import TORN_META, BrokerOptions, SimBroker
 from system_under_test.sim.client import SimClients
@@ -72,7 +73,7 @@ class SimConfig:
     threads: int = 4
     think_ms: int = 100
     queues: int = 4
-    lease_timeout_ms: int = 2000
+    lease_timeout_ms: int = DEFAULT_LEASE_TIMEOUT_MS
     all_ack_in_sync_state_set: bool = True
     enable_elect_unclean_master: bool = False
     sync_flush: bool = True
@@ -138,7 +139,7 @@ class SimCluster:
                                              cfg.bugs & CONTROLLER_BUGS) for n in self.controller_names}
         bopts = BrokerOptions(broker_name=BROKER_SET, all_ack_in_sync_state_set=cfg.all_ack_in_sync_state_set,
                               sync_flush=cfg.sync_flush, lease_timeout_ms=cfg.lease_timeout_ms,
-                              heartbeat_interval_ms=min(500, cfg.lease_timeout_ms // 4),
+                              heartbeat_interval_ms=heartbeat_interval_for(cfg.lease_timeout_ms),
                               bugs=cfg.bugs & BROKER_BUGS)
         self.brokers = {n: SimBroker(n, self.world, self.net, self.controller_names, bopts) for n in self.broker_names}
         for node in (*self.controllers.values(), *self.brokers.values()):

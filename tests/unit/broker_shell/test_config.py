@@ -10,6 +10,7 @@ import pytest
 
 from harness.cli import main as cli_main
 from system_under_test.broker.config import BrokerConfig, BrokerConfigError, FlushMode
+from system_under_test.lease_timing import DEFAULT_LEASE_TIMEOUT_MS
 
 BASE: dict[str, Any] = {
     "cluster_name": "c", "broker_name": "b", "listen": "127.0.0.1:9000", "store_dir": "/tmp/x",
@@ -23,8 +24,9 @@ def make(**kw: Any) -> BrokerConfig:
 
 def test_defaults_are_valid() -> None:
     cfg = make()
-    assert cfg.all_ack_in_sync_state_set and cfg.flush is FlushMode.ASYNC and cfg.lease_timeout_ms == 2000
-    assert cfg.ha_max_time_slave_not_catchup_ms == 3000 and cfg.heartbeat_interval_ms == 500
+    assert cfg.all_ack_in_sync_state_set and cfg.flush is FlushMode.ASYNC
+    assert cfg.lease_timeout_ms == DEFAULT_LEASE_TIMEOUT_MS and 4 * cfg.heartbeat_interval_ms <= cfg.lease_timeout_ms
+    assert cfg.ha_max_time_slave_not_catchup_ms == 3000
     assert "b" in cfg.describe()
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.listen = "x:1"  # type: ignore[misc]

@@ -126,10 +126,10 @@ def test_encode_decode_round_trip(events: list[Any]) -> None:
 def test_config_defaults() -> None:
     cfg = ControllerConfig(cluster_name="c1")
     assert (cfg.enable_elect_unclean_master, cfg.lease_timeout_ms, cfg.scan_interval_ms,
-            cfg.notify_broker_role_changed) == (False, 2000, 500, True)
+            cfg.notify_broker_role_changed) == (False, 1000, 125, True)
     assert cfg.critical_options() == {"cluster_name": "c1", "enable_elect_unclean_master": False,
-                                      "lease_timeout_ms": 2000}
-    assert "lease=2000ms" in cfg.describe()
+                                      "lease_timeout_ms": 1000}
+    assert "lease=1000ms" in cfg.describe()
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_config_defaults() -> None:
         (dict(cluster_name="c", lease_timeout_ms=50), r"lease_timeout_ms must be an int in \[100, 600000\], got 50"),
         (dict(cluster_name="c", lease_timeout_ms=2000.0), "lease_timeout_ms"),
         (dict(cluster_name="c", scan_interval_ms=5), r"scan_interval_ms must be an int in \[10, 60000\], got 5"),
-        (dict(cluster_name="c", scan_interval_ms=3000), "scan_interval_ms=3000 must be < lease_timeout_ms=2000"),
+        (dict(cluster_name="c", scan_interval_ms=3000), "scan_interval_ms=3000 must be < lease_timeout_ms=1000"),
         (dict(cluster_name="c", enable_elect_unclean_master="yes"), "enable_elect_unclean_master must be a bool"),
         (dict(cluster_name="c", notify_broker_role_changed=1), "notify_broker_role_changed"),
     ],
