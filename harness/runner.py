@@ -40,6 +40,7 @@ from harness.explain import crash_where, summary_lines
 from harness.history_writer import HistoryWriter
 from harness.interpreter import Interpreter
 from harness.junit import write_junit
+from harness.lag import describe_lag, lag_summary
 from harness.load import describe_load
 from harness.progress import Progress
 from harness.protocols import (
@@ -383,6 +384,8 @@ def _report(r: _Run, doc: Mapping[str, Any], faults: Mapping[str, Any], code: in
         print(f"[splitbrain] {line}", flush=True)
     if doc.get("load") is not None:
         print(f"[splitbrain] {describe_load(doc['load'])}", flush=True)
+    if doc.get("replication_lag") is not None:
+        print(f"[splitbrain] {describe_lag(doc['replication_lag'])}", flush=True)
     if "coverage" in doc:
         cov = doc["coverage"]
         print(f"[splitbrain] nemesis {doc['nemesis_mode']}: {cov['events']} cluster events observed "
@@ -420,6 +423,9 @@ def _observed(run: RunDir, history: Sequence[Any], observer: Any, main_start_ns:
         if observer is not None:
             out["coverage"] = summary(coverage_of(observer.events, ops), start_ns=main_start_ns or 0,
                                       events=len(observer.events))
+            lag = lag_summary(getattr(observer, "lag_samples", ()), start_ns=main_start_ns, end_ns=main_end_ns)
+            if lag is not None:
+                out["replication_lag"] = lag
         if spec.nemesis.mode == "guided" and spec.nemesis.schedule is None and not parts.schedule:
             from nemesis.replay import executed_steps
 
