@@ -440,9 +440,14 @@ class HaMaster:
         for sid, t in self.trackings.items():
             ack = t.ack_offset
             known = ack >= 0
+            records: int | None = None
+            if known:
+                try:
+                    records = self.store.records_from(min(ack, top))
+                except Exception:  # an ack off a record boundary, a closing store: runtime info must still answer
+                    records = None
             out[str(sid)] = {"connected": t.connected, "ack_offset": ack,
-                             "bytes_behind": max(0, top - ack) if known else None,
-                             "records_behind": self.store.records_from(min(ack, top)) if known else None}
+                             "bytes_behind": max(0, top - ack) if known else None, "records_behind": records}
         return out
 
 
