@@ -285,6 +285,7 @@ async def _wind_down(r: _Run, drain_s: float) -> None:
     if r.observer is not None:
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await r.observer.stop()
+    r.writer.tap = None
     r.writer.close()
 
 
@@ -402,11 +403,13 @@ async def _start_observer(test: dict[str, Any], db: DB | None, nodes: Sequence[s
         return None
     from harness.observe import Observer
 
+    tap: list[dict[str, Any]] = []
     try:
-        observer = await Observer(test, db, nodes, now_ns=writer.now_ns, run_dir=run.path).start()
+        observer = await Observer(test, db, nodes, now_ns=writer.now_ns, run_dir=run.path, history_tap=tap).start()
     except Exception as exc:  # observation is evidence about the run, never a reason to fail it
         log.warning("no event observation for this run: %r", exc)
         return None
+    writer.tap = tap  # only once an observer drains it
     test["observer"] = observer
     return observer
 
