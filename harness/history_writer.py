@@ -75,6 +75,7 @@ class HistoryWriter:
         self.ops: list[Op] = []
         self.counts = {t: 0 for t in OP_TYPES}
         self.closed = False
+        self.tap: list[dict[str, Any]] | None = None  # when set, every recorded op is appended (the observer drains it)
 
     def now_ns(self) -> int:
         """Nanoseconds since the history started."""
@@ -125,6 +126,8 @@ class HistoryWriter:
                 self._open.pop(process, None)
         if self.keep:
             self.ops.append(Op.from_dict(rec))
+        if self.tap is not None:
+            self.tap.append(rec)
         return rec
 
     def process_after(self, completion: dict[str, Any]) -> int | str:

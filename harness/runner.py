@@ -40,6 +40,7 @@ from harness.explain import crash_where, summary_lines
 from harness.history_writer import HistoryWriter
 from harness.interpreter import Interpreter
 from harness.junit import write_junit
+from harness.lag import describe_lag, lag_summary
 from harness.load import describe_load
 from harness.progress import Progress
 from harness.protocols import (
@@ -284,6 +285,7 @@ async def _wind_down(r: _Run, drain_s: float) -> None:
     if r.observer is not None:
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await r.observer.stop()
+    r.writer.tap = None
     r.writer.close()
 
 
@@ -383,6 +385,8 @@ def _report(r: _Run, doc: Mapping[str, Any], faults: Mapping[str, Any], code: in
         print(f"[splitbrain] {line}", flush=True)
     if doc.get("load") is not None:
         print(f"[splitbrain] {describe_load(doc['load'])}", flush=True)
+    if doc.get("replication_lag") is not None:
+        print(f"[splitbrain] {describe_lag(doc['replication_lag'])}", flush=True)
     if "coverage" in doc:
         cov = doc["coverage"]
         print(f"[splitbrain] nemesis {doc['nemesis_mode']}: {cov['events']} cluster events observed "
@@ -399,11 +403,13 @@ async def _start_observer(test: dict[str, Any], db: DB | None, nodes: Sequence[s
         return None
     from harness.observe import Observer
 
+    tap: list[dict[str, Any]] = []
     try:
-        observer = await Observer(test, db, nodes, now_ns=writer.now_ns, run_dir=run.path).start()
+        observer = await Observer(test, db, nodes, now_ns=writer.now_ns, run_dir=run.path, history_tap=tap).start()
     except Exception as exc:  # observation is evidence about the run, never a reason to fail it
         log.warning("no event observation for this run: %r", exc)
         return None
+    writer.tap = tap  # only once an observer drains it
     test["observer"] = observer
     return observer
 
@@ -420,6 +426,9 @@ def _observed(run: RunDir, history: Sequence[Any], observer: Any, main_start_ns:
         if observer is not None:
             out["coverage"] = summary(coverage_of(observer.events, ops), start_ns=main_start_ns or 0,
                                       events=len(observer.events))
+            lag = lag_summary(getattr(observer, "lag_samples", ()), start_ns=main_start_ns, end_ns=main_end_ns)
+            if lag is not None:
+                out["replication_lag"] = lag
         if spec.nemesis.mode == "guided" and spec.nemesis.schedule is None and not parts.schedule:
             from nemesis.replay import executed_steps
 

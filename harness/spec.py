@@ -110,6 +110,9 @@ class NemesisSpec:
     guided_memory: str | None = None
     """Guided mode: a JSON file of what the policy learned, read at the start if it exists and written at the
     end, so a campaign of runs keeps learning (relative paths are relative to the working directory)."""
+    guided_load_max: float = 1.0
+    """Guided mode: the client rate rises with the faults in force, from ``rate`` with none to ``rate *
+    guided_load_max`` with the most the policy stacks (1 = the spec's ``rate`` throughout)."""
 
 
 @dataclass(frozen=True)
@@ -259,7 +262,7 @@ def _nemesis(c: _Ctx, raw: Any, nodes: NodesSpec) -> NemesisSpec:
     if raw is None or raw == "none":
         return NemesisSpec()
     m = c.mapping("nemesis", raw, ("packages", "interval_s", "targets", "schedule", "options", "role_wait_s", "mode",
-                                             "modes", "guided_memory"))
+                                             "modes", "guided_memory", "guided_load_max"))
     packages = c.str_list("nemesis.packages", m.get("packages", []))
     if packages == ["none"]:
         packages = []
@@ -288,8 +291,9 @@ def _nemesis(c: _Ctx, raw: Any, nodes: NodesSpec) -> NemesisSpec:
     memory = m.get("guided_memory")
     if memory is not None and (not isinstance(memory, str) or not memory.strip()):
         raise c.err("nemesis.guided_memory", memory, "a file path (JSON, written by guided runs)")
+    load_max = c.num_range("nemesis.guided_load_max", m.get("guided_load_max", 1.0), 1.0, 10.0)
     return NemesisSpec(pk, interval, tg, _schedule(c, m.get("schedule"), nodes), dict(options), role_wait, mode,
-                       tuple(modes), memory)
+                       tuple(modes), memory, load_max)
 
 
 def _schedule(c: _Ctx, raw: Any, nodes: NodesSpec) -> tuple[Any, ...] | None:
@@ -476,6 +480,8 @@ def spec_to_dict(spec: TestSpec) -> dict[str, Any]:
         d["nemesis"]["modes"] = list(spec.nemesis.modes)
     if spec.nemesis.guided_memory is not None:
         d["nemesis"]["guided_memory"] = spec.nemesis.guided_memory
+    if spec.nemesis.guided_load_max != 1.0:
+        d["nemesis"]["guided_load_max"] = spec.nemesis.guided_load_max
     if spec.nemesis.schedule is not None:
         from nemesis.schedule import to_data
 

@@ -32,7 +32,7 @@ from typing import Any
 from harness import generator as g
 from nemesis.guided import Config, Move, State, decide, memory_of, moves_from_ops, state_from_memory, took_effect
 
-__all__ = ["Feed", "GuidedGen", "GuidedNemesis", "guided", "load_memory", "moves", "save_memory"]
+__all__ = ["Feed", "GuidedGen", "GuidedNemesis", "guided", "load_memory", "load_scale", "moves", "save_memory"]
 
 SAMPLES_PER_PACKAGE = 256
 """Draws of each package's fault op: enough that every kind and selector combination of a package is among the
@@ -55,11 +55,21 @@ class Feed:
     def __init__(self) -> None:
         self.observer: Any = None
         self.latest: State | None = None
+        self.load: g.LoadDial | None = None  # the clients' rate dial, when nemesis.guided_load_max > 1
+        self.load_max = 1.0
 
     @property
     def events(self) -> Sequence[dict[str, Any]]:
         obs = self.observer
         return obs.events if obs is not None else ()
+
+
+def load_scale(active: int, max_depth: int, load_max: float) -> float:
+    """The client-rate multiplier with ``active`` faults in force: 1 with none, rising linearly to ``load_max``
+    at ``max_depth`` (the most the policy stacks).  Pure."""
+    if load_max <= 1.0 or max_depth < 1:
+        return 1.0
+    return 1.0 + (load_max - 1.0) * min(max(active, 0), max_depth) / max_depth
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,8 @@ class GuidedGen:
         decision, _wake_s, state = decide(self.state, self.cfg, self.feed.events, now_s=now_s,
                                           start_ns=self.start_ns, rng=rng)
         nxt = GuidedGen(self.cfg, self.feed, self.seed, state, self.start_ns)
+        if self.feed.load is not None:  # raise the load as the faults stack up, lower it as they are undone
+            self.feed.load.scale = load_scale(len(state.active), self.cfg.max_depth, self.feed.load_max)
         if self.feed.latest is None or len(state.steps) >= len(self.feed.latest.steps):
             self.feed.latest = state
         if decision is None:

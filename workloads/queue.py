@@ -79,6 +79,10 @@ class QueueOptions:
         commit_fraction: share of non-send ops that commit the consumer's cursor.
         send_timeout_s: how long a producer keeps retrying definite refusals (keep below the runner's
             op timeout so a send can still end definitely).
+        route_ttl_s: how long a worker reuses the controller's answer on where to poll (master and slave
+            addresses) before asking again; a poll that fails drops it at once.  0 asks the controller
+            before every poll (one controller round trip per poll: at high rates that doubled the client's
+            RPCs and made the controllers the busiest nodes after the master).
     """
 
     topic: str = option("sb", pattern=r"[A-Za-z0-9_.-]{1,64}", allowed="a topic name of 1-64 chars [A-Za-z0-9_.-]")
@@ -88,6 +92,7 @@ class QueueOptions:
     slave_read_fraction: float = option(0.2, 0.0, 1.0, allowed="a number in [0, 1]")
     commit_fraction: float = option(0.1, 0.0, 1.0, allowed="a number in [0, 1]")
     send_timeout_s: float = option(3.0, 0.1, 60.0, allowed="a number of seconds in [0.1, 60]")
+    route_ttl_s: float = option(1.0, 0.0, 60.0, allowed="a number of seconds in [0, 60]")
 
 
 def queue_options(ctx: WorkloadContext) -> QueueOptions:
@@ -188,6 +193,7 @@ class QueueClient:
         self.producer = producer
         self.consumer = consumer
         self.ready_timeout_s = ready_timeout_s
+        self._routes: dict[str, tuple[float, dict[str, Any]]] = {}  # broker set -> (expiry, replica info)
 
     async def open(self, test: dict[str, Any], node: str) -> QueueClient:
         from system_under_test.client.consumer import Consumer
@@ -227,7 +233,12 @@ class QueueClient:
                                                       "master_epoch": res.master_epoch, "broker_id": res.broker_id}}
             if f == "poll":
                 addr, broker_id = await self._route(broker_set, v.get("replica"))
-                pr = await self.consumer.pull(broker_set, topic, queue_id, int(v["offset"]), int(v["max"]), addr=addr)
+                try:
+                    pr = await self.consumer.pull(broker_set, topic, queue_id, int(v["offset"]), int(v["max"]),
+                                                  addr=addr)
+                except Exception:
+                    self._routes.pop(broker_set, None)  # the next poll asks the controller again
+                    raise
                 return {**op, "type": "ok", "value": {**v, "records": _records(pr.messages), "broker_id": broker_id,
                                                       "next_offset": pr.next_offset, "max_offset": pr.max_offset}}
             if f == "commit":
@@ -241,8 +252,16 @@ class QueueClient:
         return {**op, "type": "fail", "error": f"queue workload: unknown f {f!r}; expected one of {sorted(QUEUE_FS)}"}
 
     async def _route(self, broker_set: str, replica: Any) -> tuple[str, Any]:
-        """(address, broker id or "master") to poll: the master, or slave ``replica % slaves``."""
-        info = await self.consumer.controller.get_replica_info(broker_set)
+        """(address, broker id or "master") to poll: the master, or slave ``replica % slaves``, from the
+        controller's replica info (reused for ``route_ttl_s``)."""
+        now = time.monotonic()
+        cached = self._routes.get(broker_set)
+        if cached is not None and now < cached[0]:
+            info = cached[1]
+        else:
+            info = await self.consumer.controller.get_replica_info(broker_set)
+            if self.options.route_ttl_s > 0 and info.get("master_addr"):
+                self._routes[broker_set] = (now + self.options.route_ttl_s, info)
         master_id, master_addr = info.get("master_id"), info.get("master_addr")
         if replica is not None:
             slaves = sorted((int(i), str(a)) for i, a in (info.get("body") or {}).get("brokers", [])

@@ -318,14 +318,15 @@ def namespaced_checkers(workloads: Sequence[Any]) -> dict[str, Any]:
     return {f"{wl.name}/{name}": c for wl in workloads for name, c in wl.checkers.items()}
 
 
-def client_generator(spec: TestSpec, workloads: Sequence[Any]) -> Any:
+def client_generator(spec: TestSpec, workloads: Sequence[Any], dial: g.LoadDial | None = None) -> Any:
     """The workloads' main generators mixed and paced at ``spec.rate`` ops/s in total: one stream per worker at
-    ``rate / concurrency``, each a pure function of (seed, worker) (:func:`harness.generator.pace`)."""
+    ``rate / concurrency``, each a pure function of (seed, worker) (:func:`harness.generator.pace`); ``dial``
+    scales the rate during the run (the guided nemesis's ``guided_load_max``)."""
     gens = [wl.generator for wl in workloads if wl.generator is not None]
     if not gens:
         return None
     mixed = gens[0] if len(gens) == 1 else g.mix(gens)
-    return g.pace(spec.rate, mixed, seed=spec.seed)
+    return g.pace(spec.rate, mixed, seed=spec.seed, dial=dial)
 
 
 def final_generator(workloads: Sequence[Any]) -> Any:
@@ -345,10 +346,15 @@ def build_parts(spec: TestSpec, options: ClusterOptions) -> tuple[TestParts, Spl
                               targets=spec.nemesis.targets, seed=spec.seed, time_limit_s=spec.time_limit_s,
                               options=spec.nemesis.options, schedule=spec.nemesis.schedule)
     client = CompositeClient([(frozenset(wl.fs), wl.client) for wl in workloads])
+    dial = None
+    feed = getattr(composed.nemesis, "feed", None)  # a guided nemesis's feed
+    if feed is not None and spec.nemesis.guided_load_max > 1.0:
+        dial = feed.load = g.LoadDial()
+        feed.load_max = spec.nemesis.guided_load_max
     parts = TestParts(
         client=client,
         checkers=namespaced_checkers(workloads),
-        generator=g.clients(client_generator(spec, workloads), nemesis_gen=composed.generator),
+        generator=g.clients(client_generator(spec, workloads, dial), nemesis_gen=composed.generator),
         db=db,
         nemesis=composed.nemesis,
         heal_generator=composed.heal,

@@ -8,7 +8,6 @@ and returns its ``results.json``.  Bad input raises :class:`ReplayError` with on
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from harness.spec import SpecError, TestSpec, load_spec, spec_to_dict
 from harness.store import read_results
 from nemesis.replay import anomaly_kinds, executed_steps
 from nemesis.schedule import Step, to_data
+from system_under_test import eventloop
 
 __all__ = ["ReplayError", "StoredRun", "load_run", "rerun", "write_schedule_spec"]
 
@@ -90,7 +90,7 @@ def rerun(spec_path: Path, *, seed: int, results_root: str, quiet: bool, nodes_f
 
     # the stored run already ran this topology: a weak quorum it was allowed is allowed again
     prepared = prepare(str(spec_path), {"seed": seed, "test_count": 1}, allow_weak_quorum=True)
-    code, outcomes = asyncio.run(execute(prepared, results_root=results_root, quiet=quiet, nodes_file=nodes_file))
+    code, outcomes = eventloop.run(execute(prepared, results_root=results_root, quiet=quiet, nodes_file=nodes_file))
     doc: dict[str, Any] = dict(outcomes[-1].results) if outcomes else {"valid": "unknown"}
     doc["exit_code"] = code
     doc["run_dir"] = str(outcomes[-1].run_dir.path) if outcomes else ""

@@ -39,8 +39,8 @@ __all__ = ["UnreadableHistory", "analyze_run", "configure", "run"]
 class UnreadableHistory(ValueError):
     """The run's history is empty or cannot be read; the message names the file (and line) and the reason."""
 
-_FACTS = ("name", "seed", "interrupted", "crashed", "ended", "counts", "duration_s", "load", "main_phase_start_ns",
-          "main_phase_end_ns", "cluster_version", "git_revision", "provenance")
+_FACTS = ("name", "seed", "interrupted", "crashed", "ended", "counts", "duration_s", "load", "replication_lag",
+          "main_phase_start_ns", "main_phase_end_ns", "cluster_version", "git_revision", "provenance")
 
 
 def configure(p: argparse.ArgumentParser) -> None:

@@ -43,6 +43,7 @@ from harness.runner import RunOutcome, run_repeated, run_test
 from harness.runs import read_run
 from harness.spec import SpecError, TestSpec
 from harness.store import EXIT_CRASHED
+from system_under_test import eventloop
 
 __all__ = ["configure", "execute", "run", "sut_banner"]
 
@@ -167,8 +168,8 @@ def run(args: argparse.Namespace) -> int:
     if prepared.sut is not None:
         print(f"[splitbrain] {sut_banner(prepared.sut)}", flush=True)
     try:
-        code, outcomes = asyncio.run(execute(prepared, results_root=args.results, quiet=args.quiet,
-                                             nodes_file=getattr(args, "nodes_file", None)))
+        code, outcomes = eventloop.run(execute(prepared, results_root=args.results, quiet=args.quiet,
+                                               nodes_file=getattr(args, "nodes_file", None)))
     except (SpecError, BackendUnavailable) as exc:
         return _refused(exc)
     except (KeyboardInterrupt, asyncio.CancelledError):

@@ -28,7 +28,6 @@ directory); the command waits for them and exits 130.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from dataclasses import replace
@@ -46,6 +45,7 @@ from harness.runner import worst_exit_code
 from harness.runs import RunSummary, read_run
 from harness.spec import SpecError
 from harness.store import EXIT_UNKNOWN
+from system_under_test import eventloop
 
 __all__ = ["configure", "one_per_seed", "requests_of", "run"]
 
@@ -177,7 +177,7 @@ def _run_in_order(prepared: list[tuple[str, Prepared]], args: argparse.Namespace
     codes: list[int] = []
     for label, p in prepared:
         try:
-            code, outcomes = asyncio.run(execute(p, results_root=args.results, quiet=args.quiet,
+            code, outcomes = eventloop.run(execute(p, results_root=args.results, quiet=args.quiet,
                                                  nodes_file=getattr(args, "nodes_file", None)))
         except BackendUnavailable as exc:
             print(f"splitbrain test-all: {label}: {exc}", file=sys.stderr)

@@ -54,12 +54,13 @@ from harness.generator._core import (
     make_context,
     next_process,
 )
-from harness.generator._pace import pace, stream_seed
+from harness.generator._pace import LoadDial, pace, stream_seed
 from harness.generator._simulate import simulate
 from harness.generator._threads import clients, each_process, each_thread, nemesis, reserve
 from harness.generator._time import delay, sleep, stagger, time_limit
 
 __all__ = [
+    "LoadDial",
     "NEMESIS_THREAD",
     "NS_PER_S",
     "PENDING",

@@ -82,6 +82,18 @@ class _NoRandom(random.Random):
 _NO_RANDOM = _NoRandom(0)
 
 
+class LoadDial:
+    """A client-rate multiplier someone else turns during the run (the guided nemesis raises it while faults are
+    active: ``nemesis.guided_load_max``).  The one mutable input of :func:`pace`: it scales the gaps between a
+    worker's ops (``gap / scale``) after they are drawn, so each worker's ops -- what they are, in what order --
+    stay a function of (seed, worker); only when they start moves, as a latency moves it."""
+
+    __slots__ = ("scale",)
+
+    def __init__(self, scale: float = 1.0) -> None:
+        self.scale = scale
+
+
 @dataclass(frozen=True, slots=True)
 class _Pace:
     rate_hz: float
@@ -89,6 +101,7 @@ class _Pace:
     max_lag_ns: int
     gen: Gen | None
     lanes: Mapping[Thread, tuple[int, int]] | None = None  # thread -> (next due time ns, ops committed)
+    dial: LoadDial | None = None
 
     def _mean_ns(self, ctx: Context) -> int:
         return int(len(ctx.threads) * NS_PER_S / self.rate_hz)
@@ -113,6 +126,8 @@ class _Pace:
             due, k = pace._lane(t, ctx)
             rng = random.Random(stream_seed(self.seed, t, k))
             gap = rng.randrange(2 * mean) if mean > 0 else 0
+            if self.dial is not None and self.dial.scale > 0 and self.dial.scale != 1.0:
+                gap = int(gap / self.dial.scale)
             assert pace.gen is not None
             res = pace.gen.op(ctx._replace(threads=(t,), rng=rng))
             if res is None:
@@ -141,7 +156,7 @@ class _Pace:
         return replace(self, gen=_update(self.gen, ctx._replace(rng=_NO_RANDOM), event))
 
 
-def pace(rate_hz: float, gen: Any, *, seed: int, max_lag_s: float = 1.0) -> Gen:
+def pace(rate_hz: float, gen: Any, *, seed: int, max_lag_s: float = 1.0, dial: LoadDial | None = None) -> Gen:
     """Run ``gen`` on every thread of the context as one stream per thread, ``rate_hz`` ops/s in total.
 
     Args:
@@ -150,6 +165,7 @@ def pace(rate_hz: float, gen: Any, *, seed: int, max_lag_s: float = 1.0) -> Gen:
         seed: the run's seed; op ``k`` of thread ``t`` draws from ``random.Random(stream_seed(seed, t, k))``.
         max_lag_s: how far behind schedule a slow worker may catch up (back-to-back ops) before its
             schedule drops the missed time.
+        dial: a rate multiplier read at every op (:class:`LoadDial`); None = ``rate_hz`` throughout.
 
     Raises:
         ValueError: ``rate_hz`` not > 0 or ``max_lag_s`` < 0.
@@ -158,4 +174,4 @@ def pace(rate_hz: float, gen: Any, *, seed: int, max_lag_s: float = 1.0) -> Gen:
         raise ValueError(f"pace: rate_hz must be > 0 ops/s, got {rate_hz!r}")
     if not max_lag_s >= 0:
         raise ValueError(f"pace: max_lag_s must be >= 0 s, got {max_lag_s!r}")
-    return _Pace(float(rate_hz), int(seed), int(max_lag_s * NS_PER_S), as_gen(gen))
+    return _Pace(float(rate_hz), int(seed), int(max_lag_s * NS_PER_S), as_gen(gen), dial=dial)

@@ -430,3 +430,18 @@ def test_failed_fsync_undoes_the_put_while_readers_go_on(d: str) -> None:
     res = s.put(msgs(1))
     assert res[0].queue_offset == 3 and res[0].phys_offset == before and s.stable_offset == s.max_phys_offset
     s.close()
+
+
+def test_records_from_counts_pending_and_dispatched_records(d: str) -> None:
+    """records_from (a slave's lag in records) counts undispatched records from memory and older ones from
+    the log, and gives up (None) past its scan budget or outside the log."""
+    s = MessageStore.open(d, CFG, "c1")
+    res = s.put(msgs(10, queues=2))
+    ends = [r.phys_offset + r.size for r in res]
+    assert s.records_from(s.max_phys_offset) == 0
+    assert [s.records_from(r.phys_offset) for r in res] == list(range(10, 0, -1))
+    s.set_confirm_offset(ends[5])  # six dispatched, four pending
+    assert [s.records_from(r.phys_offset) for r in res] == list(range(10, 0, -1))
+    assert s.records_from(res[0].phys_offset, max_scan_bytes=res[1].phys_offset) is None
+    assert s.records_from(s.max_phys_offset + 1) is None
+    s.close()

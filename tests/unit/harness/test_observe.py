@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -31,3 +33,22 @@ def test_client_outcome_changes() -> None:
     got = [(e["f"], e["was"], e["outcome"], e["time"]) for e in c.feed(recs)]
     assert got == [("send", None, "ok", 2), ("send", "ok", "info", 5), ("poll", None, "ok", 6)]
     assert c.feed([{"process": 1, "type": "info", "f": "send", "time": 7}]) == []
+
+
+def test_history_tap_is_drained_in_order_and_only_once(tmp_path: Any) -> None:
+    """With the history writer's tap, the observer reads the records it was handed (not the file), each once."""
+    from harness.history_writer import HistoryWriter
+    from harness.observe import Observer
+
+    writer = HistoryWriter(tmp_path / "history.jsonl", client_threads=2, keep=False)
+    tap: list[dict[str, Any]] = []
+    writer.tap = tap
+    obs = Observer({}, object(), [], now_ns=writer.now_ns, run_dir=tmp_path, history_tap=tap)
+    writer.append({"type": "invoke", "process": 0, "f": "send", "value": 1})
+    writer.append({"type": "ok", "process": 0, "f": "send", "value": 1})
+    first = obs._tail_history()
+    writer.append({"type": "invoke", "process": 1, "f": "poll", "value": None})
+    assert [(r["index"], r["type"]) for r in first] == [(0, "invoke"), (1, "ok")]
+    assert [r["index"] for r in obs._tail_history()] == [2]
+    assert obs._tail_history() == [] and tap == []
+    writer.close()

@@ -225,3 +225,20 @@ def test_each_workers_stream_is_a_function_of_seed_and_worker(
     for t in range(threads):
         k = min(len(a[t]), len(b[t]))
         assert k > 0 and a[t][:k] == b[t][:k]
+
+
+def test_a_load_dial_scales_the_gaps_not_the_ops() -> None:
+    """Turning the dial to 2 halves every worker's gaps: twice the ops in the same time, and each worker's
+    ops are the same sequence (the draws are made before the gap is scaled)."""
+    def run(scale: float) -> list[dict[str, Any]]:
+        dial = g.LoadDial(scale)
+        gen = g.time_limit(10, g.pace(20, workload(), seed=7, dial=dial))
+        return g.simulate(g.clients(gen), seed=7, client_threads=2, max_ops=5000)
+
+    one, two = run(1.0), run(2.0)
+    n1 = sum(1 for op in one if op["type"] == "invoke")
+    n2 = sum(1 for op in two if op["type"] == "invoke")
+    assert 1.7 * n1 <= n2 <= 2.3 * n1
+    s1, s2 = streams(one, 2), streams(two, 2)
+    for t in range(2):
+        assert s2[t][:len(s1[t])] == s1[t]

@@ -166,6 +166,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {  # key -> (lo, hi, integer)
     "nodes.broker_sets.count": (0, 16, True),
     "nodes.broker_sets.replicas": (1, 5, True),
     "nemesis.interval_s": (0.1, 3600, False),
+    "nemesis.guided_load_max": (1, 10, False),
     "phases.recovery_s": (0, 3600, False),
     "phases.final_drain_s": (0, 3600, False),
     "time_limit_s": (0, 86_400, False),

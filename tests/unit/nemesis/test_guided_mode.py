@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness import generator as g
 from harness.spec import SpecError, apply_overrides, spec_from_dict
 from nemesis import packages
-from nemesis.guided_run import GuidedGen, GuidedNemesis, moves
+from nemesis.guided_run import GuidedGen, GuidedNemesis, load_scale, moves
 from nemesis.schedule import UNDO
 
 
@@ -108,3 +110,52 @@ def test_memory_round_trip_and_bad_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as info:
         packages.build(db, ["kill"], interval_s=4, targets=["one"], seed=1, time_limit_s=10)
     assert info.value.key == "nemesis.guided_memory"
+
+
+def test_guided_load_max_defaults_to_1_round_trips_and_is_bounded() -> None:
+    from harness.spec import resolved_yaml
+
+    assert spec_from_dict(raw(packages=["kill"]), file="x.yaml").nemesis.guided_load_max == 1.0
+    spec = spec_from_dict(raw(packages=["kill"], mode="guided", guided_load_max=3), file="x.yaml")
+    assert yaml.safe_load(resolved_yaml(spec))["nemesis"]["guided_load_max"] == 3.0
+    with pytest.raises(SpecError) as info:
+        spec_from_dict(raw(packages=["kill"], guided_load_max=0.5), file="x.yaml")
+    assert "nemesis.guided_load_max" in str(info.value)
+
+
+@given(active=st.integers(-2, 10), depth=st.integers(1, 5), load_max=st.floats(0.5, 10))
+def test_load_scale_rises_with_the_faults_between_1_and_the_max(active: int, depth: int, load_max: float) -> None:
+    s = load_scale(active, depth, load_max)
+    assert 1.0 <= s <= max(1.0, load_max) + 1e-9
+    assert load_scale(0, depth, load_max) == 1.0
+    assert load_scale(active + 1, depth, load_max) >= s
+    if load_max > 1:
+        assert load_scale(depth, depth, load_max) == pytest.approx(load_max)
+
+
+def test_guided_decisions_turn_the_client_dial() -> None:
+    """With the feed's dial bound, each decision sets the dial from the faults then in force (the fake db has no
+    observer: the policy acts on quiet moments): up while faults are active, never past the max, back to 1."""
+
+    class Recording(g.LoadDial):
+        def __init__(self) -> None:
+            self.values: list[float] = []
+            super().__init__()
+
+        @property  # type: ignore[override]
+        def scale(self) -> float:
+            return self.values[-1]
+
+        @scale.setter
+        def scale(self, value: float) -> None:
+            self.values.append(value)
+
+    composed = packages.build(fake_db("guided"), ["partition", "kill"], interval_s=4, targets=["masters", "one"],
+                              seed=3, time_limit_s=60)
+    dial = Recording()
+    composed.nemesis.feed.load = dial
+    composed.nemesis.feed.load_max = 3.0
+    history = g.simulate(g.time_limit(40, g.nemesis(composed.generator)), seed=3, client_threads=1, max_ops=200)
+    assert any(op["type"] == "invoke" for op in history)
+    assert all(1.0 <= v <= 3.0 for v in dial.values)
+    assert max(dial.values) > 1.0 and 1.0 in dial.values[1:]
