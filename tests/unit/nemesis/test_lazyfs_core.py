@@ -97,7 +97,13 @@ def test_reads_merge_and_a_crash_returns_each_file_to_its_last_fsync(ops: list[t
                 while r.log and r.log[-1][0] == "w" and n <= r.log[-1][1] \
                         and r.log[-1][1] + len(r.log[-1][2]) <= n + len(data):
                     r.log.pop()  # the core's documented rule: a write wholly covering the last pending one replaces it
-                r.log.append(("w", n, data))
+                if r.log and r.log[-1][0] == "w" and r.log[-1][1] + len(r.log[-1][2]) == n:
+                    # and its other rule: a write continuing the last pending one is merged into it, so a later
+                    # write covering only the tail of the merged one does not replace a piece of it
+                    _, start, before = r.log.pop()
+                    r.log.append(("w", start, before + data))
+                else:
+                    r.log.append(("w", n, data))
         elif kind == "truncate":
             f.truncate(n)
             r.current.truncate(n)
