@@ -360,9 +360,8 @@ def _record(r: _Run, merged: dict[str, Any], history: Sequence[Any]) -> tuple[di
     """Write ``results.json`` (verdict, run facts, fault accounting, observation, provenance) and ``junit.xml``;
     returns the results document and the fault accounting."""
     spec = r.spec
-    faults = accounting.summarize(op.to_dict() for op in history if not op.is_client)
+    faults, fault_warnings = accounting.account(op.to_dict() for op in history if not op.is_client)
     observed = _observed(r.run, history, r.observer, r.main_start_ns, r.main_end_ns, spec, r.parts)
-    fault_warnings = accounting.warnings(faults)
     for line in fault_warnings:
         log.warning("%s", line)
         print(f"[splitbrain] WARNING: {line}", flush=True)

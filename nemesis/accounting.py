@@ -13,8 +13,9 @@ carries
 :class:`Accounted` wraps the composed nemesis and adds these fields; :func:`judge` decides
 ``effective`` from a completion alone; :func:`summarize` folds a history's nemesis completions into the
 per-kind summary that ``results.json`` carries (``faults``), and :func:`warnings` says which requested
-kinds never took effect.  :data:`STEP` carries the step's RNG and resolution records to the nemesis
-members (a context variable: members need not know they are wrapped).
+kinds never took effect; :func:`account` does both for a run, and says so when a nemesis op's ``f`` has no row
+in the fault table (:mod:`nemesis.faults`) instead of leaving it out.  :data:`STEP` carries the step's RNG
+and resolution records to the nemesis members (a context variable: members need not know they are wrapped).
 
 Pure apart from :class:`Accounted` (which awaits the wrapped nemesis).
 """
@@ -28,9 +29,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nemesis.schedule import FAULT_FS, fault_label
+from nemesis.faults import UnknownFault, row
+from nemesis.schedule import fault_label
 
-__all__ = ["STEP", "Accounted", "StepContext", "judge", "summarize", "warnings"]
+__all__ = ["STEP", "Accounted", "StepContext", "account", "judge", "summarize", "warnings"]
 
 
 @dataclass
@@ -145,11 +147,16 @@ class Accounted:
 def summarize(history: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Per fault kind: ``requested``, ``effective``, ``not_effective`` and the reasons (with counts),
     from a history's nemesis completions (pure).  Undo steps are not faults and are not counted; a
-    fault whose completion never came (the run ended) counts as not effective, "no completion"."""
+    fault whose completion never came (the run ended) counts as not effective, "no completion".
+
+    Raises:
+        UnknownFault: a nemesis op whose ``f`` has no row in :mod:`nemesis.faults` (naming the op's index): it
+            would otherwise be neither counted nor said to be missing.
+    """
     kinds: dict[str, dict[str, Any]] = {}
     open_invokes: dict[Any, Mapping[str, Any]] = {}
-    for op in history:
-        if op.get("process") != "nemesis" or op.get("f") not in FAULT_FS:
+    for i, op in enumerate(history):
+        if op.get("process") != "nemesis" or not row(op.get("f"), f"history op {op.get('index', i)}").fault:
             continue
         if op.get("type") == "invoke":
             open_invokes[op.get("process")] = op
@@ -192,3 +199,18 @@ def warnings(summary: Mapping[str, Mapping[str, Any]]) -> list[str]:
             first = next(iter(reasons), "unknown")
             out.append(f"fault {label} was requested {k['requested']}x and never took effect (e.g. {first})")
     return out
+
+
+def account(history: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """A run's fault summary and its warnings (``results.json`` ``faults`` and ``fault_warnings``; pure).
+
+    A nemesis op whose ``f`` has no row in the fault table (:mod:`nemesis.faults`) cannot be accounted.  Rather
+    than a summary that silently leaves it out, the summary is then empty and the one warning names the ``f``
+    and the op: the run's verdict is never lost to its bookkeeping (the runner also drives nemeses that are not
+    this package's, such as a test's or a plug-in's; this package's own are held to the table by
+    tests/unit/nemesis/test_faults.py)."""
+    try:
+        summary = summarize(history)
+    except UnknownFault as exc:
+        return {}, [f"no fault accounting: {exc}"]
+    return summary, warnings(summary)

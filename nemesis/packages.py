@@ -33,6 +33,7 @@ from nemesis.accounting import Accounted
 from nemesis.clock import ClockNemesis
 from nemesis.disk import CORRUPT_MODES, FAULTS, REPAIRABLE_MODES, DiskNemesis
 from nemesis.failpoint import FailpointNemesis
+from nemesis.faults import NEMESES, ROWS, row
 from nemesis.packet import PacketNemesis
 from nemesis.packet_behavior import PRESETS
 from nemesis.partition import PartitionNemesis
@@ -43,8 +44,8 @@ from nemesis.targets import SelectorError, Topology
 from nemesis.targets import validate as validate_target
 
 __all__ = [
-    "ALIASES", "KINDS", "PROTOCOL_POINTS", "Composed", "PackageDef", "build", "definitions", "expand", "plan",
-    "validate",
+    "ALIASES", "KINDS", "NEMESIS_OF", "PROTOCOL_POINTS", "Composed", "PackageDef", "build", "definitions", "expand",
+    "plan", "validate",
 ]
 
 StartFn = Callable[[random.Random, int], dict[str, Any]]
@@ -188,27 +189,35 @@ def _no_masters(kinds: tuple[str, ...], has_sets: bool) -> tuple[str, ...]:
     return kinds if has_sets else tuple(k for k in kinds if "master" not in k)
 
 
+def _heal(package: str) -> tuple[dict[str, Any], ...]:
+    """What a package's faults may leave behind, undone: the heal ops of the rows that name the package (once
+    each, in table order)."""
+    out: list[dict[str, Any]] = []
+    for r in ROWS:
+        for op in r.heal if package in r.packages else ():
+            if op not in out:
+                out.append(dict(op))
+    return tuple(out)
+
+
 KINDS: dict[str, _Kind] = {  # by package name: the names a spec may use
     "partition": _Kind(lambda: tuple(k for k in PARTITION_KINDS if k != "grudge"),
-                       lambda s: _no_masters(PARTITION_DEFAULT, s), _partition, True, ({"f": "stop-partition"},),
+                       lambda s: _no_masters(PARTITION_DEFAULT, s), _partition, True, _heal("partition"),
                        PartitionNemesis),
-    "kill": _Kind(lambda: ("kill", "terminate"), lambda s: ("kill",), _process, True, ({"f": "start"},),
-                  ProcessNemesis),
-    "pause": _Kind(lambda: ("pause",), lambda s: ("pause",), _process, True, ({"f": "resume"},), ProcessNemesis),
-    "clock": _Kind(lambda: CLOCK_KINDS, lambda s: CLOCK_KINDS, _clock, True, ({"f": "reset-clock"},), ClockNemesis),
-    "packet": _Kind(lambda: tuple(PRESETS), lambda s: tuple(PRESETS), _packet, True,
-                    ({"f": "stop-packet"},), PacketNemesis),
-    "disk": _Kind(lambda: DISK_KINDS, lambda s: DISK_KINDS, _disk(REPAIRABLE_MODES), True, ({"f": "stop-disk"},),
+    "kill": _Kind(lambda: ("kill", "terminate"), lambda s: ("kill",), _process, True, _heal("kill"), ProcessNemesis),
+    "pause": _Kind(lambda: ("pause",), lambda s: ("pause",), _process, True, _heal("pause"), ProcessNemesis),
+    "clock": _Kind(lambda: CLOCK_KINDS, lambda s: CLOCK_KINDS, _clock, True, _heal("clock"), ClockNemesis),
+    "packet": _Kind(lambda: tuple(PRESETS), lambda s: tuple(PRESETS), _packet, True, _heal("packet"), PacketNemesis),
+    "disk": _Kind(lambda: DISK_KINDS, lambda s: DISK_KINDS, _disk(REPAIRABLE_MODES), True, _heal("disk"),
                   DiskNemesis, ("brokers:one", "masters")),
-    "disk-corrupt": _Kind(lambda: DISK_KINDS, lambda s: DISK_KINDS, _disk(CORRUPT_MODES), True,
-                          ({"f": "stop-disk"},), DiskNemesis, ("brokers:one", "masters")),
+    "disk-corrupt": _Kind(lambda: DISK_KINDS, lambda s: DISK_KINDS, _disk(CORRUPT_MODES), True, _heal("disk-corrupt"),
+                          DiskNemesis, ("brokers:one", "masters")),
     "protocol-crash": _Kind(lambda: tuple(p for p, _ in PROTOCOL_POINTS),
                             lambda s: tuple(p for p, t in PROTOCOL_POINTS if t != "masters" or s),
-                            lambda o, i: _protocol_crash(o, i, False), False,
-                            ({"f": "disarm-failpoint", "value": {"targets": "all", "name": "*"}},), FailpointNemesis,
-                            any_kind=True),
+                            lambda o, i: _protocol_crash(o, i, False), False, _heal("protocol-crash"),
+                            FailpointNemesis, any_kind=True),
     "registration-crash": _Kind(lambda: tuple(FAILPOINTS), lambda s: tuple(FAILPOINTS), _registration_crash, False,
-                                (), RegistrationCrashNemesis),
+                                _heal("registration-crash"), RegistrationCrashNemesis),
 }
 ALIASES = {"all": ["partition", "kill", "pause", "clock", "packet", "disk"], "leader-chaos": ["partition", "kill"]}
 
@@ -374,22 +383,24 @@ def _build_guided(db: Any, defs: Sequence[PackageDef], *, interval_s: float, see
     return Composed(GuidedNemesis(Accounted(compose_nemeses(members), seed=seed), feed, memory), gen, heal, ())
 
 
-_MAKER_BY_F: dict[str, Callable[[Any, random.Random], Nemesis]] = {
-    **{f: PartitionNemesis for f in PartitionNemesis.FS}, **{f: ProcessNemesis for f in ProcessNemesis.FS},
-    **{f: ClockNemesis for f in ClockNemesis.FS}, **{f: PacketNemesis for f in PacketNemesis.FS},
-    **{f: FailpointNemesis for f in FailpointNemesis.FS}, **{f: DiskNemesis for f in DiskNemesis.FS},
-    **{f: RegistrationCrashNemesis for f in RegistrationCrashNemesis.FS},
+NEMESIS_OF: dict[str, Callable[[Any, random.Random], Nemesis]] = {
+    "partition": PartitionNemesis, "process": ProcessNemesis, "clock": ClockNemesis, "packet": PacketNemesis,
+    "failpoint": FailpointNemesis, "disk": DiskNemesis, "registration": RegistrationCrashNemesis,
 }
-_HEAL_BY_MAKER = {m: k.heal for k in KINDS.values() for m in [k.nemesis]}
+"""Nemesis family (:data:`nemesis.faults.NEMESES`, in that order) -> the class that performs its fs."""
+_MAKER_BY_F: dict[str, Callable[[Any, random.Random], Nemesis]] = {r.f: NEMESIS_OF[r.nemesis] for r in ROWS}
+"""f -> the nemesis class that performs it, by its row (a family without a class fails at import)."""
 
 
 def _heal_for(f: str) -> tuple[dict[str, Any], ...]:
-    maker = _MAKER_BY_F[f]
-    if maker is ProcessNemesis:
-        return ({"f": "start"},) if f in ("kill", "terminate") else ({"f": "resume"},) if f == "pause" else ()
-    return _HEAL_BY_MAKER.get(maker, ())
+    """The heal ops a run that used ``f`` ends with (its row's).
+
+    Raises:
+        UnknownFault: ``f`` has no row (a schedule's steps are parsed against the table first).
+    """
+    return tuple(dict(op) for op in row(f, "heal").heal)
 
 
 def _ordered(makers: set[Callable[[Any, random.Random], Nemesis]]) -> list[Callable[[Any, random.Random], Nemesis]]:
-    order = list(_MAKER_BY_F.values())
+    order = [NEMESIS_OF[n] for n in NEMESES]
     return sorted(makers, key=order.index)

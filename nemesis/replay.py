@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nemesis.schedule import KNOWN_FS, Step
+from nemesis.faults import row
+from nemesis.schedule import Step
 
 __all__ = ["anomaly_kinds", "executed_steps", "pin_value", "reproduces"]
 
@@ -58,15 +59,19 @@ def executed_steps(history: Iterable[Mapping[str, Any]], *, main_start_ns: int |
         main_end_ns: when the main phase's generation ended (``results.json`` ``main_phase_end_ns``), if
             recorded: ops from then on belong to the heal phase even when that is before ``time_limit_s``
             (a generator that ran out, or a run that was interrupted).
+
+    Raises:
+        UnknownFault: a nemesis op whose ``f`` has no row in :mod:`nemesis.faults` (naming the op's index).
     """
     ops = list(history)
     if main_start_ns is None:
         main_start_ns = min((int(o.get("time", 0)) for o in ops), default=0)
     invokes: dict[Any, Mapping[str, Any]] = {}
     pairs: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
-    for op in ops:
-        if op.get("process") != "nemesis" or op.get("f") not in KNOWN_FS:
+    for i, op in enumerate(ops):
+        if op.get("process") != "nemesis":
             continue
+        row(op.get("f"), f"history op {op.get('index', i)}")  # no row: an error, never a step silently left out
         if op.get("type") == "invoke":
             invokes["nemesis"] = op
         elif "nemesis" in invokes:

@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import generator as g
-from nemesis.disk_kinds import CORRUPT_MODES, FAULTS
+from nemesis.disk_kinds import CORRUPT_MODES
+from nemesis.disk_kinds import FAULTS as DISK_FAULTS
+from nemesis.faults import FAULTS, ROWS
 from nemesis.packet_behavior import DEFAULTS as PACKET_DEFAULTS
 from nemesis.packet_behavior import complete as complete_behavior
 from nemesis.targets import SelectorError, Topology
@@ -43,17 +45,15 @@ __all__ = [
 PARTITION_KINDS = ("random-halves", "isolate", "isolate-controller-leader", "isolate-master",
                    "isolate-master-from-slaves", "isolate-master-from-controllers", "majorities-ring", "bridge",
                    "one-way", "grudge")
-UNDO: Mapping[str, str] = {
-    "start-partition": "stop-partition", "kill": "start", "terminate": "start", "pause": "resume",
-    "bump-clock": "reset-clock", "skew-clock": "reset-clock", "strobe-clock": "reset-clock",
-    "start-packet": "stop-packet", "start-disk": "stop-disk", "arm-failpoint": "disarm-failpoint",
-}
-"""Fault f -> the f that undoes it.  Faults not listed here undo themselves (``crash-at``, ``restart``,
-``lose-unfsynced``, ``corrupt-file`` and ``registration-crash`` restart what they crashed)."""
-SELF_HEALING_FS = frozenset({"crash-at", "restart", "lose-unfsynced", "corrupt-file", "registration-crash"})
-FAULT_FS = frozenset(UNDO) | SELF_HEALING_FS
-UNDO_FS = frozenset(UNDO.values()) | {"check-clock-offsets"}
-KNOWN_FS = FAULT_FS | UNDO_FS
+UNDO: Mapping[str, str] = {r.f: r.undo for r in ROWS if r.undo is not None}
+"""Fault f -> the f that undoes it (from the one fault table, :mod:`nemesis.faults`).  Faults not listed here
+undo themselves (``crash-at``, ``restart``, ``lose-unfsynced``, ``corrupt-file`` and ``registration-crash``
+restart what they crashed)."""
+SELF_HEALING_FS = frozenset(r.f for r in ROWS if r.self_healing)
+FAULT_FS = frozenset(r.f for r in ROWS if r.fault)
+UNDO_FS = frozenset(r.f for r in ROWS if not r.fault)
+"""Undo steps, and the one read (``check-clock-offsets``): not faults, never counted or shrunk alone."""
+KNOWN_FS = frozenset(FAULTS)
 _FAILPOINT_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
 _STEP_KEYS = ("at_s", "f", "value")
 
@@ -202,8 +202,9 @@ def _failpoint_value(i: int, f: str, raw: Any, topo: Topology) -> None:
 def _disk_value(i: int, f: str, raw: Any, topo: Topology) -> None:
     v = _mapping(i, raw, f, ("fault", "targets", "delay_ms", "mode", "ready_timeout_s"))
     _selectors(i, v, ("targets",), topo)
-    if f == "start-disk" and v.get("fault", "slow-fsync") not in FAULTS:
-        raise ScheduleError(i, "value.fault", f"unknown disk fault {v.get('fault')!r}; known: {', '.join(FAULTS)}")
+    if f == "start-disk" and v.get("fault", "slow-fsync") not in DISK_FAULTS:
+        raise ScheduleError(i, "value.fault",
+                            f"unknown disk fault {v.get('fault')!r}; known: {', '.join(DISK_FAULTS)}")
     if f == "corrupt-file" and v.get("mode", "bitflip-tail") not in CORRUPT_MODES:
         raise ScheduleError(i, "value.mode", f"unknown mode {v.get('mode')!r}; known: {', '.join(CORRUPT_MODES)}")
 
@@ -216,20 +217,18 @@ def _no_value(i: int, f: str, raw: Any, topo: Topology) -> None:
     return None  # undo steps take no arguments the nemeses read
 
 
-_VALUE_CHECKS: Mapping[str, Any] = {
-    **dict.fromkeys(("kill", "terminate", "pause", "restart", "start", "resume"), _process_value),
-    "start-partition": _partition_value,
-    **dict.fromkeys(("bump-clock", "skew-clock", "strobe-clock"), _clock_value),
-    "start-packet": _packet_value,
-    **dict.fromkeys(("crash-at", "arm-failpoint", "disarm-failpoint"), _failpoint_value),
-    **dict.fromkeys(("start-disk", "lose-unfsynced", "corrupt-file"), _disk_value),
-    "registration-crash": _registration_value,
+_CHECK_OF_SHAPE: Mapping[str, Any] = {
+    "process": _process_value, "partition": _partition_value, "clock": _clock_value, "packet": _packet_value,
+    "failpoint": _failpoint_value, "disk": _disk_value, "registration": _registration_value,
 }
-"""f -> the check of its ``value`` (the shapes the nemeses accept; see docs/nemeses.md)."""
+"""Value shape (:data:`nemesis.faults.VALUE_SHAPES`) -> its check (the shapes the nemeses accept; see
+docs/nemeses.md)."""
+_VALUE_CHECKS: Mapping[str, Any] = {r.f: _CHECK_OF_SHAPE[r.value] if r.value else _no_value for r in ROWS}
+"""f -> the check of its ``value``, by its row's value shape (a shape without a check fails at import)."""
 
 
 def _check_value(i: int, f: str, raw: Any, topo: Topology) -> None:
-    _VALUE_CHECKS.get(f, _no_value)(i, f, raw, topo)
+    _VALUE_CHECKS[f](i, f, raw, topo)
 
 
 def parse(raw: Any, topo: Topology) -> tuple[Step, ...]:

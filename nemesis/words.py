@@ -3,12 +3,13 @@
 The live progress line (:mod:`harness.progress`) shows what the nemesis is doing to the cluster *now*, e.g.
 ``isolate b1-3, c2 | kill b1-2, c1`` -- never a Python repr of an op's value.  Two pure pieces:
 
-* :data:`WORDS`, one entry per nemesis ``f`` (every ``f`` any nemesis handles; a unit test holds it to the
-  nemeses' ``FS``): how an op's value reads as a :class:`Phrase` -- a verb, the nodes it touches, and any
-  words after them.  ``start-partition`` reads its recorded grudge through :data:`PARTITION_WORDS`, one entry
-  per partition kind of :data:`nemesis.schedule.PARTITION_KINDS`.
+* :data:`WORDS`, one entry per nemesis ``f`` (per row of the one fault table, :mod:`nemesis.faults`; a unit
+  test holds it to the table, and the table to the nemeses' ``FS``): how an op's value reads as a
+  :class:`Phrase` -- a verb, the nodes it touches, and any words after them.  ``start-partition`` reads its
+  recorded grudge through :data:`PARTITION_WORDS`, one entry per partition kind of
+  :data:`nemesis.schedule.PARTITION_KINDS`.
 * :func:`step` keeps the faults in effect as a history goes by.  Which ops start and end a fault is not a
-  second list here but the schedule's vocabulary (:mod:`nemesis.schedule`): a fault of :data:`UNDO`
+  second list here but the fault table's rows (:mod:`nemesis.faults`): a fault with an ``undo``
   (``kill``, ``start-partition``...) is in effect from its successful completion -- whose value says what was
   really done, the resolved nodes and the grudge -- until the completion of its undo (``start``,
   ``stop-partition``...); a self-healing fault (``crash-at``, ``restart``, ``lose-unfsynced``...) crashes and
@@ -25,8 +26,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from nemesis.faults import FAULTS, ROWS
 from nemesis.packet_behavior import DEFAULTS as PACKET_DEFAULTS
-from nemesis.schedule import SELF_HEALING_FS, UNDO, UNDO_FS
 
 __all__ = ["PARTITION_WORDS", "WORDS", "Fault", "Phrase", "Say", "in_words", "phrase", "step"]
 
@@ -353,23 +354,26 @@ def phrase(f: str, value: Any) -> Phrase:
 # The faults in effect
 
 
-_UNDONE_BY: Mapping[str, frozenset[str]] = {u: frozenset(f for f, v in UNDO.items() if v == u) for u in UNDO_FS}
+_UNDONE_BY: Mapping[str, frozenset[str]] = {
+    u.f: frozenset(r.f for r in ROWS if r.undo == u.f) for u in ROWS if not u.fault
+}
+"""Undo f (or read) -> the faults it takes back, from the fault table."""
 
 
 def step(effect: tuple[Fault, ...], op_type: str, f: str, value: Any, error: Any = None) -> tuple[Fault, ...]:
     """The faults in effect after one nemesis history record (an ``invoke`` or a completion); see the
     module docstring for when a fault starts and ends."""
-    say = WORDS.get(f)
-    if say is None:
+    say, r = WORDS.get(f), FAULTS.get(f)
+    if say is None or r is None:  # a progress line never raises: an f with no row is the tests' to catch
         return effect
-    if f in SELF_HEALING_FS:
+    if r.self_healing:
         if op_type == "invoke":
             return (*effect, Fault(f, phrase(f, value)))
         i = next((i for i, x in enumerate(effect) if x.f == f), None)  # one op of an f runs at a time
         return effect if i is None else effect[:i] + effect[i + 1:]
     if op_type == "invoke" or error:
         return effect
-    if f in UNDO:
+    if r.undo is not None:
         try:
             p = say.words(value)
         except Exception:

@@ -20,6 +20,7 @@ from harness.commands._parts import prepare
 from harness.runs import RunNotFound, resolve_run_dir
 from harness.spec import SpecError, TestSpec, load_spec, spec_to_dict
 from harness.store import read_results
+from nemesis.faults import UnknownFault
 from nemesis.replay import anomaly_kinds, executed_steps
 from nemesis.schedule import Step, to_data
 from system_under_test import eventloop
@@ -65,9 +66,12 @@ def load_run(run: str, results_root: str, *, same_nodes: bool = False) -> Stored
     except (OSError, HistoryError, ValueError) as exc:
         raise ReplayError(f"{path / 'history.jsonl'}: cannot read the run's history ({exc})") from None
     start, end = doc.get("main_phase_start_ns"), doc.get("main_phase_end_ns")
-    steps = executed_steps(history, main_start_ns=int(start) if isinstance(start, int) else None,
-                           time_limit_s=spec.time_limit_s, same_nodes=same_nodes,
-                           main_end_ns=int(end) if isinstance(end, int) else None)
+    try:
+        steps = executed_steps(history, main_start_ns=int(start) if isinstance(start, int) else None,
+                               time_limit_s=spec.time_limit_s, same_nodes=same_nodes,
+                               main_end_ns=int(end) if isinstance(end, int) else None)
+    except UnknownFault as exc:  # a step left out would make the replay a different run
+        raise ReplayError(f"{path / 'history.jsonl'}: {exc}") from None
     return StoredRun(path, spec, doc, steps)
 
 

@@ -105,8 +105,8 @@ def analyze_run(run_dir: str | Path, *, plots: bool = True) -> tuple[int, dict[s
     if history:  # fault accounting is read from the history's nemesis completions (nemesis.accounting)
         from nemesis import accounting
 
-        facts["faults"] = accounting.summarize(op.to_dict() for op in history if not op.is_client)
-        facts["fault_warnings"] = accounting.warnings(facts["faults"])
+        facts["faults"], facts["fault_warnings"] = accounting.account(op.to_dict() for op in history
+                                                                      if not op.is_client)
     run = RunDir(path.parent.parent, path.parent.name, path)
     doc = write_results(run, merged, **facts, analyzed_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                         history_ops=len(history))

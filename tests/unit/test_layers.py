@@ -70,7 +70,7 @@ CORES: tuple[Core, ...] = (
     Core("harness/generator/*.py", allowed=frozenset({"random"}),
          why_allowed="random.Random is the type of the rng a context carries; no module-level random call"),
     Core("harness/load.py"), Core("harness/fleet_ledger.py"), Core("harness/gate_outcome.py"),
-    *(Core(f"nemesis/{m}.py") for m in ("targets", "schedule", "replay", "shrink", "coverage", "guided",
+    *(Core(f"nemesis/{m}.py") for m in ("faults", "targets", "schedule", "replay", "shrink", "coverage", "guided",
                                          "disk_kinds", "packet_behavior", "grudge", "words")),
     Core("nemesis/lazyfs/core.py"),
     *(Core(f"spark_analysis/{m}.py", also=frozenset({"pyspark"}))

@@ -88,3 +88,25 @@ def test_repro_print_only(tmp_path: Path, write_spec: Any, capsys: pytest.Captur
     assert argv[argv.index("--seed") + 1] == "1234"
     replay = load_spec(argv[2])
     assert replay.test_count == 1 and replay.nemesis.schedule is not None
+
+
+def _with_unknown_nemesis_op(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    i = len(ops)
+    return [*ops, {"index": i, "time": i * 10, "type": "invoke", "process": "nemesis", "f": "bitflip", "value": None},
+            {"index": i + 1, "time": i * 10 + 5, "type": "info", "process": "nemesis", "f": "bitflip", "value": None}]
+
+
+def test_repro_refuses_a_history_with_an_f_the_fault_table_lacks(tmp_path: Path, write_spec: Any,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    _stored_run(tmp_path, write_spec(), _with_unknown_nemesis_op(_ops(["c1"])), results={"valid": False})
+    assert cli.main(["repro", "probe", "--results", str(tmp_path / "results"), "--print-only"]) == 2
+    err = capsys.readouterr().err  # a replay without that step would be another run
+    assert "history.jsonl: history op 2: nemesis op f 'bitflip' has no row" in err and "Traceback" not in err
+
+
+def test_analyze_says_why_a_history_with_an_f_the_fault_table_lacks_has_no_accounting(tmp_path: Path,
+                                                                                        write_spec: Any) -> None:
+    run = _stored_run(tmp_path, write_spec(), _with_unknown_nemesis_op(_ops(["c1"])), results={"valid": True})
+    assert cli.main(["analyze", str(run), "--no-plots"]) == 0  # the verdict is not lost to the bookkeeping
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["faults"] == {} and "'bitflip' has no row" in doc["fault_warnings"][0]

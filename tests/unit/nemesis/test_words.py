@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nemesis import grudge as gr
+from nemesis.faults import FAULTS
 from nemesis.packages import KINDS
 from nemesis.packet_behavior import PRESETS, netem_args, rate_of, shaper_args
 from nemesis.schedule import KNOWN_FS, PARTITION_KINDS
@@ -39,7 +40,8 @@ def test_every_f_a_nemesis_handles_has_words() -> None:
     nemeses = {k.nemesis for k in KINDS.values()}  # every nemesis class a package builds
     handled = set().union(*(n.FS for n in nemeses))  # type: ignore[attr-defined]
     assert len(nemeses) == 7 and not handled - set(WORDS), sorted(handled - set(WORDS))
-    assert not KNOWN_FS - set(WORDS), sorted(KNOWN_FS - set(WORDS))  # every f a schedule may name
+    assert set(WORDS) == set(FAULTS) == KNOWN_FS  # one entry per row of the fault table, no more (test_faults.py
+    # holds the table to every nemesis)
 
 
 def test_every_partition_kind_has_words() -> None:
