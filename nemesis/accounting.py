@@ -25,14 +25,14 @@ from __future__ import annotations
 import contextvars
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nemesis.faults import UnknownFault, row
+from nemesis.faults import FAULTS, UnknownFault, row
 from nemesis.schedule import fault_label
 
-__all__ = ["STEP", "Accounted", "StepContext", "account", "judge", "summarize", "warnings"]
+__all__ = ["RULES", "STEP", "Accounted", "StepContext", "account", "judge", "summarize", "warnings"]
 
 
 @dataclass
@@ -54,55 +54,80 @@ def _nodes(value: Any) -> list[str]:
     return []
 
 
-def judge(comp: Mapping[str, Any]) -> tuple[bool, str | None]:
+Judged = tuple[bool, str | None]
+
+
+def _grudge(value: Any) -> Judged:
+    grudge = value.get("grudge") if isinstance(value, Mapping) else None
+    return (True, None) if grudge else (False, "the partition cut nobody off (empty grudge)")
+
+
+def _live_nodes(value: Any) -> Judged:
+    return (True, None) if _nodes(value) else (False, "the selector resolved to no live node")
+
+
+def _some_nodes(value: Any) -> Judged:
+    return (True, None) if _nodes(value) else (False, "the selector resolved to no node")
+
+
+def _crash_report(value: Any) -> Judged:
+    report = value.get("nodes") if isinstance(value, Mapping) else None
+    if not isinstance(report, Mapping) or not report:
+        return False, "no live target to arm the failpoint on"
+    if any(r.get("crashed") for r in report.values() if isinstance(r, Mapping)):
+        return True, None
+    armed = {n: r.get("armed") for n, r in report.items() if isinstance(r, Mapping)}
+    if not any(a == "ok" for a in armed.values()):
+        return False, f"the failpoint could not be armed ({'; '.join(f'{n}: {a}' for n, a in armed.items())})"
+    name = value.get("name") if isinstance(value, Mapping) else "?"
+    triggered = value.get("trigger") if isinstance(value, Mapping) else None
+    how = f" (triggered by {triggered})" if triggered and triggered != "none" else ""
+    return False, f"failpoint {name} was not reached in time{how}"
+
+
+def _arm_results(value: Any) -> Judged:
+    results = value.get("results") if isinstance(value, Mapping) else None
+    if not isinstance(results, Mapping) or not results:
+        return False, "the selector resolved to no node"
+    if not any(r == "ok" for r in results.values()):
+        return False, "armed on no node (" + "; ".join(f"{n}: {r}" for n, r in results.items()) + ")"
+    return True, None
+
+
+def _node_report(value: Any) -> Judged:
+    report = value.get("nodes") if isinstance(value, Mapping) else None
+    return (True, None) if report else (False, "no broker to act on")
+
+
+def _registration_crash(value: Any) -> Judged:
+    crash = value.get("crash") if isinstance(value, Mapping) else None
+    if isinstance(crash, Mapping) and crash.get("hit"):
+        return True, None
+    return False, "the broker did not crash at the failpoint"
+
+
+RULES: Mapping[str, Callable[[Any], Judged]] = {
+    "grudge": _grudge, "live-nodes": _live_nodes, "nodes": _some_nodes, "crash-report": _crash_report,
+    "arm-results": _arm_results, "node-report": _node_report, "registration-crash": _registration_crash,
+}
+"""Evidence kind (:data:`nemesis.faults.EVIDENCE`, named by each fault's row) -> how a completion's value shows
+the fault took effect."""
+
+
+def judge(comp: Mapping[str, Any]) -> Judged:
     """Whether a nemesis completion took effect, and why not (pure).
 
     The rules: an ``error`` means not effective (the error is the reason); otherwise a fault must have
-    touched something -- a non-empty grudge, at least one killed/paused/shifted/shaped node, a reached
-    failpoint, an armed failpoint, a crash that hit.  Undo steps are effective when they undid
-    something or had nothing to undo (they are not faults and are not counted as such)."""
-    f = str(comp.get("f"))
-    value = comp.get("value")
+    touched something, as its row's ``evidence`` says (:data:`RULES`) -- a non-empty grudge, at least one
+    killed/paused/shifted/shaped node, a reached failpoint, an armed failpoint, a crash that hit.  Undo steps
+    (and reads) are effective when they undid something or had nothing to undo (they are not faults and are not
+    counted as such)."""
     if comp.get("error"):
         return False, str(comp["error"])
-    if f == "start-partition":
-        grudge = value.get("grudge") if isinstance(value, Mapping) else None
-        if not grudge:
-            return False, "the partition cut nobody off (empty grudge)"
-        return True, None
-    if f in ("kill", "terminate", "pause", "restart"):
-        return (True, None) if _nodes(value) else (False, "the selector resolved to no live node")
-    if f in ("bump-clock", "skew-clock", "strobe-clock", "start-packet"):
-        return (True, None) if _nodes(value) else (False, "the selector resolved to no node")
-    if f == "crash-at":
-        report = value.get("nodes") if isinstance(value, Mapping) else None
-        if not isinstance(report, Mapping) or not report:
-            return False, "no live target to arm the failpoint on"
-        if any(r.get("crashed") for r in report.values() if isinstance(r, Mapping)):
-            return True, None
-        armed = {n: r.get("armed") for n, r in report.items() if isinstance(r, Mapping)}
-        if not any(a == "ok" for a in armed.values()):
-            return False, f"the failpoint could not be armed ({'; '.join(f'{n}: {a}' for n, a in armed.items())})"
-        name = value.get("name") if isinstance(value, Mapping) else "?"
-        triggered = value.get("trigger") if isinstance(value, Mapping) else None
-        how = f" (triggered by {triggered})" if triggered and triggered != "none" else ""
-        return False, f"failpoint {name} was not reached in time{how}"
-    if f in ("arm-failpoint", "start-disk"):
-        results = value.get("results") if isinstance(value, Mapping) else None
-        if not isinstance(results, Mapping) or not results:
-            return False, "the selector resolved to no node"
-        if not any(r == "ok" for r in results.values()):
-            return False, "armed on no node (" + "; ".join(f"{n}: {r}" for n, r in results.items()) + ")"
-        return True, None
-    if f in ("lose-unfsynced", "corrupt-file"):
-        report = value.get("nodes") if isinstance(value, Mapping) else None
-        return (True, None) if report else (False, "no broker to act on")
-    if f == "registration-crash":
-        crash = value.get("crash") if isinstance(value, Mapping) else None
-        if isinstance(crash, Mapping) and crash.get("hit"):
-            return True, None
-        return False, "the broker did not crash at the failpoint"
-    return True, None  # undo steps and reads
+    r = FAULTS.get(str(comp.get("f")))
+    if r is None or r.evidence is None:
+        return True, None  # undo steps and reads (summarize refuses an f with no row before it asks)
+    return RULES[r.evidence](comp.get("value"))
 
 
 class Accounted:

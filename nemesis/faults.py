@@ -9,8 +9,9 @@ accounting.  Now each ``f`` has one :class:`FaultRow` here, and:
   its value checks (by :attr:`FaultRow.value`) from it;
 * :mod:`nemesis.packages` derives which nemesis class performs an ``f`` (by :attr:`FaultRow.nemesis`), the
   heal ops a run that used the ``f`` ends with, and each package's heal (the heals of the faults it plans);
-* :mod:`nemesis.replay` and :mod:`nemesis.accounting` raise :class:`UnknownFault` for a nemesis op whose
-  ``f`` has no row, instead of skipping it;
+* :mod:`nemesis.accounting` judges a fault effective by the evidence its row names (:data:`EVIDENCE`; a
+  new fault used to be judged effective by default), and it and :mod:`nemesis.replay` raise
+  :class:`UnknownFault` for a nemesis op whose ``f`` has no row, instead of skipping it;
 * :mod:`nemesis.words` has exactly one entry per row (a unit test holds it to that).
 
 tests/unit/nemesis/test_faults.py fails when any nemesis (a nemesis class's ``FS``, a package's planned
@@ -26,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FAULTS", "NEMESES", "ROWS", "VALUE_SHAPES", "FaultRow", "UnknownFault", "row"]
+__all__ = ["EVIDENCE", "FAULTS", "NEMESES", "ROWS", "VALUE_SHAPES", "FaultRow", "UnknownFault", "row"]
 
 NEMESES = ("partition", "process", "clock", "packet", "failpoint", "disk", "registration")
 """The nemesis families, in the order their classes are built for a run (:mod:`nemesis.packages` maps each to
@@ -34,6 +35,11 @@ its class; the order is kept because each class draws from the run's RNG as it i
 
 VALUE_SHAPES = ("partition", "process", "clock", "packet", "failpoint", "disk", "registration")
 """The shapes a step's ``value`` is checked as (:mod:`nemesis.schedule` has one check per shape)."""
+
+EVIDENCE = ("grudge", "live-nodes", "nodes", "crash-report", "arm-results", "node-report", "registration-crash")
+"""What a fault's completion must show to have taken effect (:func:`nemesis.accounting.judge` has one rule per
+entry): a non-empty grudge, a live node acted on, a node acted on, a crash at the armed failpoint, a node where
+arming succeeded, a per-node report, a registration crash that hit."""
 
 _STOP_PARTITION: tuple[Mapping[str, Any], ...] = ({"f": "stop-partition"},)
 _START: tuple[Mapping[str, Any], ...] = ({"f": "start"},)
@@ -68,6 +74,8 @@ class FaultRow:
         value: the shape its ``value`` is checked as (:data:`VALUE_SHAPES`); None: the nemesis reads no value.
         heal: the ops the heal phase runs after a run that used this ``f`` (undo whatever it may leave behind).
         packages: the nemesis packages (:data:`nemesis.packages.KINDS`) whose plans inject this fault.
+        evidence: for a fault, what its completion must show to count as effective (:data:`EVIDENCE`); a fault
+            without it would be counted as effective whatever happened, so the tests require it.
     """
 
     f: str
@@ -77,6 +85,7 @@ class FaultRow:
     value: str | None = None
     heal: tuple[Mapping[str, Any], ...] = ()
     packages: tuple[str, ...] = ()
+    evidence: str | None = None
 
     @property
     def self_healing(self) -> bool:
@@ -86,35 +95,48 @@ class FaultRow:
 ROWS: tuple[FaultRow, ...] = (
     # partition
     FaultRow("start-partition", "partition", undo="stop-partition", value="partition", heal=_STOP_PARTITION,
-             packages=("partition",)),
+             packages=("partition",), evidence="grudge"),
     FaultRow("stop-partition", "partition", fault=False, heal=_STOP_PARTITION),
     # process
-    FaultRow("kill", "process", undo="start", value="process", heal=_START, packages=("kill",)),
-    FaultRow("terminate", "process", undo="start", value="process", heal=_START, packages=("kill",)),
-    FaultRow("pause", "process", undo="resume", value="process", heal=_RESUME, packages=("pause",)),
-    FaultRow("restart", "process", value="process"),
+    FaultRow("kill", "process", undo="start", value="process", heal=_START, packages=("kill",),
+             evidence="live-nodes"),
+    FaultRow("terminate", "process", undo="start", value="process", heal=_START, packages=("kill",),
+             evidence="live-nodes"),
+    FaultRow("pause", "process", undo="resume", value="process", heal=_RESUME, packages=("pause",),
+             evidence="live-nodes"),
+    FaultRow("restart", "process", value="process", evidence="live-nodes"),
     FaultRow("start", "process", fault=False, value="process"),
     FaultRow("resume", "process", fault=False, value="process"),
     # clock
-    FaultRow("bump-clock", "clock", undo="reset-clock", value="clock", heal=_RESET_CLOCK, packages=("clock",)),
-    FaultRow("skew-clock", "clock", undo="reset-clock", value="clock", heal=_RESET_CLOCK, packages=("clock",)),
-    FaultRow("strobe-clock", "clock", undo="reset-clock", value="clock", heal=_RESET_CLOCK, packages=("clock",)),
+    FaultRow("bump-clock", "clock", undo="reset-clock", value="clock", heal=_RESET_CLOCK, packages=("clock",),
+             evidence="nodes"),
+    FaultRow("skew-clock", "clock", undo="reset-clock", value="clock", heal=_RESET_CLOCK, packages=("clock",),
+             evidence="nodes"),
+    FaultRow("strobe-clock", "clock", undo="reset-clock", value="clock", heal=_RESET_CLOCK, packages=("clock",),
+             evidence="nodes"),
     FaultRow("reset-clock", "clock", fault=False, heal=_RESET_CLOCK),
     FaultRow("check-clock-offsets", "clock", fault=False, heal=_RESET_CLOCK),  # a read: undoes nothing
     # packet
-    FaultRow("start-packet", "packet", undo="stop-packet", value="packet", heal=_STOP_PACKET, packages=("packet",)),
+    FaultRow("start-packet", "packet", undo="stop-packet", value="packet", heal=_STOP_PACKET, packages=("packet",),
+             evidence="nodes"),
     FaultRow("stop-packet", "packet", fault=False, heal=_STOP_PACKET),
     # disk
-    FaultRow("start-disk", "disk", undo="stop-disk", value="disk", heal=_STOP_DISK, packages=("disk", "disk-corrupt")),
+    FaultRow("start-disk", "disk", undo="stop-disk", value="disk", heal=_STOP_DISK, packages=("disk", "disk-corrupt"),
+             evidence="arm-results"),
     FaultRow("stop-disk", "disk", fault=False, heal=_STOP_DISK),
-    FaultRow("lose-unfsynced", "disk", value="disk", heal=_STOP_DISK, packages=("disk", "disk-corrupt")),
-    FaultRow("corrupt-file", "disk", value="disk", heal=_STOP_DISK, packages=("disk", "disk-corrupt")),
+    FaultRow("lose-unfsynced", "disk", value="disk", heal=_STOP_DISK, packages=("disk", "disk-corrupt"),
+             evidence="node-report"),
+    FaultRow("corrupt-file", "disk", value="disk", heal=_STOP_DISK, packages=("disk", "disk-corrupt"),
+             evidence="node-report"),
     # failpoints
-    FaultRow("arm-failpoint", "failpoint", undo="disarm-failpoint", value="failpoint", heal=_DISARM),
+    FaultRow("arm-failpoint", "failpoint", undo="disarm-failpoint", value="failpoint", heal=_DISARM,
+             evidence="arm-results"),
     FaultRow("disarm-failpoint", "failpoint", fault=False, value="failpoint", heal=_DISARM),
-    FaultRow("crash-at", "failpoint", value="failpoint", heal=_DISARM, packages=("protocol-crash",)),
+    FaultRow("crash-at", "failpoint", value="failpoint", heal=_DISARM, packages=("protocol-crash",),
+             evidence="crash-report"),
     # registration
-    FaultRow("registration-crash", "registration", value="registration", packages=("registration-crash",)),
+    FaultRow("registration-crash", "registration", value="registration", packages=("registration-crash",),
+             evidence="registration-crash"),
 )
 """Every nemesis ``f``, grouped by family.  See docs/nemeses.md, "Adding a fault"."""
 

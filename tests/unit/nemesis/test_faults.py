@@ -16,8 +16,8 @@ import pytest
 
 import nemesis
 from nemesis import schedule
-from nemesis.accounting import account, summarize
-from nemesis.faults import FAULTS, NEMESES, ROWS, VALUE_SHAPES, UnknownFault, row
+from nemesis.accounting import RULES, account, judge, summarize
+from nemesis.faults import EVIDENCE, FAULTS, NEMESES, ROWS, VALUE_SHAPES, UnknownFault, row
 from nemesis.packages import KINDS, NEMESIS_OF, _heal_for, definitions, plan
 from nemesis.replay import executed_steps
 from nemesis.words import WORDS
@@ -98,12 +98,15 @@ def test_rows_are_consistent() -> None:
         assert set(r.packages) <= set(KINDS), r.f
         if r.undo is not None:
             assert r.fault and not FAULTS[r.undo].fault and FAULTS[r.undo].nemesis == r.nemesis, r.f
-        if not r.fault:
-            assert r.undo is None and not r.packages, r.f
+        if r.fault:  # without evidence a fault would count as effective whatever happened
+            assert r.evidence in EVIDENCE, f"fault {r.f} needs evidence from {EVIDENCE}"
+        else:
+            assert r.undo is None and not r.packages and r.evidence is None, r.f
 
 
 def test_what_derives_from_the_table_covers_it() -> None:
     assert set(schedule._CHECK_OF_SHAPE) == set(VALUE_SHAPES)
+    assert set(RULES) == set(EVIDENCE)
     assert set(schedule._VALUE_CHECKS) == schedule.KNOWN_FS == set(FAULTS) == set(WORDS)
     assert schedule.FAULT_FS | schedule.UNDO_FS == schedule.KNOWN_FS
     assert not schedule.FAULT_FS & schedule.UNDO_FS
@@ -145,3 +148,9 @@ def test_a_runs_accounting_names_an_unknown_f_instead_of_leaving_it_out() -> Non
     faults, warnings = account(HISTORY)  # the runner drives foreign nemeses too: a warning, never a lost verdict
     assert faults == {} and len(warnings) == 1 and "'bitflip' has no row" in warnings[0]
     assert account(HISTORY[:2])[0].keys() == {"kill"}
+
+
+def test_a_fault_that_touched_nothing_is_never_judged_effective() -> None:
+    for r in ROWS:  # an empty completion value is no evidence for any fault; undo steps and reads always pass
+        effective, why = judge({"f": r.f, "value": {}})
+        assert (effective, why is None) == (not r.fault, not r.fault), r.f

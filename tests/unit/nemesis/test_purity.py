@@ -1,6 +1,6 @@
-"""The nemesis modules export what they name (the purity of the pure ones -- selectors, schedules, replay,
-ddmin, coverage, the guided policy, packet behaviours, grudges, faults in words -- is checked by
-tests/unit/test_layers.py)."""
+"""The nemesis modules export what they name (the purity of the pure ones -- the fault table, selectors,
+schedules, replay, ddmin, coverage, the guided policy, packet behaviours, grudges, faults in words -- is checked
+by tests/unit/test_layers.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import importlib
 
 import pytest
 
-PURE = ("nemesis.targets", "nemesis.schedule", "nemesis.replay", "nemesis.shrink", "nemesis.coverage", "nemesis.guided",
-        "nemesis.packet_behavior", "nemesis.words", "nemesis.lazyfs.core")
+PURE = ("nemesis.faults", "nemesis.targets", "nemesis.schedule", "nemesis.replay", "nemesis.shrink",
+        "nemesis.coverage", "nemesis.guided", "nemesis.packet_behavior", "nemesis.words", "nemesis.lazyfs.core")
 SHELLS = ("nemesis.accounting", "nemesis.packages", "nemesis.base", "nemesis.partition", "nemesis.process",
           "nemesis.clock", "nemesis.packet", "nemesis.failpoint", "nemesis.registration", "harness.extra_brokers")
 
