@@ -17,7 +17,8 @@ by the seed and its name), so adding a package does not change another's faults.
 :func:`build` makes the nemesis (one member per kind of fault, routed by ``f`` and wrapped by
 :class:`nemesis.accounting.Accounted`), the generator that performs the schedule, and the heal ops
 that undo everything after the main phase (heal partitions and packets, reset clocks, resume paused
-processes, restart dead ones, disarm failpoints).  With ``nemesis.mode: guided`` the same packages' faults
+processes, restart dead ones, disarm failpoints).  Which class performs an ``f`` and which heal ops it needs
+come from its row in the fault table (:mod:`nemesis.faults`).  With ``nemesis.mode: guided`` the same packages' faults
 are chosen during the run by :mod:`nemesis.guided_run` instead of planned.
 """
 

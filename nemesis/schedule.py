@@ -11,9 +11,10 @@ A step runs at its time or, when the nemesis is still busy with an earlier step,
 free (the history records the real time).  Selectors are resolved when the step runs, by role.
 
 *Fault* steps inject something; *undo* steps take it back (:data:`UNDO`: ``start-partition`` is
-undone by ``stop-partition``, ``kill`` by ``start``...).  Shrinking works on :func:`units`: each fault
-with the undo step that follows it, so a candidate never keeps a heal without its fault or leaves a
-fault without its heal.
+undone by ``stop-partition``, ``kill`` by ``start``...).  Which ``f`` is which, and the shape each ``f``'s
+value is checked as, come from the one fault table (:mod:`nemesis.faults`).  Shrinking works on
+:func:`units`: each fault with the undo step that follows it, so a candidate never keeps a heal without its
+fault or leaves a fault without its heal.
 
 Everything here is pure: :func:`parse` validates raw YAML data (:class:`ScheduleError` names the step
 and the field), :func:`to_data` writes it back, :func:`units` / :func:`join_units` pair steps, and
