@@ -154,3 +154,21 @@ def test_a_fault_that_touched_nothing_is_never_judged_effective() -> None:
     for r in ROWS:  # an empty completion value is no evidence for any fault; undo steps and reads always pass
         effective, why = judge({"f": r.f, "value": {}})
         assert (effective, why is None) == (not r.fault, not r.fault), r.f
+
+
+# -- the checkers' per-f tables (below the nemesis layer, so they cannot read the table) agree with it -----
+
+
+def test_the_availability_checkers_effects_agree_with_the_table() -> None:
+    from checker.availability._faults import NEMESIS_EFFECTS, Effect
+
+    assert set(NEMESIS_EFFECTS) == set(FAULTS), sorted(set(NEMESIS_EFFECTS) ^ set(FAULTS))
+    closing = {Effect.DOWN: Effect.UP, Effect.CUT: Effect.UNCUT, Effect.START: Effect.STOP}
+    for r in ROWS:
+        effect, kind = NEMESIS_EFFECTS[r.f]
+        if r.self_healing:
+            assert effect is Effect.INSTANT, r.f
+        elif r.undo is not None:
+            assert effect in closing and NEMESIS_EFFECTS[r.undo] == (closing[effect], kind), r.f
+        else:
+            assert effect in (*closing.values(), Effect.NONE), r.f
