@@ -172,3 +172,17 @@ def test_the_availability_checkers_effects_agree_with_the_table() -> None:
             assert effect in closing and NEMESIS_EFFECTS[r.undo] == (closing[effect], kind), r.f
         else:
             assert effect in (*closing.values(), Effect.NONE), r.f
+
+
+PERF_UNPAIRED = frozenset({"terminate", "skew-clock"})
+"""Faults whose windows checker/perf does not draw (its NEMESIS_PAIRS lacks them and they are not ``start-X``):
+a known gap, left as it is here because closing it changes every affected run's perf figures.  Listed so that
+no new fault joins it unseen, and so that closing it fails this test until the entry goes."""
+
+
+def test_the_perf_windows_pair_each_fault_with_its_undo() -> None:
+    from checker.perf import healing_f
+
+    unpaired = {r.f for r in ROWS if healing_f(r.f) != r.undo}
+    assert unpaired == PERF_UNPAIRED, sorted(unpaired ^ PERF_UNPAIRED)
+    assert all(healing_f(r.f) is None for r in ROWS if r.f in PERF_UNPAIRED)
