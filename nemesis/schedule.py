@@ -30,9 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import generator as g
-from nemesis.disk_kinds import CORRUPT_MODES
-from nemesis.disk_kinds import FAULTS as DISK_FAULTS
-from nemesis.faults import FAULTS, ROWS
+from nemesis.disk_kinds import CORRUPT_MODES, FAULTS
+from nemesis.faults import ROWS
 from nemesis.packet_behavior import DEFAULTS as PACKET_DEFAULTS
 from nemesis.packet_behavior import complete as complete_behavior
 from nemesis.targets import SelectorError, Topology
@@ -54,7 +53,7 @@ SELF_HEALING_FS = frozenset(r.f for r in ROWS if r.self_healing)
 FAULT_FS = frozenset(r.f for r in ROWS if r.fault)
 UNDO_FS = frozenset(r.f for r in ROWS if not r.fault)
 """Undo steps, and the one read (``check-clock-offsets``): not faults, never counted or shrunk alone."""
-KNOWN_FS = frozenset(FAULTS)
+KNOWN_FS = frozenset(r.f for r in ROWS)
 _FAILPOINT_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
 _STEP_KEYS = ("at_s", "f", "value")
 
@@ -203,9 +202,8 @@ def _failpoint_value(i: int, f: str, raw: Any, topo: Topology) -> None:
 def _disk_value(i: int, f: str, raw: Any, topo: Topology) -> None:
     v = _mapping(i, raw, f, ("fault", "targets", "delay_ms", "mode", "ready_timeout_s"))
     _selectors(i, v, ("targets",), topo)
-    if f == "start-disk" and v.get("fault", "slow-fsync") not in DISK_FAULTS:
-        raise ScheduleError(i, "value.fault",
-                            f"unknown disk fault {v.get('fault')!r}; known: {', '.join(DISK_FAULTS)}")
+    if f == "start-disk" and v.get("fault", "slow-fsync") not in FAULTS:
+        raise ScheduleError(i, "value.fault", f"unknown disk fault {v.get('fault')!r}; known: {', '.join(FAULTS)}")
     if f == "corrupt-file" and v.get("mode", "bitflip-tail") not in CORRUPT_MODES:
         raise ScheduleError(i, "value.mode", f"unknown mode {v.get('mode')!r}; known: {', '.join(CORRUPT_MODES)}")
 
