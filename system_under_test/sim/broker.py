@@ -14,7 +14,9 @@ heartbeat every controller, poll GetReplicaInfo, follow pushes), the heartbeat r
 lease, adopt ``fenced``, deactivate a master on a higher master epoch, register again on a stale broker epoch), when
 the lease is checked (on every request), the heartbeat's ``want_fence`` and durable-loss claim, clearing a refilled
 store's loss before a heartbeat round, the role lock (one replica-info at a time), the step executor
-of ``role_change.py``, the send/pull handlers of ``server.py``, and the registration driver's retry loop.
+of ``role_change.py``, the send/pull handlers of ``server.py`` (with a put's write, fsync and rollback on a disk
+under the ``fsync`` fault, in the order ``GroupCommit`` and ``MessageStore.put`` give them; the rules are
+``store/durability.py``'s), and the registration driver's retry loop.
 
 Deliberate bugs run here as in the real broker: ``ack-before-replication`` (a send is answered once appended)
 and ``non-atomic-meta`` (``.broker.meta`` is written in place in two halves without fsync, so a crash between
