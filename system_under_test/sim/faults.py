@@ -50,14 +50,7 @@ from typing import Any, Protocol
 from system_under_test.broker.registration.driver import FAILPOINTS
 from system_under_test.sim.broker import SimBroker
 from system_under_test.sim.network import Network, PacketFault, SimNode
-from system_under_test.sim.playback import (
-    FSYNC_FAULTS,
-    REGCRASH_RESTART_MS,
-    TAIL_MODES,
-    Action,
-    Timed,
-    action_of,
-)
+from system_under_test.sim.playback import FSYNC_FAULTS, REGCRASH_RESTART_MS, TAIL_MODES, Action, Timed, action_of
 from system_under_test.sim.world import World
 
 __all__ = ["DEFAULT_FAULTS", "DRAW", "FAULT_KINDS", "UNDO_OF", "Cluster", "Nemesis"]
