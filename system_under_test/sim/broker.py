@@ -201,6 +201,7 @@ class SimBroker(SimNode):
         self.shutdown = Shutdown()
         self.fsync_busy = False  # an append's fsync is in flight (the fsync fault): other puts wait
         self.put_queue: deque[Request] = deque()
+        self.after_put: list[Callable[[], None]] = []  # flushes and a clean close waiting for that append
 
     # -- life cycle ------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -262,8 +263,18 @@ class SimBroker(SimNode):
         return False
 
     def _flush_loop(self) -> None:
-        self.store.flush()
+        self._when_store_free(self.store.flush)
         self.timer(self.opts.flush_interval_ms, self._flush_loop)
+
+    def _when_store_free(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` now, or -- while an append's fsync is in flight (the ``fsync`` fault) -- once that append has
+        finished or been rolled back: the real flusher and close wait for the store's writer lock, which the put
+        holds across its fsync and rollback.  (A flush that ran in between would fsync and publish the bytes of an
+        append about to fail, and the master would replicate them.)"""
+        if self.fsync_busy:
+            self.after_put.append(fn)
+        else:
+            fn()
 
     def poll_now(self) -> None:
         if not self.poll_requested:
@@ -715,6 +726,11 @@ class SimBroker(SimNode):
                        {"message": f"commit log: fsync failed (EIO); the append at {begin} was rolled back"})
         else:
             self._appended(req, items, epoch)
+        waiting, self.after_put = self.after_put, []
+        for fn in waiting:
+            fn()
+            if not self.up:  # a clean close ended the process
+                return
         while self.put_queue and not self.fsync_busy:
             self._send(self.put_queue.popleft())
 
@@ -782,6 +798,10 @@ class SimBroker(SimNode):
 
     def _stop_clean(self) -> None:
         """The clean close (``Broker.stop(clean=True)``): everything appended is made durable first, so the exit
-        loses nothing; then the process is gone (its connections close as at a crash)."""
+        loses nothing; then the process is gone (its connections close as at a crash).  An append whose fsync is in
+        flight finishes (or is rolled back) first, as the real close waits for the store's writer lock."""
+        if self.fsync_busy:
+            self.after_put.append(self._stop_clean)
+            return
         self.store.flush()
         self.crash()
