@@ -298,8 +298,9 @@ MUTANTS: tuple[Mutant, ...] = (
       "mx = max_offset",
       "The master streams bytes whose append has not finished (not yet fsynced), so a slave can hold a record the "
       "master then undoes after a failed fsync.",
-      "queue: unexpected (a send that failed definitively is polled after a failover) or inconsistent-offsets; "
-      "needs a failed fsync (disk faults) then a failover."),
+      "queue: lost-write or inconsistent-offsets (the next record written where the undone one lay is confirmed by "
+      "the slave's ack of the undone one's bytes, and a failover to that slave serves the undone record in its "
+      "place); needs a failed fsync (the simulator's fsync fault, eio-fsync) then a failover."),
     # ---- broker: truncation ----------------------------------------------------------------------------
     M("truncate-keeps-longer-end", "broker/truncation", "system_under_test/broker/store/truncation.py",
       "point = min(mine.end_offset, theirs.end_offset)", "point = max(mine.end_offset, theirs.end_offset)",
@@ -349,13 +350,16 @@ MUTANTS: tuple[Mutant, ...] = (
       "replicated records become visible as soon as they land, before they are confirmed.",
       "queue: inconsistent-offsets or unexpected after a disk fault cut a tail below the confirm offset and a "
       "failover followed."),
-    M("store-fsync-dropped", "broker/store-recovery", "system_under_test/broker/store/commitlog.py",
-      "                    try:\n                        os.fsync(seg.fd)\n",
-      "                    try:\n                        pass\n",
+    M("store-fsync-dropped", "broker/store-recovery", "system_under_test/broker/store/durability.py",
+      "    return SyncPlan(fsync=True, target=max_offset)",
+      "    return SyncPlan(fsync=False, target=max_offset)",
       "The commit log's fsync is skipped while the synced offset is still published, so acknowledged records live "
-      "only in the page cache.",
-      "none expected: a killed process keeps the page cache, and the lose-unfsynced nemesis cuts the log at the "
-      "store's own published synced offset, so no fault here loses what the fsync would have kept."),
+      "only in the page cache (the rule is durability.py's plan_sync, which the commit log and the simulated store "
+      "both run).",
+      "simulation: a simulated crash is a power cut, keeping only what an fsync made durable, so a killed broker "
+      "comes back below its published synced offset (a durable loss) and acknowledged records can be lost (lost-write, "
+      "or unavailable when every member lost some); real runs: none expected -- a killed process keeps the page "
+      "cache, and the lose-unfsynced nemesis cuts the log at the store's own published synced offset."),
     # ---- broker: lease ---------------------------------------------------------------------------------
     M("lease-renewed-at-reply", "broker/lease", "system_under_test/broker/lease.py",
       "renewed = max(last_renew_ms, sent_ms)", "renewed = now_ms",

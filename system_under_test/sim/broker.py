@@ -14,7 +14,9 @@ heartbeat every controller, poll GetReplicaInfo, follow pushes), the heartbeat r
 lease, adopt ``fenced``, deactivate a master on a higher master epoch, register again on a stale broker epoch), when
 the lease is checked (on every request), the heartbeat's ``want_fence`` and durable-loss claim, clearing a refilled
 store's loss before a heartbeat round, the role lock (one replica-info at a time), the step executor
-of ``role_change.py``, the send/pull handlers of ``server.py``, and the registration driver's retry loop.
+of ``role_change.py``, the send/pull handlers of ``server.py`` (with a put's write, fsync and rollback on a disk
+under the ``fsync`` fault, in the order ``GroupCommit`` and ``MessageStore.put`` give them; the rules are
+``store/durability.py``'s), and the registration driver's retry loop.
 
 Deliberate bugs run here as in the real broker: ``ack-before-replication`` (a send is answered once appended)
 and ``non-atomic-meta`` (``.broker.meta`` is written in place in two halves without fsync, so a crash between
@@ -26,6 +28,7 @@ Crash points: :meth:`SimBroker.arm_crash` arms a crash at one of the registratio
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -106,13 +109,14 @@ from system_under_test.broker.shutdown import (
     shutdown_reply,
     shutdown_timed_out,
 )
+from system_under_test.broker.store.durability import SyncPlan
 from system_under_test.lease_timing import DEFAULT_LEASE_TIMEOUT_MS, heartbeat_interval_for
 from system_under_test.protocol.codes import RequestCode, ResponseCode, is_definite
 from system_under_test.sim.controller import CLUSTER_ID
 from system_under_test.sim.ctlclient import ControllerClient
 from system_under_test.sim.ha import HaClose, HaMaster, HaSlave, HaTransfer
 from system_under_test.sim.network import Network, Reply, Request, SimNode
-from system_under_test.sim.store import SimStore
+from system_under_test.sim.store import Item, SimStore
 from system_under_test.sim.world import World
 
 __all__ = ["BrokerOptions", "SimBroker", "TORN_META"]
@@ -196,6 +200,9 @@ class SimBroker(SimNode):
         self.poll_requested = False
         self.hb_started = False
         self.shutdown = Shutdown()
+        self.fsync_busy = False  # an append's fsync is in flight (the fsync fault): other puts wait
+        self.put_queue: deque[Request] = deque()
+        self.after_put: list[Callable[[], None]] = []  # flushes and a clean close waiting for that append
 
     # -- life cycle ------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -223,7 +230,7 @@ class SimBroker(SimNode):
         slave = self.ha_slave
         if slave is not None and slave.state in ("HANDSHAKE", "TRANSFER"):
             self.send(slave.master_node, HaClose(slave.session, "slave process died"), "ha")
-        unsynced = self.store.max_offset - self.store.synced
+        unsynced = self.store.unsynced
         self.store.crash(self.world.rng.randint(0, unsynced) if unsynced else 0)
         self.disk.crash()
         self.ha = HaMaster(self)
@@ -257,8 +264,18 @@ class SimBroker(SimNode):
         return False
 
     def _flush_loop(self) -> None:
-        self.store.flush()
+        self._when_store_free(self.store.flush)
         self.timer(self.opts.flush_interval_ms, self._flush_loop)
+
+    def _when_store_free(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` now, or -- while an append's fsync is in flight (the ``fsync`` fault) -- once that append has
+        finished or been rolled back: the real flusher and close wait for the store's writer lock, which the put
+        holds across its fsync and rollback.  (A flush that ran in between would fsync and publish the bytes of an
+        append about to fail, and the master would replicate them.)"""
+        if self.fsync_busy:
+            self.after_put.append(fn)
+        else:
+            fn()
 
     def poll_now(self) -> None:
         if not self.poll_requested:
@@ -670,9 +687,57 @@ class SimBroker(SimNode):
         if refused is not None:
             self.reply(req, refused, {"message": "SyncStateSet too small"})
             return
+        if self.fsync_busy:  # an append's fsync is in flight: wait for the writer lock
+            self.put_queue.append(req)
+            return
+        if self.store.fsync_fault is not None and self.store.sync:
+            self._send_on_faulty_disk(req)
+            return
         h = req.header
-        epoch = self.master_epoch
         items = self.store.put(str(h["topic"]), int(h["queue_id"]), list(req.body), self.now_ms())
+        self._appended(req, items, self.master_epoch)
+
+    def _send_on_faulty_disk(self, req: Request) -> None:
+        """A put under SYNC while the ``fsync`` fault slows or fails this disk: the group commit's order, one
+        append at a time (the others wait for the store's writer lock, as the real ``GroupCommit`` queues them, and
+        are handled from the top when their turn comes).  The records are written at once -- from then until the
+        fsync finishes they lie above the stable offset -- and the fsync takes the fault's time; if it fails (EIO)
+        the append is rolled back (``durability.rollback_point``) and the send answered STORE_ERROR, as
+        ``server.py`` answers a put that raised StoreIOError."""
+        store = self.store
+        assert store.fsync_fault is not None
+        h = req.header
+        begin = store.max_offset
+        items = store.write_put(str(h["topic"]), int(h["queue_id"]), list(req.body), self.now_ms())
+        plan = store.sync_plan()
+        mode, delay_ms = store.fsync_fault
+        self.fsync_busy = True
+        self.timer(delay_ms, self._fsync_finished, req, items, begin, plan, mode == "eio-fsync", self.master_epoch)
+
+    def _fsync_finished(self, req: Request, items: list[Item], begin: int, plan: SyncPlan | None, failed: bool,
+                        epoch: int) -> None:
+        self.fsync_busy = False
+        store = self.store
+        if plan is not None:
+            store.finish_sync(plan, ok=not failed)
+        if failed:
+            if store.item_at(begin) is items[0]:  # still this append's bytes (the store's writer lock held them)
+                store.rollback(begin)
+            self.reply(req, ResponseCode.STORE_ERROR,
+                       {"message": f"commit log: fsync failed (EIO); the append at {begin} was rolled back"})
+        else:
+            self._appended(req, items, epoch)
+        waiting, self.after_put = self.after_put, []
+        for fn in waiting:
+            fn()
+            if not self.up:  # a clean close ended the process
+                return
+        while self.put_queue and not self.fsync_busy:
+            self._send(self.put_queue.popleft())
+
+    def _appended(self, req: Request, items: list[Item], epoch: int) -> None:
+        """The rest of a send once its append finished: pump the slaves, then answer when replicated."""
+        ha = self.ha
         self.world.node_event(self.identity, "accepted-write", broker_name=self.opts.broker_name, master_epoch=epoch)
         ha.on_appended()
         first, last = items[0], items[-1]
@@ -734,6 +799,10 @@ class SimBroker(SimNode):
 
     def _stop_clean(self) -> None:
         """The clean close (``Broker.stop(clean=True)``): everything appended is made durable first, so the exit
-        loses nothing; then the process is gone (its connections close as at a crash)."""
+        loses nothing; then the process is gone (its connections close as at a crash).  An append whose fsync is in
+        flight finishes (or is rolled back) first, as the real close waits for the store's writer lock."""
+        if self.fsync_busy:
+            self.after_put.append(self._stop_clean)
+            return
         self.store.flush()
         self.crash()

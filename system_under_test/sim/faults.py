@@ -20,7 +20,11 @@ then undone; sometimes a second one joins the first (:class:`Nemesis` says when)
   master half the time): the broker is killed, the last record of its commit log damaged in the middle -- fsynced
   or not, so the restarted store may find it lost durable records and stay out of mastership until replication
   refills it -- and started again; never where it could leave the set without an electable member
-  (:func:`_damage_keeps_a_leader`).  Not in :data:`DEFAULT_FAULTS` (see docs/simulation.md).
+  (:func:`_damage_keeps_a_leader`).  Not in :data:`DEFAULT_FAULTS` (see docs/simulation.md);
+* ``fsync`` -- ``start-disk`` ``slow-fsync`` or ``eio-fsync`` on a broker of the set (the master three times in
+  four): while it holds, each append's fsync under SYNC takes 5-200 ms of simulated time, and with ``eio-fsync``
+  then fails, so the append is rolled back and its send answered STORE_ERROR; healed by ``stop-disk``.  Not in
+  :data:`DEFAULT_FAULTS` either (same reason).
 
 A drawn fault is a step ``{f, value}`` in the vocabulary of ``nemesis.schedule`` (:data:`DRAW`), performed
 through :func:`system_under_test.sim.playback.action_of` -- the same path a given schedule's steps take
@@ -46,12 +50,12 @@ from typing import Any, Protocol
 from system_under_test.broker.registration.driver import FAILPOINTS
 from system_under_test.sim.broker import SimBroker
 from system_under_test.sim.network import Network, PacketFault, SimNode
-from system_under_test.sim.playback import REGCRASH_RESTART_MS, TAIL_MODES, Action, Timed, action_of
+from system_under_test.sim.playback import FSYNC_FAULTS, REGCRASH_RESTART_MS, TAIL_MODES, Action, Timed, action_of
 from system_under_test.sim.world import World
 
 __all__ = ["DEFAULT_FAULTS", "DRAW", "FAULT_KINDS", "UNDO_OF", "Cluster", "Nemesis"]
 
-FAULT_KINDS = ("kill", "pause", "partition", "packet", "clock", "registration-crash", "disk")
+FAULT_KINDS = ("kill", "pause", "partition", "packet", "clock", "registration-crash", "disk", "fsync")
 DEFAULT_FAULTS = ("kill", "pause", "partition", "packet", "clock")
 
 
@@ -179,10 +183,20 @@ def _damage_keeps_a_leader(c: Cluster, victim: str) -> bool:
                for b in brokers.values())
 
 
+def _draw_fsync(rng: random.Random, c: Cluster) -> Drawn:
+    """Slow or failing fsyncs on a broker of the set, the master three times in four: the window between an
+    append being written and its fsync finishing -- or failing and being rolled back -- is the master's."""
+    master = c.master_node()
+    victim = master if master is not None and rng.random() < 0.75 else \
+        c.broker_names[rng.randrange(len(c.broker_names))]
+    fault = FSYNC_FAULTS[rng.randrange(len(FSYNC_FAULTS))]
+    return {"f": "start-disk", "value": {"targets": victim, "fault": fault, "delay_ms": rng.choice((5, 20, 50, 200))}}
+
+
 DRAW: Mapping[str, Callable[[random.Random, Cluster], Drawn | None]] = {
     "kill": _draw_process("kill"), "pause": _draw_process("pause"), "partition": _draw_partition,
     "packet": _draw_packet, "clock": _draw_clock, "registration-crash": _draw_registration_crash,
-    "disk": _draw_disk,
+    "disk": _draw_disk, "fsync": _draw_fsync,
 }
 """Fault kind -> how the nemesis draws its step from its RNG and the cluster's state (None: nothing to do now,
 e.g. the victim is already down).  Every drawn step is performed through
@@ -191,12 +205,14 @@ e.g. the victim is already down).  Every drawn step is performed through
 UNDO_OF: Mapping[str, str | None] = {
     "kill": "start", "pause": "resume", "start-partition": "stop-partition", "start-packet": "stop-packet",
     "skew-clock": "reset-clock", "registration-crash": None, "corrupt-file": None,
+    "start-disk": "stop-disk",
 }
 """A drawn fault's f -> the f of the step that undoes it (None: it heals itself)."""
 
 _KIND_OF: Mapping[str, str] = {"kill": "kill", "pause": "pause", "start-partition": "partition",
                                "start-packet": "packet", "skew-clock": "clock",
-                               "registration-crash": "registration-crash", "corrupt-file": "disk"}
+                               "registration-crash": "registration-crash", "corrupt-file": "disk",
+                               "start-disk": "fsync"}
 """A fault step's f -> the fault kind it counts under in the run's figures."""
 
 _PROCESS_FS = frozenset({"kill", "pause", "start", "resume"})
@@ -329,6 +345,8 @@ class Nemesis:
             leftovers.append({"f": "stop-packet", "value": None})
         if any(c.node(n).clock_rate != 1.0 for n in c.node_names()):
             leftovers.append({"f": "reset-clock", "value": None})
+        if any(b.store.fsync_fault is not None for b in c.brokers.values()):
+            leftovers.append({"f": "stop-disk", "value": None})
         down = [n for n in c.node_names() if not c.node(n).up]
         if down:
             leftovers.append({"f": "start", "value": ",".join(down)})
@@ -449,6 +467,21 @@ class Nemesis:
             return _NOTHING
         return {"targets": ",".join(hit), "mode": action.mode, "damaged_at": damaged}
 
+    def _start_disk(self, action: Action) -> Any:
+        """Give each broker named a disk whose fsync takes ``delay_ms`` (and fails, ``eio-fsync``)."""
+        hit = [n for n in action.nodes if n in self.cluster.brokers]
+        for n in hit:
+            self.cluster.brokers[n].store.fsync_fault = (action.mode, action.delay_ms)
+        if not hit:
+            return _NOTHING
+        return {"targets": ",".join(hit), "fault": action.mode, "delay_ms": action.delay_ms}
+
+    def _stop_disk(self, action: Action) -> Any:
+        faulty = [b for b in self.cluster.brokers.values() if b.store.fsync_fault is not None]
+        for b in faulty:
+            b.store.fsync_fault = None
+        return None if faulty else _NOTHING
+
     def _restart_extra(self, restart: Drawn) -> None:
         if not any(r is restart for r in self._restarts):
             return
@@ -468,5 +501,6 @@ _PERFORM: Mapping[str, Callable[[Nemesis, Action], Any]] = {
     "skew-clock": Nemesis._skew, "reset-clock": Nemesis._reset_clock,
     "registration-crash": Nemesis._registration_crash,
     "corrupt-file": Nemesis._corrupt_file,
+    "start-disk": Nemesis._start_disk, "stop-disk": Nemesis._stop_disk,
 }
 """Action f -> how the nemesis performs it on the cluster, returning the history op's value."""

@@ -27,6 +27,12 @@ What the simulator plays (a subset of ``nemesis.schedule``; anything else is ref
   disk nemesis does.  The real nemesis draws the damaged byte inside the last record from its own RNG; the
   simulator takes the record's middle byte, so a step plays the same wherever it comes from.  Nodes that are not
   brokers of the simulated cluster are skipped.
+* ``start-disk`` ``{targets: NODES, fault, delay_ms}`` with fault ``slow-fsync`` or ``eio-fsync``
+  (:data:`FSYNC_FAULTS`; ``delay_ms`` defaults to 100, as the real nemesis's) and ``stop-disk`` (every disk
+  healed): each broker named gets a disk whose commit-log fsync under SYNC takes ``delay_ms`` of simulated time --
+  and then, with ``eio-fsync``, fails (EIO), so the append is rolled back and its send answered STORE_ERROR.  The
+  real ``eio-fsync`` failpoint fails at once; the simulator's failing fsync takes ``delay_ms`` first, as a
+  failing device does (docs/simulation.md).  Nodes that are not brokers of the simulated cluster are skipped.
 
 Pure: no clock, no randomness, no cluster -- the node names arrive as an argument.
 """
@@ -41,7 +47,8 @@ from typing import Any
 from system_under_test.broker.registration.driver import FAILPOINTS
 from system_under_test.sim.network import PacketFault
 
-__all__ = ["PLAYABLE", "REGCRASH_RESTART_MS", "TAIL_MODES", "Action", "PlayError", "Timed", "action_of", "plan"]
+__all__ = ["FSYNC_FAULTS", "PLAYABLE", "REGCRASH_RESTART_MS", "TAIL_MODES", "Action", "PlayError", "Timed", "action_of",
+           "plan"]
 
 REGCRASH_RESTART_MS = 3000
 """How long after a ``registration-crash`` its broker is started again (drawn or played alike)."""
@@ -68,6 +75,7 @@ class Action:
     rate: float = 1.0
     failpoint: str = ""
     mode: str = ""
+    delay_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -199,6 +207,21 @@ def _corrupt_file(i: int, raw: Any, names: Sequence[str]) -> Action:
     return Action("corrupt-file", _nodes(i, "value.targets", v.get("targets"), names), mode=str(mode))
 
 
+FSYNC_FAULTS = ("slow-fsync", "eio-fsync")
+"""The ``start-disk`` faults the simulator plays: an fsync that takes time, and one that then fails."""
+
+
+def _start_disk(i: int, raw: Any, names: Sequence[str]) -> Action:
+    v = _mapping(i, "start-disk", raw, ("targets", "fault", "delay_ms"))
+    fault = v.get("fault", "slow-fsync")
+    if fault not in FSYNC_FAULTS:
+        raise _fail(i, "value.fault", f"the simulator plays start-disk faults {', '.join(FSYNC_FAULTS)} only; "
+                                      f"got {fault!r}")
+    delay = _number(i, "value.delay_ms", v.get("delay_ms", 100), 0, 60_000)
+    return Action("start-disk", _nodes(i, "value.targets", v.get("targets"), names), mode=str(fault),
+                  delay_ms=int(delay))
+
+
 PLAYABLE: Mapping[str, Callable[[int, Any, Sequence[str]], Action]] = {
     "kill": _targeted("kill"),
     "start": _all_or_targeted("start", "dead"),
@@ -212,6 +235,8 @@ PLAYABLE: Mapping[str, Callable[[int, Any, Sequence[str]], Action]] = {
     "reset-clock": _no_value("reset-clock"),
     "registration-crash": _registration_crash,
     "corrupt-file": _corrupt_file,
+    "start-disk": _start_disk,
+    "stop-disk": _no_value("stop-disk"),
 }
 """f -> the reader of its value: the whole vocabulary the simulated nemesis plays (module docstring)."""
 

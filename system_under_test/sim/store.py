@@ -13,12 +13,20 @@ entries beyond the end dropped, consume queues re-derived).  What recovery decid
 ``recovered_confirm_offset``) and whether the log lost durable records (``durable_loss_after``; the durable offset
 is the synced mark, which only disk damage -- :meth:`SimStore.damage_tail`, the ``disk`` fault -- can cut below).
 
-Disk model.  The commit log's bytes are written at once (page cache); ``synced`` marks how far they are
-durable.  Under SYNC every append is fsynced before it returns (the real group commit); under ASYNC
-:meth:`flush` runs every flush interval.  The checkpoint (synced offset, confirm offset) is written at each
-flush and truncation.  Epoch entries are written atomically with fsync (as the real epoch file).  A crash
-(:meth:`crash`) keeps the synced bytes plus a random prefix of the unsynced ones -- possibly ending inside a
-frame (a torn write) -- and forgets everything in memory.
+Disk model.  The commit log's bytes are written at once (page cache); ``durable`` marks how far the disk really
+holds them through a power cut, ``synced`` is the synced offset the store published (the real
+``commitlog.synced``).  When to fsync and what to publish after it are the production rules of
+``store/durability.py`` (:func:`plan_sync`, :func:`synced_after`, :func:`rollback_point`, :func:`stable_offset`),
+run with a simulated fsync: ``durable`` advances only when a planned fsync ran and succeeded, so a store whose
+rule publishes without fsyncing says more than its disk holds.  Under SYNC every append is fsynced before it
+returns (the real group commit) -- at once, or, while the ``fsync`` fault slows or fails this disk
+(:attr:`SimStore.fsync_fault`), through :meth:`write_put` / :meth:`sync_plan` / :meth:`finish_sync` /
+:meth:`rollback` on simulated time (``sim/broker.py``); under ASYNC :meth:`flush` runs every flush interval.
+The checkpoint (synced offset, confirm offset) is written at each flush and truncation.  Epoch entries are written
+atomically with fsync (as the real epoch file).  A crash (:meth:`crash`) keeps the durable bytes plus a random
+prefix of the rest -- possibly ending inside a frame (a torn write) -- and forgets everything in memory.  Open does
+not fsync what it recovered (the real one does): the store stays durable to where it was until its next fsync --
+the same for a store that fsyncs as it should, harsher for one that skips its fsync.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import bisect
 from collections import deque
 from dataclasses import dataclass
 
+from system_under_test.broker.store.durability import SyncPlan, plan_sync, rollback_point, stable_offset, synced_after
 from system_under_test.broker.store.epoch_file import EpochFileCache
 from system_under_test.broker.store.record import decode_many, encode_stamped, trusted_records
 from system_under_test.broker.store.recovery import DurableLoss, durable_loss_after, recovered_confirm_offset
@@ -57,7 +66,9 @@ class SimStore:
         self.sync = sync
         # the disk
         self.log = bytearray()
-        self.synced = 0
+        self.synced = 0  # the published synced offset
+        self.durable = 0  # what a power cut keeps for sure (advanced only by an fsync that ran)
+        self.fsync_fault: tuple[str, int] | None = None  # (slow-fsync | eio-fsync, ms per fsync): the fsync fault
         self.checkpoint_confirm = 0
         self.epochs = EpochFileCache(None)
         self.durable_loss: DurableLoss | None = None  # the marker file: kept across restarts until cleared
@@ -80,15 +91,23 @@ class SimStore:
 
     @property
     def stable_offset(self) -> int:
-        """End of finished appends: under SYNC the synced offset, else the max offset."""
-        return min(self.synced, len(self.log)) if self.sync else len(self.log)
+        """End of finished appends: under SYNC the synced offset, else the max offset (``durability.py``)."""
+        return stable_offset(self.synced, len(self.log), sync=self.sync)
 
     def queue_bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
         return 0, len(self.cqs.get((topic, queue_id), ()))
 
     # -- writing ---------------------------------------------------------------------------------
     def put(self, topic: str, queue_id: int, values: list[str], now_ms: int) -> list[Item]:
-        """Append as master: each record gets the next queue offset of its queue."""
+        """Append as master: each record gets the next queue offset of its queue; under SYNC fsynced at once."""
+        out = self.write_put(topic, queue_id, values, now_ms)
+        if self.sync:
+            self._fsync()
+        return out
+
+    def write_put(self, topic: str, queue_id: int, values: list[str], now_ms: int) -> list[Item]:
+        """The first half of :meth:`put`: write the records, fsync nothing (the caller finishes the append with
+        :meth:`sync_plan` and :meth:`finish_sync`, or undoes it with :meth:`rollback`)."""
         key = (topic, queue_id)
         first = self.next_qo.get(key, 0)
         offsets = list(range(first, first + len(values)))
@@ -103,8 +122,6 @@ class SimStore:
             out.append(it)
             phys += size
         self.next_qo[key] = first + len(values)
-        if self.sync:
-            self._fsync()
         return out
 
     def append_raw(self, phys: int, data: bytes) -> None:
@@ -142,6 +159,11 @@ class SimStore:
             end = it.end
             i += 1
         return bytes(self.log[start:end])
+
+    def item_at(self, phys: int) -> Item | None:
+        """The record that starts at ``phys``, if any."""
+        i = bisect.bisect_left(self.starts, phys)
+        return self.items[i] if i < len(self.items) and self.starts[i] == phys else None
 
     def boundary_at_or_below(self, offset: int) -> int:
         """The largest record boundary <= ``offset``."""
@@ -200,6 +222,7 @@ class SimStore:
         self.dispatched = min(self.dispatched, offset)
         self.confirm = min(self.confirm, offset)
         self.synced = min(self.synced, offset)
+        self.durable = min(self.durable, offset)
         self.epochs.truncate_suffix_by_offset(offset)
         self.checkpoint_confirm = min(self.checkpoint_confirm, offset)
 
@@ -208,14 +231,46 @@ class SimStore:
         return {self.starts[i]} if i < len(self.starts) else set()
 
     def flush(self) -> None:
-        """The background flusher (ASYNC) and the checkpoint: fsync the log, record the confirm offset."""
-        if self.synced < len(self.log):
-            self._fsync()
+        """The background flusher (ASYNC) and the checkpoint: fsync the log, record the confirm offset.  Under
+        an ``eio-fsync`` fault the fsync fails and nothing becomes more durable (the real flush raises; its
+        next run tries again); a slow fsync is taken at once here (no send waits for it)."""
+        self._fsync(ok=self.fsync_fault is None or self.fsync_fault[0] != "eio-fsync")
         self.checkpoint_confirm = self.confirm
 
-    def _fsync(self) -> None:
-        self.synced = len(self.log)
-        self.fsyncs += 1
+    def _fsync(self, ok: bool = True) -> None:
+        plan = self.sync_plan()
+        if plan is not None:
+            self.finish_sync(plan, ok=ok)
+
+    def sync_plan(self) -> SyncPlan | None:
+        """What an fsync attempt now does (``durability.plan_sync``; dirty: bytes the disk does not hold yet)."""
+        return plan_sync(self.synced, len(self.log), self.durable < len(self.log))
+
+    def finish_sync(self, plan: SyncPlan, *, ok: bool) -> None:
+        """The fsync of ``plan`` has finished (``ok``) or failed: the disk holds what it fsynced, and the store
+        publishes what ``durability.synced_after`` says -- never beyond the log, which a rollback may have cut."""
+        if ok and plan.fsync:
+            self.durable = max(self.durable, min(plan.target, len(self.log)))
+            self.fsyncs += 1
+        self.synced = min(synced_after(plan, self.synced, fsync_ok=ok), len(self.log))
+
+    def rollback(self, begin: int) -> None:
+        """Undo an append begun at ``begin`` whose fsync failed (``durability.rollback_point``): its bytes, items
+        and queue offsets go; nothing of it was confirmed or dispatched (it was above the stable offset), and
+        the epoch file is left as it is (as the real store's rollback)."""
+        point = rollback_point(begin, len(self.log))
+        if point is None:
+            return
+        i = bisect.bisect_left(self.starts, point)
+        for it in self.items[i:]:
+            key = (it.topic, it.queue_id)
+            self.next_qo[key] = min(self.next_qo.get(key, 0), it.queue_offset)
+        del self.items[i:]
+        del self.starts[i:]
+        del self.log[point:]
+        self.pending = deque(it for it in self.pending if it.phys < point)
+        self.synced = min(self.synced, point)
+        self.durable = min(self.durable, point)
 
     def reset_empty(self) -> None:
         """An empty store forgets the epochs that wrote nothing here (slave handshake)."""
@@ -249,11 +304,17 @@ class SimStore:
             raise ValueError(f"damage_tail: unknown mode {mode!r}")
         return at
 
+    @property
+    def unsynced(self) -> int:
+        """Bytes of the log the disk does not hold for sure (a crash keeps a random prefix of them)."""
+        return len(self.log) - self.durable
+
     def crash(self, keep_unsynced: int) -> None:
-        """The process died: keep the synced bytes plus ``keep_unsynced`` more (clamped), lose memory."""
-        keep = min(len(self.log), self.synced + max(0, keep_unsynced))
+        """The process died: keep the durable bytes plus ``keep_unsynced`` more (clamped), lose memory.  The
+        published synced offset stays as it was written (recovery compares the log with it)."""
+        keep = min(len(self.log), self.durable + max(0, keep_unsynced))
         del self.log[keep:]
-        self.synced = min(self.synced, keep)
+        self.durable = min(self.durable, keep)
 
     def open(self) -> None:
         """Recover from the disk: cut a torn tail, drop epochs beyond the end, clamp the checkpoint's confirm
@@ -266,6 +327,7 @@ class SimStore:
             self.torn_tails += 1
             del self.log[res.end:]
         self.synced = min(self.synced, len(self.log))
+        self.durable = min(self.durable, len(self.log))
         self.items, self.starts = [], []
         self.next_qo, self.pending, self.cqs = {}, deque(), {}
         for d in res.records:

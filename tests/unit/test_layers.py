@@ -55,7 +55,7 @@ CORES: tuple[Core, ...] = (
     Core("system_under_test/client/controller_route.py"), Core("system_under_test/client/quiet_link.py"),
     Core("system_under_test/client/workload_requests.py"), Core("system_under_test/client/register_requests.py"),
     *(Core(f"system_under_test/broker/store/{m}.py") for m in ("record", "truncation", "_kv", "config", "errors",
-                                                               "results", "recovery")),
+                                                               "results", "recovery", "durability")),
     Core("system_under_test/broker/lease.py"),
     Core("system_under_test/controller/*.py",
          shells=("server.py", "main.py", "formation.py", "batching.py", "barrier.py")),

@@ -60,6 +60,7 @@ from typing import NoReturn
 from system_under_test.broker.store import _fileio
 from system_under_test.broker.store._kv import encode_kv, parse_kv
 from system_under_test.broker.store.config import FlushPolicy, StoreConfig
+from system_under_test.broker.store.durability import plan_sync, rollback_point, synced_after
 from system_under_test.broker.store.errors import (
     OffsetError,
     StoreClosed,
@@ -440,8 +441,9 @@ class CommitLog:
 
     def _rollback_locked(self, begin: int, cause: BaseException) -> None:
         try:
-            if self.max_offset > begin:
-                self._truncate_locked(begin)
+            point = rollback_point(begin, self.max_offset)  # the rule: durability.py
+            if point is not None:
+                self._truncate_locked(point)
         except OSError as exc:  # pragma: no cover - a second disk failure
             log.error("commit log %s: rollback to %s after %s failed: %s", self.directory, begin, cause, exc)
 
@@ -463,26 +465,16 @@ class CommitLog:
         """fsync the dirty segments holding :attr:`io_lock` only (readers go on meanwhile)."""
         with self._lock:
             self._check_open()
-            if not self._dirty and self._synced == self.max_offset:
+            plan = plan_sync(self._synced, self.max_offset, bool(self._dirty))  # the rule: durability.py
+            if plan is None:
                 return
-            target = self.max_offset
             dirty = sorted(self._dirty)
             by_start = {s.start: s for s in self._segs}
             self._dirty.clear()
         t0 = time.monotonic()
         try:
-            try:
-                hit(FP_BEFORE_FSYNC)
-            except FailpointError as exc:
-                raise StoreIOError(f"commit log {self.directory}: fsync failed (failpoint: {exc})",
-                                   exc.errno or 5) from exc
-            for start in dirty:
-                seg = by_start.get(start)
-                if seg is not None:  # the fd stays open: closing and truncating need io_lock
-                    try:
-                        os.fsync(seg.fd)
-                    except OSError as exc:
-                        raise StoreIOError(f"fsync of {seg.path} failed: {exc}", exc.errno or 5) from exc
+            if plan.fsync:
+                self._fsync_segments(dirty, by_start)
         except BaseException:
             with self._lock:
                 self._dirty.update(dirty)
@@ -493,7 +485,22 @@ class CommitLog:
             self._fsync_total_s += took
             self._fsync_last_s = took
             self._fsync_max_s = max(self._fsync_max_s, took)
-            self._set_synced(target)
+            self._set_synced(synced_after(plan, self._synced, fsync_ok=True))
+
+    def _fsync_segments(self, dirty: list[int], by_start: dict[int, _Segment]) -> None:
+        """fsync the segments starting at ``dirty`` (the ``store.before_fsync`` failpoint first), holding io_lock."""
+        try:
+            hit(FP_BEFORE_FSYNC)
+        except FailpointError as exc:
+            raise StoreIOError(f"commit log {self.directory}: fsync failed (failpoint: {exc})",
+                               exc.errno or 5) from exc
+        for start in dirty:
+            seg = by_start.get(start)
+            if seg is not None:  # the fd stays open: closing and truncating need io_lock
+                try:
+                    os.fsync(seg.fd)
+                except OSError as exc:
+                    raise StoreIOError(f"fsync of {seg.path} failed: {exc}", exc.errno or 5) from exc
 
     # -- reading -------------------------------------------------------------------------------
     def read(self, phys_offset: int, max_bytes: int) -> bytes:

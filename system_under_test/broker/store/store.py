@@ -48,6 +48,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 
+from system_under_test.broker.store import durability
 from system_under_test.broker.store.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from system_under_test.broker.store.commitlog import CommitLog, RecoveryReport
 from system_under_test.broker.store.config import FlushPolicy, StoreConfig
@@ -226,9 +227,8 @@ class MessageStore:
     def stable_offset(self) -> int:
         """End of the bytes whose append has finished: under SYNC the synced offset (an append is done
         when fsynced), else the max offset.  A master replicates and confirms only below it."""
-        if self.config.flush_policy is FlushPolicy.SYNC:
-            return min(self.commitlog.synced_offset, self.commitlog.max_offset)
-        return self.commitlog.max_offset
+        return durability.stable_offset(self.commitlog.synced_offset, self.commitlog.max_offset,
+                                        sync=self.config.flush_policy is FlushPolicy.SYNC)
 
     @property
     def synced_offset(self) -> int:

@@ -17,7 +17,7 @@ from nemesis.targets import Topology
 from system_under_test.sim import FAULT_KINDS
 from system_under_test.sim.faults import DRAW, UNDO_OF, _damage_keeps_a_leader
 from system_under_test.sim.network import PacketFault
-from system_under_test.sim.playback import PLAYABLE, PlayError, action_of, plan
+from system_under_test.sim.playback import FSYNC_FAULTS, PLAYABLE, PlayError, action_of, plan
 
 CONTROLLERS = ("c1", "c2", "c3")
 BROKERS = ("b1-1", "b1-2", "b1-3")
@@ -98,6 +98,9 @@ def test_a_drawn_step_is_a_valid_schedule_step_and_plays_what_was_drawn(kind: st
     elif action.f == "corrupt-file":
         assert action.nodes == (v["targets"],) and v["targets"] in BROKERS and action.mode == v["mode"]
         assert v["mode"] in ("truncate-tail", "bitflip-tail")
+    elif action.f == "start-disk":
+        assert action.nodes == (v["targets"],) and v["targets"] in BROKERS
+        assert (action.mode, action.delay_ms) == (v["fault"], v["delay_ms"]) and v["fault"] in FSYNC_FAULTS
     else:
         assert action.failpoint == v["failpoint"]
 
@@ -150,7 +153,10 @@ def test_undo_steps_without_a_value_heal_everything_of_their_kind(f: str) -> Non
     ({"at_s": 1, "f": "corrupt-file", "value": {"targets": "masters", "mode": "truncate-tail"}},
      "schedule[0].value.targets"),
     ({"at_s": 1, "f": "lose-unfsynced", "value": {"targets": "b1-1"}}, "schedule[0].f"),
-    ({"at_s": 1, "f": "start-disk", "value": {"fault": "eio-fsync"}}, "schedule[0].f"),
+    ({"at_s": 1, "f": "start-disk", "value": {"fault": "eio-fsync"}}, "schedule[0].value.targets"),
+    ({"at_s": 1, "f": "start-disk", "value": {"targets": "b1-1", "fault": "enospc"}}, "schedule[0].value.fault"),
+    ({"at_s": 1, "f": "start-disk", "value": {"targets": "b1-1", "delay_ms": -5}}, "schedule[0].value.delay_ms"),
+    ({"at_s": 1, "f": "stop-disk", "value": {"targets": "b1-1"}}, "schedule[0].value"),
     ({"at_s": 31, "f": "kill", "value": "c1"}, "schedule[0].at_s"),
     ({"at_s": 1, "f": "kill", "value": "c1", "why": "x"}, "schedule[0].why"),
 ])
