@@ -131,6 +131,8 @@ SIM_FAULTS = SIM_FAULT_KINDS
 broker-ids workload adds registration crashes)."""
 SIM_SECONDS = 60.0
 SIM_THREADS = 4
+SIM_SWARM = False
+"""Whether the simulation method runs swarm seeds by default (``--sim-swarm``; docs/bugs.md has the figures)."""
 PROBE_SEEDS = 10
 """How many of a missed search's first seeds the line probe plays again (under the tracer a seed costs about twice
 its CPU time; ten seeds of 60 s are about 700 simulated seconds)."""
@@ -520,11 +522,14 @@ def search_spec(*, run_s: float, interval_s: float, store_fs: str = "plain") -> 
     }
 
 
-def sim_args(*, seconds: float) -> list[str]:
+def sim_args(*, seconds: float, swarm: bool = False) -> list[str]:
     """The arguments every simulator search gives ``splitbrain sim`` (besides seeds, ``--json`` and ``--out``): the
-    main phase, every fault kind (:data:`SIM_FAULTS`), the client threads; the simulator's settings are the safe
-    ones unless ``--unsafe`` is given, and it never is (pure)."""
-    return ["--seconds", f"{seconds:g}", "--faults", ",".join(SIM_FAULTS), "--threads", str(SIM_THREADS)]
+    main phase, every fault kind (:data:`SIM_FAULTS`), the client threads, and ``--swarm`` when each seed is to run
+    the subset of those kinds and workloads it draws (docs/simulation.md, Swarm; a revision older than the swarm
+    mode refuses the flag); the simulator's settings are the safe ones unless ``--unsafe`` is given, and it never
+    is (pure)."""
+    return ["--seconds", f"{seconds:g}", "--faults", ",".join(SIM_FAULTS), "--threads", str(SIM_THREADS),
+            *(["--swarm"] if swarm else [])]
 
 
 def mutated_lines(source: str, mutant: Mutant) -> tuple[int, int]:
@@ -825,7 +830,8 @@ def simulator_in_revision(repo: Path, revision: str) -> bool:
 
 
 def search_simulation(name: str, revision: str, seed: int, *, budget_s: float, sim_seconds: float, results: Path,
-                      ignore: frozenset[str], repo: Path = ROOT, cache: Path | None = None) -> dict[str, Any]:
+                      ignore: frozenset[str], repo: Path = ROOT, cache: Path | None = None,
+                      swarm: bool = False) -> dict[str, Any]:
     """One simulator search of ``revision`` (a mutant's commit, or the base for the control): its build's
     interpreter runs the revision's ``splitbrain sim`` (:func:`bench.search_runs.sim_search`); a mutant's miss is
     then probed for whether its mutated lines ran (:func:`bench.search_runs.sim_probe`, on the first
@@ -839,7 +845,7 @@ def search_simulation(name: str, revision: str, seed: int, *, budget_s: float, s
         print(f"#   {name} simulation seed={seed}: {exc}", file=sys.stderr)
         return {"seed": seed, "found": False, "detect_s": None, "anomalies": [], "status": "error",
                 "error": str(exc)}
-    args = sim_args(seconds=sim_seconds)
+    args = sim_args(seconds=sim_seconds, swarm=swarm)
     done = sim_search(name, seed, python=build.python, sim_args=args, budget_cpu_s=budget_s, results=results,
                       ignore=ignore)
     mutant = CATALOGUE.get(name)
@@ -870,6 +876,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--interval-s", type=float, default=8.0, help="nemesis.interval_s of the spec (default 8)")
     p.add_argument("--sim-seconds", type=float, default=SIM_SECONDS,
                    help=f"simulated seconds of each simulator seed's main phase (default {SIM_SECONDS:g})")
+    p.add_argument("--sim-swarm", action=argparse.BooleanOptionalAction, default=SIM_SWARM,
+                   help="each simulator seed runs the subset of fault kinds, workloads and intensities it draws "
+                        f"(swarm testing, docs/simulation.md; default {'on' if SIM_SWARM else 'off'})")
     p.add_argument("--store-fs", default="plain", choices=["plain", "lazyfs"],
                    help="the brokers' store file system in chaos runs (cluster.store_fs; default plain)")
     p.add_argument("--base", default="HEAD", help="the revision the mutants are made from (default HEAD)")
@@ -944,7 +953,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = {"budget_s": args.budget_s, "run_s": args.run_s, "interval_s": args.interval_s,
                 "coverage_s": COVERAGE_S, "ignore_kinds": ignore}
     progress = Progress(results / "progress.jsonl", settings)
-    simulated = sim_args(seconds=args.sim_seconds)
+    simulated = sim_args(seconds=args.sim_seconds, swarm=args.sim_swarm)
     # the simulator's searches are kept under settings of their own, so a change of the chaos runs' length does
     # not redo them (and the other way round)
     sim_progress = Progress(results / "progress.jsonl", {"budget_cpu_s": args.budget_s, "sim": simulated,
@@ -966,7 +975,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"#   {name} {method} seed={seed}: finished earlier ({store.path})", file=sys.stderr)
                 elif method == SIMULATION:
                     done = search_simulation(name, revision, seed, budget_s=args.budget_s,
-                                             sim_seconds=args.sim_seconds, results=results, ignore=frozenset(ignore))
+                                             sim_seconds=args.sim_seconds, results=results, ignore=frozenset(ignore),
+                                             swarm=args.sim_swarm)
                     store.add(name, method, key, done)
                 else:
                     done = run_search(name, method, seed, spec=spec, kinds=frozenset(), budget_s=args.budget_s,
