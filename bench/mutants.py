@@ -330,20 +330,15 @@ MUTANTS: tuple[Mutant, ...] = (
       "broker-ids restarts: restart-refused (a broker crashed between writing the temp file and ApplyBrokerId "
       "is refused the unassigned id), or an id held twice."),
     M("reg-temp-deleted-before-meta", "broker/registration", "system_under_test/broker/registration/driver.py",
-      "        prepared = files.prepare_meta(record)\n"
-      "        await failpoints.ahit(FP_META_BEFORE_RENAME)\n"
-      "        files.commit_meta(prepared, record)\n"
-      "        await failpoints.ahit(FP_META_AFTER_RENAME)\n"
-      "        files.delete_temp()\n",
-      "        files.delete_temp()\n"
-      "        prepared = files.prepare_meta(record)\n"
-      "        await failpoints.ahit(FP_META_BEFORE_RENAME)\n"
-      "        files.commit_meta(prepared, record)\n"
-      "        await failpoints.ahit(FP_META_AFTER_RENAME)\n",
+      "PROMOTE_STEPS: tuple[str, ...] = (PREPARE_META, FP_META_BEFORE_RENAME, COMMIT_META, FP_META_AFTER_RENAME, "
+      "DELETE_TEMP)",
+      "PROMOTE_STEPS: tuple[str, ...] = (DELETE_TEMP, PREPARE_META, FP_META_BEFORE_RENAME, COMMIT_META, "
+      "FP_META_AFTER_RENAME)",
       "A registration step is reordered: the temp meta file is deleted before the meta file is in place, so a crash "
       "in between leaves neither and the broker starts over with a new id, leaking the one it claimed.",
-      "none expected: the restarted broker gets a fresh id and works; no checker relates the id a crashed broker "
-      "claimed to the one it comes back with."),
+      "invariants: broker-id-leaked -- a broker crashed at broker.meta.before_rename after the controller applied "
+      "its claim comes back under a fresh id (the simulator's registration-crash broker, or a real run's "
+      "registration-crash / lane crash whose identity files held the applied id)."),
     # ---- broker: store recovery and durability ---------------------------------------------------------
     M("store-confirm-not-clamped", "broker/store-recovery", "system_under_test/broker/store/recovery.py",
       "confirm = min(max(stored_confirm, lo), hi)", "confirm = max(stored_confirm, lo)",
