@@ -136,7 +136,8 @@ SIM_THREADS = 4
 SIM_SWARM = True
 """Whether the simulation method runs swarm seeds by default (``--sim-swarm``).  Measured at one base, 180 CPU s
 each: swarm killed ``hb-half-lease`` (55.7 CPU s) and ``role-equal-epoch-reapplied`` (76.0 s), which every-kind
-seeds missed, and ``reg-temp-deleted-before-meta`` in 16.5 s against 36.5 s; its control stayed clean (docs/bugs.md,
+seeds missed (179 CPU s each), ``raft-read-without-heartbeat-round`` (105.5 s, a partition shape only swarm draws),
+and ``reg-temp-deleted-before-meta`` in 16.5 s against 36.5 s; its control stayed clean (docs/bugs.md,
 *Swarm seeds in the mutation bench*)."""
 PROBE_SEEDS = 10
 """How many of a missed search's first seeds the line probe plays again (under the tracer a seed costs about twice
