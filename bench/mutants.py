@@ -28,7 +28,9 @@ The third method, ``simulation``, searches the mutant with the whole-cluster sim
 *mutant's own* simulator: the revision is built (:func:`harness.revisions.ensure_build`) and its interpreter runs
 ``-I -m harness.cli sim`` (:func:`bench.search_runs.sim_search`), so the simulated controllers and brokers run the
 mutated code.  Seeds ``seed*1000, seed*1000+1, ..`` of ``--sim-seconds`` simulated seconds each, with every fault
-kind the simulator makes (:data:`SIM_FAULTS`) and the safe settings, until a seed is invalid (through a failing
+kind the simulator makes (:data:`SIM_FAULTS`) as the pool each swarm seed draws its subset of kinds, workloads and
+intensities from (``--sim-swarm``, :data:`SIM_SWARM`; ``--no-sim-swarm``: every seed every kind at fixed
+intensities) and the safe settings, until a seed is invalid (through a failing
 checker's kinds, :func:`bench.search_runs.failing_kinds`, not only ``--ignore-kinds``) or the search's budget is
 spent.  The budget is the same number, ``--budget-s``, but of CPU seconds of the simulator's process, not of
 simulated seconds: the simulator runs many times faster than real time (docs/simulation.md), so one CPU minute
@@ -131,6 +133,12 @@ SIM_FAULTS = SIM_FAULT_KINDS
 broker-ids workload adds registration crashes)."""
 SIM_SECONDS = 60.0
 SIM_THREADS = 4
+SIM_SWARM = True
+"""Whether the simulation method runs swarm seeds by default (``--sim-swarm``).  Measured at one base, 180 CPU s
+each: swarm killed ``hb-half-lease`` (55.7 CPU s) and ``role-equal-epoch-reapplied`` (76.0 s), which every-kind
+seeds missed (179 CPU s each), ``raft-read-without-heartbeat-round`` (105.5 s, a partition shape only swarm draws),
+and ``reg-temp-deleted-before-meta`` in 16.5 s against 36.5 s; its control stayed clean (docs/bugs.md,
+*Swarm seeds in the mutation bench*)."""
 PROBE_SEEDS = 10
 """How many of a missed search's first seeds the line probe plays again (under the tracer a seed costs about twice
 its CPU time; ten seeds of 60 s are about 700 simulated seconds)."""
@@ -329,20 +337,15 @@ MUTANTS: tuple[Mutant, ...] = (
       "broker-ids restarts: restart-refused (a broker crashed between writing the temp file and ApplyBrokerId "
       "is refused the unassigned id), or an id held twice."),
     M("reg-temp-deleted-before-meta", "broker/registration", "system_under_test/broker/registration/driver.py",
-      "        prepared = files.prepare_meta(record)\n"
-      "        await failpoints.ahit(FP_META_BEFORE_RENAME)\n"
-      "        files.commit_meta(prepared, record)\n"
-      "        await failpoints.ahit(FP_META_AFTER_RENAME)\n"
-      "        files.delete_temp()\n",
-      "        files.delete_temp()\n"
-      "        prepared = files.prepare_meta(record)\n"
-      "        await failpoints.ahit(FP_META_BEFORE_RENAME)\n"
-      "        files.commit_meta(prepared, record)\n"
-      "        await failpoints.ahit(FP_META_AFTER_RENAME)\n",
+      "PROMOTE_STEPS: tuple[str, ...] = (PREPARE_META, FP_META_BEFORE_RENAME, COMMIT_META, FP_META_AFTER_RENAME, "
+      "DELETE_TEMP)",
+      "PROMOTE_STEPS: tuple[str, ...] = (DELETE_TEMP, PREPARE_META, FP_META_BEFORE_RENAME, COMMIT_META, "
+      "FP_META_AFTER_RENAME)",
       "A registration step is reordered: the temp meta file is deleted before the meta file is in place, so a crash "
       "in between leaves neither and the broker starts over with a new id, leaking the one it claimed.",
-      "none expected: the restarted broker gets a fresh id and works; no checker relates the id a crashed broker "
-      "claimed to the one it comes back with."),
+      "invariants: broker-id-leaked -- a broker crashed at broker.meta.before_rename after the controller applied "
+      "its claim comes back under a fresh id (the simulator's registration-crash broker, or a real run's "
+      "registration-crash / lane crash whose identity files held the applied id)."),
     # ---- broker: store recovery and durability ---------------------------------------------------------
     M("store-confirm-not-clamped", "broker/store-recovery", "system_under_test/broker/store/recovery.py",
       "confirm = min(max(stored_confirm, lo), hi)", "confirm = max(stored_confirm, lo)",
@@ -524,11 +527,14 @@ def search_spec(*, run_s: float, interval_s: float, store_fs: str = "plain") -> 
     }
 
 
-def sim_args(*, seconds: float) -> list[str]:
+def sim_args(*, seconds: float, swarm: bool = False) -> list[str]:
     """The arguments every simulator search gives ``splitbrain sim`` (besides seeds, ``--json`` and ``--out``): the
-    main phase, every fault kind (:data:`SIM_FAULTS`), the client threads; the simulator's settings are the safe
-    ones unless ``--unsafe`` is given, and it never is (pure)."""
-    return ["--seconds", f"{seconds:g}", "--faults", ",".join(SIM_FAULTS), "--threads", str(SIM_THREADS)]
+    main phase, every fault kind (:data:`SIM_FAULTS`), the client threads, and ``--swarm`` when each seed is to run
+    the subset of those kinds and workloads it draws (docs/simulation.md, Swarm; a revision older than the swarm
+    mode refuses the flag); the simulator's settings are the safe ones unless ``--unsafe`` is given, and it never
+    is (pure)."""
+    return ["--seconds", f"{seconds:g}", "--faults", ",".join(SIM_FAULTS), "--threads", str(SIM_THREADS),
+            *(["--swarm"] if swarm else [])]
 
 
 def mutated_lines(source: str, mutant: Mutant) -> tuple[int, int]:
@@ -829,7 +835,8 @@ def simulator_in_revision(repo: Path, revision: str) -> bool:
 
 
 def search_simulation(name: str, revision: str, seed: int, *, budget_s: float, sim_seconds: float, results: Path,
-                      ignore: frozenset[str], repo: Path = ROOT, cache: Path | None = None) -> dict[str, Any]:
+                      ignore: frozenset[str], repo: Path = ROOT, cache: Path | None = None,
+                      swarm: bool = False) -> dict[str, Any]:
     """One simulator search of ``revision`` (a mutant's commit, or the base for the control): its build's
     interpreter runs the revision's ``splitbrain sim`` (:func:`bench.search_runs.sim_search`); a mutant's miss is
     then probed for whether its mutated lines ran (:func:`bench.search_runs.sim_probe`, on the first
@@ -843,7 +850,7 @@ def search_simulation(name: str, revision: str, seed: int, *, budget_s: float, s
         print(f"#   {name} simulation seed={seed}: {exc}", file=sys.stderr)
         return {"seed": seed, "found": False, "detect_s": None, "anomalies": [], "status": "error",
                 "error": str(exc)}
-    args = sim_args(seconds=sim_seconds)
+    args = sim_args(seconds=sim_seconds, swarm=swarm)
     done = sim_search(name, seed, python=build.python, sim_args=args, budget_cpu_s=budget_s, results=results,
                       ignore=ignore)
     mutant = CATALOGUE.get(name)
@@ -874,6 +881,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--interval-s", type=float, default=8.0, help="nemesis.interval_s of the spec (default 8)")
     p.add_argument("--sim-seconds", type=float, default=SIM_SECONDS,
                    help=f"simulated seconds of each simulator seed's main phase (default {SIM_SECONDS:g})")
+    p.add_argument("--sim-swarm", action=argparse.BooleanOptionalAction, default=SIM_SWARM,
+                   help="each simulator seed runs the subset of fault kinds, workloads and intensities it draws "
+                        f"(swarm testing, docs/simulation.md; default {'on' if SIM_SWARM else 'off'})")
     p.add_argument("--store-fs", default="plain", choices=["plain", "lazyfs"],
                    help="the brokers' store file system in chaos runs (cluster.store_fs; default plain)")
     p.add_argument("--base", default="HEAD", help="the revision the mutants are made from (default HEAD)")
@@ -948,7 +958,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = {"budget_s": args.budget_s, "run_s": args.run_s, "interval_s": args.interval_s,
                 "coverage_s": COVERAGE_S, "ignore_kinds": ignore}
     progress = Progress(results / "progress.jsonl", settings)
-    simulated = sim_args(seconds=args.sim_seconds)
+    simulated = sim_args(seconds=args.sim_seconds, swarm=args.sim_swarm)
     # the simulator's searches are kept under settings of their own, so a change of the chaos runs' length does
     # not redo them (and the other way round)
     sim_progress = Progress(results / "progress.jsonl", {"budget_cpu_s": args.budget_s, "sim": simulated,
@@ -970,7 +980,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"#   {name} {method} seed={seed}: finished earlier ({store.path})", file=sys.stderr)
                 elif method == SIMULATION:
                     done = search_simulation(name, revision, seed, budget_s=args.budget_s,
-                                             sim_seconds=args.sim_seconds, results=results, ignore=frozenset(ignore))
+                                             sim_seconds=args.sim_seconds, results=results, ignore=frozenset(ignore),
+                                             swarm=args.sim_swarm)
                     store.add(name, method, key, done)
                 else:
                     done = run_search(name, method, seed, spec=spec, kinds=frozenset(), budget_s=args.budget_s,

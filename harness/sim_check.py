@@ -155,11 +155,14 @@ def replay_command(run: SimRun, schedule_file: str | None = None) -> str:
         parts.append("--unsafe no-all-ack")
     if cfg.enable_elect_unclean_master:
         parts.append("--unsafe unclean-election")
+    faults, workloads = run.pools if run.pools is not None else (cfg.faults, cfg.workloads)
+    if run.swarm is not None:
+        parts.append("--swarm")
     if schedule_file is not None:
         parts.append(f"--schedule {schedule_file}")
     else:
-        parts.append(f"--faults {','.join(cfg.faults) if cfg.faults else 'none'}")
-    parts.append(f"--workloads {','.join(cfg.workloads)}")
+        parts.append(f"--faults {','.join(faults) if faults else 'none'}")
+    parts.append(f"--workloads {','.join(workloads)}")
     return " ".join(parts)
 
 
@@ -175,5 +178,6 @@ def write_run(run: SimRun, results: Mapping[str, Result], out: Path, schedule_fi
     (out / "schedule.yaml").write_text(yaml.safe_dump(schedule_of(run), sort_keys=False), encoding="utf-8")
     doc = results_to_json(results)
     doc["simulation"] = {"seed": run.config.seed, "replay": replay_command(run, schedule_file), "stats": run.stats,
-                         "simulated_s": run.simulated_s}
+                         "simulated_s": run.simulated_s,
+                         "swarm": run.swarm.describe() if run.swarm is not None else None}
     (out / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")

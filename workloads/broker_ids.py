@@ -44,6 +44,7 @@ from harness import generator as g
 from harness.errors import SpecError
 from harness.extra_brokers import ExtraBrokers, crash_at, start_slot
 from nemesis.registration import FAILPOINTS, FIRST_REGISTRATION_POINTS
+from system_under_test.broker.registration.driver import FP_META_BEFORE_RENAME
 from system_under_test.client.workload_requests import (
     ALLOC_APPLY_FRACTION,
     ALLOC_READ_FRACTION,
@@ -358,9 +359,44 @@ def _starts(history: Sequence[Any]) -> list[tuple[dict[str, Any], dict[str, Any]
     return out
 
 
+APPLIED_POINTS: tuple[str, ...] = FAILPOINTS[FAILPOINTS.index(FP_META_BEFORE_RENAME):]
+"""Registration failpoints a broker reaches only after the controller applied its claim (ApplyBrokerId ok): a
+crash there must leave the applied id on disk (``PROMOTE_STEPS``), and the restart must come back with it."""
+
+
+def _applied_claims(history: Sequence[Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(op, ``own-id-applied`` value) for each registration crash hit at one of :data:`APPLIED_POINTS`, with
+    the id of the identity files found at the crash (``.broker.meta`` first, then its prepared copy, then the
+    claim's temp file): the id the controller had applied for that store."""
+    out = []
+    for d in op_dicts(history):
+        v = d.get("value")
+        if d.get("type") == "invoke" or not isinstance(v, Mapping):
+            continue
+        if d.get("f") == "registration-crash" and d.get("process") == "nemesis":
+            crash, identity = v.get("crash"), v.get("identity")
+        elif d.get("f") == "crash-broker" and d.get("type") == "ok":
+            crash, identity = v, f"{v.get('node')}/{v.get('slot')}"  # a lane's crash (the identity of its starts)
+        else:
+            continue
+        if not isinstance(crash, Mapping) or not crash.get("hit") or v.get("failpoint") not in APPLIED_POINTS:
+            continue
+        raw = crash.get("files")
+        files: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        ids = [f.get("broker_id") for name in (".broker.meta", ".broker.meta.tmp", ".broker.meta.temp")
+               if isinstance(f := files.get(name), Mapping) and isinstance(f.get("broker_id"), int)]
+        if ids and v.get("broker_name"):
+            out.append((d, {"broker_name": v["broker_name"], "node": identity, "broker_id": ids[0]}))
+    return out
+
+
 def invariant_ops(history: Sequence[Any]) -> list[dict[str, Any]]:
-    """This workload's ops rewritten into ``checker.invariants`` history shapes (pure)."""
+    """This workload's ops rewritten into ``checker.invariants`` history shapes (pure).  A registration crash
+    after the claim was applied becomes an ``own-id-applied`` observation of the crashed store before its
+    restart's ``broker-id`` one, so ``broker-id-leaked`` relates the two."""
     out = InvariantOps("bids", invoke_times(history))
+    for d, claim in _applied_claims(history):
+        out.add(d, "own-id-applied", claim)
     for d, s in _starts(history):
         if s.get("broker_name"):
             out.broker_started(d, s["broker_name"], s["identity"], s)

@@ -9,6 +9,7 @@ Inputs are *observations*, normalised from two sources into ``Observation`` reco
        f "replica-info"        "sync_state_set": [I...], "sync_state_set_epoch": S,
                                "broker_epochs": {"<id>": BE, ...}, "observer": "c1"}  # observer optional
        f "apply-broker-id"    {"broker_name": BS, "broker_id": I, "register_code": RC}
+       f "own-id-applied"     {"broker_name": BS, "node": N, "broker_id": I}   # N's own claim of I was applied
        f "send" (ok)          op "node": N; value {"queue": "topic/BS/qid", ..., "master_epoch": E (optional)}
 
    The observer of a history op is ``value["observer"]`` if given, else ``"p<process>"``.
@@ -20,6 +21,7 @@ Inputs are *observations*, normalised from two sources into ``Observation`` reco
        {"node": N, "event": "broker-epoch", "broker_name": BS, "broker_id": I, "broker_epoch": BE, "time": T}
        {"node": N, "event": "accepted-write", "broker_name": BS, "master_epoch": E, "time": T}
        {"node": N, "event": "applied-broker-id", "broker_name": BS, "broker_id": I, "register_code": RC, "time": T}
+       {"node": N, "event": "own-id-applied", "broker_name": BS, "broker_id": I, "register_code": RC, "time": T}
 
    ``time`` is ns since test start on the history's clock.  The observer of a log event is its node.
 
@@ -29,7 +31,8 @@ per (broker set, master epoch); master, sync-state set and broker epochs never d
 time (below what the observer saw in ops that had completed before this one was invoked: overlapping ops may
 complete in either order, ``_check.check_monotonic``); no write acknowledged by a broker already fenced or by a
 master already superseded when the send was invoked; each ApplyBrokerId register code applied with at most one
-id and each id with at most one register code.
+id and each id with at most one register code; a broker whose own claim of an id was applied holds that id from
+then on (``broker-id-leaked``).
 """
 
 from __future__ import annotations

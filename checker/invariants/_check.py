@@ -23,6 +23,8 @@ INVARIANT_TYPES: dict[str, str] = {
                                   "send was invoked",
     "apply-consumed-multiple-ids": "one ApplyBrokerId (register code) was applied with more than one broker id",
     "broker-id-applied-twice": "one broker id was applied for two different register codes",
+    "broker-id-leaked": "a broker whose claim of a broker id the controller had applied (ApplyBrokerId answered "
+                        "ok) was later seen holding another id: the applied id is leaked",
 }
 
 
@@ -195,6 +197,35 @@ def check_apply_broker_id(obs: Sequence[Observation]) -> list[Anomaly]:
                           "register_code"))
 
 
+def check_applied_id_kept(obs: Sequence[Observation]) -> list[Anomaly]:
+    """A broker (node) told that the controller applied its claim of id I must hold I from then on.
+
+    The design keeps the claim in ``.broker.meta.temp`` until ``.broker.meta`` is in place, so a broker that
+    crashed after ApplyBrokerId succeeded resumes with the id applied for it (docs/broker.md, Registration).  An
+    ``own-id-applied`` observation of node N (broker set, id I), then a ``broker-id`` or ``own-id-applied``
+    observation of N, not earlier, with another id: ``broker-id-leaked`` (reported once per node and id).  A node
+    is a store's identity: a broker given a new disk is another node."""
+    applied: dict[tuple[str, str], Observation] = {}
+    reported: set[tuple[str, str, int]] = set()
+    out = []
+    for o in sorted((o for o in obs if o.node is not None and o.broker_id is not None
+                     and o.kind in ("own-id-applied", "broker-id")), key=lambda o: o.time):
+        key = (o.broker_name, str(o.node))
+        first = applied.get(key)
+        if first is None:
+            if o.kind == "own-id-applied":
+                applied[key] = o
+            continue
+        assert o.broker_id is not None and first.broker_id is not None
+        if o.broker_id != first.broker_id and (*key, o.broker_id) not in reported:
+            reported.add((*key, o.broker_id))
+            out.append(_mk("broker-id-leaked", first, o, {"broker_id": first.broker_id}, {"broker_id": o.broker_id},
+                           f"broker-id-leaked: {o.node} of {o.broker_name} had its claim of id {first.broker_id} "
+                           f"applied by the controller, then held id {o.broker_id}"))
+    return out
+
+
 CHECKS: tuple[Callable[[Sequence[Observation]], list[Anomaly]], ...] = (
     check_broker_ids, check_masters, check_monotonic, check_stale_writes, check_apply_broker_id,
+    check_applied_id_kept,
 )

@@ -16,13 +16,15 @@ KINDS: dict[str, str] = {
     "unfenced": "log: a broker was unfenced",
     "broker-epoch": "a broker epoch observed for a broker id",
     "applied-broker-id": "an ApplyBrokerId event applied: register code -> broker id",
+    "own-id-applied": "a broker (node) was answered that its ApplyBrokerId claim of a broker id was applied",
 }
 
 HISTORY_F_KINDS = {"broker-id": "broker-id", "metadata-snapshot": "metadata", "replica-info": "metadata",
-                   "apply-broker-id": "applied-broker-id", "send": "accepted-write"}
+                   "apply-broker-id": "applied-broker-id", "send": "accepted-write", "own-id-applied": "own-id-applied"}
 LOG_EVENT_KINDS = {"broker-id": "broker-id", "became-master": "became-master", "accepted-write": "accepted-write",
                    "fenced": "fenced", "unfenced": "unfenced", "broker-epoch": "broker-epoch",
-                   "applied-broker-id": "applied-broker-id", "metadata": "metadata"}
+                   "applied-broker-id": "applied-broker-id", "metadata": "metadata",
+                   "own-id-applied": "own-id-applied"}
 
 
 class ObservationError(ValueError):

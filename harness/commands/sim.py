@@ -104,6 +104,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="where to write the run (default results/sim/seed-<N>); a sweep writes failing "
                                  "seeds only, under <out>/seed-<N>")
     p.add_argument("--json", action="store_true", help="print one JSON object per seed instead of the summary")
+    p.add_argument("--swarm", action=argparse.BooleanOptionalAction, default=False,
+                   help="swarm testing: each seed runs the subset of --faults (default with --swarm: every kind) and "
+                        "--workloads, and the nemesis intensities, that the seed draws (docs/simulation.md, Swarm); "
+                        "the draw is printed with the seed's result")
     p.add_argument("--schedule", help="play this fault schedule (a run's schedule.yaml or a spec with "
                                       "nemesis.schedule) instead of drawing faults; --faults is then ignored")
     p.add_argument("--shrink", action="store_true", help="shrink the failing run's schedule with ddmin in "
@@ -113,11 +117,12 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace, seed: int) -> SimConfig:
-    extra = {} if args.faults is None else {"faults": args.faults}
+    faults: tuple[str, ...] = args.faults if args.faults is not None else FAULT_KINDS if args.swarm \
+        else DEFAULT_FAULTS
     return SimConfig(seed=seed, seconds=args.seconds, bugs=frozenset(args.bug), threads=args.threads,
-                     workloads=args.workloads,
+                     workloads=args.workloads, swarm=args.swarm, faults=faults,
                      all_ack_in_sync_state_set="no-all-ack" not in args.unsafe,
-                     enable_elect_unclean_master="unclean-election" in args.unsafe, **extra)
+                     enable_elect_unclean_master="unclean-election" in args.unsafe)
 
 
 def _fail(message: str) -> int:
@@ -156,16 +161,20 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"seed": seed, "valid": valid, "anomaly_counts": doc["anomaly_counts"],
                               "simulated_s": sim.simulated_s, "wall_s": round(wall, 3), "dir": str(out),
-                              "replay": replay_command(sim, args.schedule)}))
+                              "replay": replay_command(sim, args.schedule),
+                              **({"swarm": sim.swarm.describe()} if sim.swarm is not None else {})}))
             continue
         if sweep:
             kinds = ", ".join(f"{k}={n}" for k, n in sorted(doc["anomaly_counts"].items())) or "-"
             print(f"seed {seed}: {verdict_label(valid)} ({kinds}) {sim.simulated_s:.0f} simulated s in {wall:.1f} s"
-                  + ("" if code == 0 else f"; written to {out}"))
+                  + ("" if code == 0 else f"; written to {out}")
+                  + ("" if sim.swarm is None else f"; {sim.swarm.label()}"))
             continue
         faults = ", ".join(f"{k} x{n}" for k, n in sim.stats["faults"].items()) or "no faults"
         for line in summary_lines(doc, faults=faults):
             print(line)
+        if sim.swarm is not None:
+            print(sim.swarm.label())
         print(f"simulated {sim.simulated_s:.1f} s in {wall:.2f} s wall ({sim.simulated_s / max(wall, 1e-9):.0f}x); "
               f"{sim.stats['client_ops']} client ops; written to {out}")
         print(f"replay: {replay_command(sim, args.schedule)}")
@@ -190,6 +199,7 @@ def _shrink(args: argparse.Namespace, script: tuple[Timed, ...] | None) -> int:
     print(f"[shrink] {replay_command(original, args.schedule)}: invalid ({', '.join(sorted(failing))}: "
           f"{', '.join(sorted(kinds)) or 'no named anomalies'}); {len(original.schedule)} schedule steps; "
           f"budget {args.shrink_budget} candidate runs", flush=True)
+    cfg = original.config  # a swarm seed's resolved config: its drawn workloads; the schedule replaces the draws
     found = shrink(cfg, original, kinds, budget=args.shrink_budget, progress=lambda line: print(line, flush=True))
     shrunk = found.schedule()
     sched_path = out / "shrunk-schedule.yaml"

@@ -55,16 +55,18 @@ from system_under_test.broker.ha.role import (
 )
 from system_under_test.broker.lease import check_lease, renewed_at
 from system_under_test.broker.registration.driver import (
+    COMMIT_META,
+    DELETE_TEMP,
     FP_APPLY_AFTER,
     FP_APPLY_BEFORE,
-    FP_META_AFTER_RENAME,
-    FP_META_BEFORE_RENAME,
     FP_NEXT_ID_AFTER,
     FP_NEXT_ID_BEFORE,
     FP_REGISTER_AFTER,
     FP_REGISTER_BEFORE,
     FP_TEMP_AFTER,
     FP_TEMP_BEFORE,
+    PREPARE_META,
+    PROMOTE_STEPS,
     TRANSIENT_CODES,
 )
 from system_under_test.broker.registration.errors import MetaCorruptError
@@ -350,22 +352,29 @@ class SimBroker(SimNode):
                 if self._transient(rep):
                     return
                 assert rep is not None
-                if rep.code == _SUCCESS and not self._point(FP_APPLY_AFTER):
-                    self._advance(ApplyOk())
+                if rep.code == _SUCCESS:
+                    # the controller applied the claim: this store must keep the id (checker.invariants'
+                    # broker-id-leaked relates it to the id the broker comes back with)
+                    self.world.node_event(self.identity, "own-id-applied", broker_name=o.broker_name,
+                                          broker_id=action.broker_id, register_code=action.register_code)
+                    if not self._point(FP_APPLY_AFTER):
+                        self._advance(ApplyOk())
 
             self.ctl.call(RequestCode.CONTROLLER_APPLY_BROKER_ID, {
                 "cluster_name": o.cluster_name, "broker_name": o.broker_name, "broker_id": action.broker_id,
                 "register_code": action.register_code, "broker_addr": self.name}, applied)
         elif isinstance(action, PromoteTempToMeta):
             data = encode_meta(MetaRecord(o.cluster_name, o.broker_name, action.broker_id))
-            if "non-atomic-meta" in o.bugs:
-                self.disk.files[META] = (data[: len(data) // 2], False)  # BUG: in place, first half, no fsync
-            if self._point(FP_META_BEFORE_RENAME):
-                return
-            self.disk.files[META] = (data, "non-atomic-meta" not in o.bugs)
-            if self._point(FP_META_AFTER_RENAME):
-                return
-            self.disk.files.pop(TEMP, None)
+            for step in PROMOTE_STEPS:  # the driver's order (its one table)
+                if step == PREPARE_META:
+                    if "non-atomic-meta" in o.bugs:
+                        self.disk.files[META] = (data[: len(data) // 2], False)  # BUG: in place, first half, no fsync
+                elif step == COMMIT_META:
+                    self.disk.files[META] = (data, "non-atomic-meta" not in o.bugs)
+                elif step == DELETE_TEMP:
+                    self.disk.files.pop(TEMP, None)
+                elif self._point(step):
+                    return
             self._after_disk(None, MetaWritten())
         elif isinstance(action, DeleteTemp):
             self.disk.files.pop(TEMP, None)

@@ -33,6 +33,8 @@ from system_under_test.sim.controller import ControllerTiming, SimController
 from system_under_test.sim.faults import DEFAULT_FAULTS, FAULT_KINDS, Nemesis
 from system_under_test.sim.network import Network, SimNode
 from system_under_test.sim.playback import Timed
+from system_under_test.sim.swarm import Intensity, SwarmDraw
+from system_under_test.sim.swarm import draw as draw_swarm
 from system_under_test.sim.world import World
 
 __all__ = ["BROKER_BUGS", "CONTROLLER_BUGS", "DEFAULT_WORKLOADS", "SIM_BUGS", "SIM_WORKLOADS", "SimCluster",
@@ -63,6 +65,8 @@ class SimConfig:
         lease_timeout_ms: the broker lease and the controller's lease (as ``cluster.lease_timeout_ms``).
         all_ack_in_sync_state_set, enable_elect_unclean_master, sync_flush: the safety settings (safe: True,
             False, True).
+        swarm: swarm testing (``sim/swarm.py``): ``faults`` and ``workloads`` are pools, and the run plays the
+            subset of each, and the nemesis intensities, that the seed draws (:meth:`resolved`).
     """
 
     seed: int = 0
@@ -80,6 +84,7 @@ class SimConfig:
     warmup_s: float = 3.0
     settle_s: float = 5.0
     drain_s: float = 20.0
+    swarm: bool = False
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.bugs) - SIM_BUGS)
@@ -96,6 +101,14 @@ class SimConfig:
             raise ValueError(f"SimConfig.seconds must be in (0, 1e6], got {self.seconds}")
         if self.threads < 1 or self.think_ms < 1 or self.queues < 1:
             raise ValueError("SimConfig.threads, think_ms and queues must be >= 1")
+
+    def resolved(self) -> tuple[SimConfig, SwarmDraw | None]:
+        """The config a run plays and its swarm draw: with ``swarm``, the seed's subsets of the pools (the
+        draw's own RNG, so the world's streams are untouched); without, this config and None."""
+        if not self.swarm:
+            return self, None
+        d = draw_swarm(self.seed, self.faults, self.workloads)
+        return replace(self, faults=d.faults, workloads=d.workloads, swarm=False), d
 
     @property
     def settings(self) -> str:
@@ -120,12 +133,18 @@ class SimRun:
     refused: dict[str, str] = field(default_factory=dict)
     setup_errors: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Per workload whose setup did not finish: ``(kind, message)`` (``SimRegister.setup_error``)."""
+    swarm: SwarmDraw | None = None
+    """A swarm seed's draw (``config`` is then the resolved one: the drawn faults and workloads); ``pools`` the
+    given config's fault kinds and workloads, which the replay command names."""
+    pools: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
 
 class SimCluster:
     """The nodes, the network and the nemesis of one run."""
 
     def __init__(self, cfg: SimConfig, script: tuple[Timed, ...] | None = None) -> None:
+        self.pools = (cfg.faults, cfg.workloads) if cfg.swarm else None
+        cfg, self.swarm = cfg.resolved()
         self.cfg = cfg
         self.world = World(cfg.seed)
         self.net = Network(self.world)
@@ -166,7 +185,8 @@ class SimCluster:
         for extra in (self.allocator, self.membership, *self.member_brokers.values()):
             if extra is not None:
                 self.net.add(extra, cluster=False)
-        self.nemesis = Nemesis(self, tuple(cfg.faults), self.world.sub_rng(), script=script)
+        knobs = self.swarm.intensity if self.swarm is not None else Intensity()
+        self.nemesis = Nemesis(self, tuple(cfg.faults), self.world.sub_rng(), knobs=knobs, script=script)
         # the controller-register client: its RNG is drawn after the nemesis's, so adding it left the nemesis's
         # stream (the drawn schedules) as it was
         self.register: SimRegister | None = None
@@ -252,7 +272,8 @@ class SimCluster:
         setup = {"controller-register": self.register.setup_error} if self.register is not None and \
             self.register.setup_error is not None else {}
         return SimRun(self.cfg, w.history, w.node_events, list(self.nemesis.schedule), stats, self.controller_names,
-                      (self.broker_names,), self.main_start_ms / 1000, w.now_ms / 1000, refused, setup)
+                      (self.broker_names,), self.main_start_ms / 1000, w.now_ms / 1000, refused, setup,
+                      self.swarm, self.pools)
 
 
 def run(cfg: SimConfig, script: tuple[Timed, ...] | None = None) -> SimRun:

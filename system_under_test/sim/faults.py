@@ -51,6 +51,7 @@ from system_under_test.broker.registration.driver import FAILPOINTS
 from system_under_test.sim.broker import SimBroker
 from system_under_test.sim.network import Network, PacketFault, SimNode
 from system_under_test.sim.playback import FSYNC_FAULTS, REGCRASH_RESTART_MS, TAIL_MODES, Action, Timed, action_of
+from system_under_test.sim.swarm import Intensity
 from system_under_test.sim.world import World
 
 __all__ = ["DEFAULT_FAULTS", "DRAW", "FAULT_KINDS", "UNDO_OF", "Cluster", "Nemesis"]
@@ -94,15 +95,21 @@ def _victim(rng: random.Random, c: Cluster) -> str:
     return names[rng.randrange(len(names))]
 
 
-def _draw_process(f: str) -> Callable[[random.Random, Cluster], Drawn | None]:
-    def draw(rng: random.Random, c: Cluster) -> Drawn | None:
+Draw = Callable[[random.Random, Cluster, Intensity], Drawn | None]
+
+
+def _draw_process(f: str) -> Draw:
+    def draw(rng: random.Random, c: Cluster, knobs: Intensity) -> Drawn | None:
         victim = _victim(rng, c)
         return {"f": f, "value": victim} if c.node(victim).up else None
     return draw
 
 
-def _draw_partition(rng: random.Random, c: Cluster) -> Drawn:
-    """Isolate the master, the master from its slaves, the controller leader, any node, or random halves."""
+def _draw_partition(rng: random.Random, c: Cluster, knobs: Intensity) -> Drawn:
+    """Isolate the master, the master from its slaves, the controller leader, any node, or random halves (with
+    a swarm's shapes, :func:`_draw_shape`)."""
+    if knobs.partition_shapes is not None:
+        return {"f": "start-partition", "value": {"kind": "grudge", "grudge": _draw_shape(rng, c, knobs)}}
     names = c.node_names()
     r = rng.random()
     grudge: dict[str, list[str]] = {}
@@ -126,8 +133,37 @@ def _draw_partition(rng: random.Random, c: Cluster) -> Drawn:
     return {"f": "start-partition", "value": {"kind": "grudge", "grudge": grudge}}
 
 
-def _draw_packet(rng: random.Random, c: Cluster) -> Drawn:
-    drop, dup, delay = rng.choice((2, 5, 10, 30)), rng.choice((0, 5, 20)), rng.choice((0, 20, 100, 400))
+def _draw_shape(rng: random.Random, c: Cluster, knobs: Intensity) -> dict[str, list[str]]:
+    """A swarm's partition: one of its shapes, chosen uniformly; a shape whose role has no holder now (no
+    master, no leader) cuts a random node off instead."""
+    assert knobs.partition_shapes is not None
+    names = c.node_names()
+    shape = knobs.partition_shapes[rng.randrange(len(knobs.partition_shapes))]
+    master, leader = c.master_node(), c.leader_node()
+    controllers = [n for n in names if n not in c.broker_names]
+    if shape == "halves":
+        shuffled = list(names)
+        rng.shuffle(shuffled)
+        half = sorted(shuffled[: len(names) // 2])
+        other = sorted(n for n in names if n not in half)
+        return {n: other for n in half}
+    if shape == "master-all" and master is not None:
+        return {master: [n for n in names if n != master]}
+    if shape == "master-slaves" and master is not None:
+        return {master: [n for n in c.broker_names if n != master]}
+    if shape == "master-controllers" and master is not None:
+        return {master: controllers}
+    if shape == "leader-all" and leader is not None:
+        return {leader: [n for n in names if n != leader]}
+    if shape == "leader-controllers" and leader is not None:
+        return {leader: [n for n in controllers if n != leader]}
+    victim = names[rng.randrange(len(names))]
+    return {victim: [n for n in names if n != victim]}
+
+
+def _draw_packet(rng: random.Random, c: Cluster, knobs: Intensity) -> Drawn:
+    drop, dup, delay = rng.choice(knobs.packet_loss), rng.choice(knobs.packet_duplicate), \
+        rng.choice(knobs.packet_delay)
     behavior: dict[str, Any] = {"loss": {"percent": drop}}
     if dup:
         behavior["duplicate"] = {"percent": dup}
@@ -136,16 +172,16 @@ def _draw_packet(rng: random.Random, c: Cluster) -> Drawn:
     return {"f": "start-packet", "value": {"targets": "all", "behavior": behavior}}
 
 
-def _draw_clock(rng: random.Random, c: Cluster) -> Drawn:
+def _draw_clock(rng: random.Random, c: Cluster, knobs: Intensity) -> Drawn:
     victim = _victim(rng, c)
-    return {"f": "skew-clock", "value": {"targets": victim, "rate": rng.choice((0.5, 0.8, 1.25, 2.0))}}
+    return {"f": "skew-clock", "value": {"targets": victim, "rate": rng.choice(knobs.clock_rates)}}
 
 
-def _draw_registration_crash(rng: random.Random, c: Cluster) -> Drawn:
+def _draw_registration_crash(rng: random.Random, c: Cluster, knobs: Intensity) -> Drawn:
     return {"f": "registration-crash", "value": {"failpoint": FAILPOINTS[rng.randrange(len(FAILPOINTS))]}}
 
 
-def _draw_disk(rng: random.Random, c: Cluster) -> Drawn | None:
+def _draw_disk(rng: random.Random, c: Cluster, knobs: Intensity) -> Drawn | None:
     """Damage the tail of a broker's commit log (the master half the time, else any broker of the set); None when
     the damage could leave the set without an electable member (:func:`_damage_keeps_a_leader`)."""
     master = c.master_node()
@@ -183,7 +219,7 @@ def _damage_keeps_a_leader(c: Cluster, victim: str) -> bool:
                for b in brokers.values())
 
 
-def _draw_fsync(rng: random.Random, c: Cluster) -> Drawn:
+def _draw_fsync(rng: random.Random, c: Cluster, knobs: Intensity) -> Drawn:
     """Slow or failing fsyncs on a broker of the set, the master three times in four: the window between an
     append being written and its fsync finishing -- or failing and being rolled back -- is the master's."""
     master = c.master_node()
@@ -193,12 +229,13 @@ def _draw_fsync(rng: random.Random, c: Cluster) -> Drawn:
     return {"f": "start-disk", "value": {"targets": victim, "fault": fault, "delay_ms": rng.choice((5, 20, 50, 200))}}
 
 
-DRAW: Mapping[str, Callable[[random.Random, Cluster], Drawn | None]] = {
+DRAW: Mapping[str, Draw] = {
     "kill": _draw_process("kill"), "pause": _draw_process("pause"), "partition": _draw_partition,
     "packet": _draw_packet, "clock": _draw_clock, "registration-crash": _draw_registration_crash,
     "disk": _draw_disk, "fsync": _draw_fsync,
 }
-"""Fault kind -> how the nemesis draws its step from its RNG and the cluster's state (None: nothing to do now,
+"""Fault kind -> how the nemesis draws its step from its RNG, the cluster's state and the run's knobs (None:
+nothing to do now,
 e.g. the victim is already down).  Every drawn step is performed through
 :func:`system_under_test.sim.playback.action_of`, as a given schedule's steps are."""
 
@@ -228,8 +265,10 @@ class Nemesis:
     Drawn timing: after a quiet gap (half the time 1-4 s, else 5-10 s: long enough for the availability
     checker's settle time) a fault is injected and held (kills and pauses 1-15 s, others 1-10 s; a
     registration crash's broker is started again after :data:`REGCRASH_RESTART_MS`).  With probability
-    ``overlap`` a second fault of the run's kinds joins the first while it is held (faults combine, as the real
-    nemesis packages do); the next gap starts when every fault is undone.  Every choice comes from ``rng``, the
+    ``knobs.overlap`` a second fault of the run's kinds joins the first while it is held (faults combine, as the real
+    nemesis packages do); the next gap starts when every fault is undone.  ``knobs`` (a swarm seed's
+    :class:`~system_under_test.sim.swarm.Intensity`) scales the gaps and holds and narrows the packet, clock and
+    partition choices; its defaults draw exactly as a run without swarm.  Every choice comes from ``rng``, the
     nemesis's own stream: the clients and the network draw from the world's, which a given ``script`` (a played
     schedule) leaves exactly as the drawn run left it.
     """
@@ -237,7 +276,7 @@ class Nemesis:
     cluster: Cluster
     kinds: tuple[str, ...]
     rng: random.Random
-    overlap: float = 0.3
+    knobs: Intensity = field(default_factory=Intensity)
     script: tuple[Timed, ...] | None = None
     schedule: list[dict[str, Any]] = field(default_factory=list)
     injected: dict[str, int] = field(default_factory=dict)
@@ -279,6 +318,8 @@ class Nemesis:
     def _next(self) -> None:
         rng = self.rng
         gap = rng.randint(1000, 4000) if rng.random() < 0.5 else rng.randint(5000, 10000)
+        if self.knobs.gap_scale != 1.0:
+            gap = max(200, int(gap * self.knobs.gap_scale))
         self.cluster.world.at_first(self.cluster.world.now_ms + gap, self._inject, False)
 
     def _inject(self, joining: bool) -> None:
@@ -286,7 +327,7 @@ class Nemesis:
             return
         c, rng = self.cluster, self.rng
         kind = self.kinds[rng.randrange(len(self.kinds))]
-        drawn = DRAW[kind](rng, c)
+        drawn = DRAW[kind](rng, c, self.knobs)
         if drawn is None:
             if not self._undos:
                 self._next()
@@ -300,8 +341,10 @@ class Nemesis:
             hold = REGCRASH_RESTART_MS
         else:
             hold = rng.randint(1000, 15000) if kind in ("kill", "pause") else rng.randint(1000, 10000)
+            if self.knobs.hold_scale != 1.0:
+                hold = max(200, int(hold * self.knobs.hold_scale))
         c.world.at_first(c.world.now_ms + hold, self._heal_one, undo)
-        if not joining and rng.random() < self.overlap:
+        if not joining and rng.random() < self.knobs.overlap:
             c.world.at_first(c.world.now_ms + rng.randint(200, max(300, hold // 2)), self._inject, True)
 
     @staticmethod

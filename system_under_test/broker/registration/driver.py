@@ -91,6 +91,14 @@ FAILPOINTS: tuple[str, ...] = (
 )
 """Every registration failpoint, in the order a first start passes them."""
 
+PREPARE_META, COMMIT_META, DELETE_TEMP = "prepare-meta", "commit-meta", "delete-temp"
+PROMOTE_STEPS: tuple[str, ...] = (PREPARE_META, FP_META_BEFORE_RENAME, COMMIT_META, FP_META_AFTER_RENAME, DELETE_TEMP)
+"""The file steps of PromoteTempToMeta in order, with the failpoints between them.  ``.broker.meta`` is put in place
+(written beside it, fsynced, renamed) before the claim's ``.broker.meta.temp`` is deleted, so a crash at any point
+leaves one of the two and the restarted broker resumes with the id the controller applied for it (the design's
+"ApplyBrokerId success, CreateMetaFileFromTemp fail" case).  One table for both shells that perform it: the
+driver (:func:`_perform`) and the simulated broker walk it, so a change of the order is a change of both."""
+
 TRANSIENT_CODES: frozenset[int] = frozenset(
     {
         ResponseCode.CONTROLLER_NOT_LEADER,
@@ -366,11 +374,17 @@ async def _perform(
         return outcome, None
     if isinstance(action, PromoteTempToMeta):
         record = MetaRecord(cfg.cluster, cfg.broker_name, action.broker_id)
-        prepared = files.prepare_meta(record)
-        await failpoints.ahit(FP_META_BEFORE_RENAME)
-        files.commit_meta(prepared, record)
-        await failpoints.ahit(FP_META_AFTER_RENAME)
-        files.delete_temp()
+        prepared: Path | None = None
+        for step in PROMOTE_STEPS:
+            if step == PREPARE_META:
+                prepared = files.prepare_meta(record)
+            elif step == COMMIT_META:
+                assert prepared is not None, "PROMOTE_STEPS prepares the meta file before committing it"
+                files.commit_meta(prepared, record)
+            elif step == DELETE_TEMP:
+                files.delete_temp()
+            else:
+                await failpoints.ahit(step)
         return MetaWritten(), None
     if isinstance(action, DeleteTemp):
         files.delete_temp()

@@ -358,4 +358,5 @@ def test_sim_args_name_every_fault_kind_the_simulator_makes() -> None:
 
     args = mb.sim_args(seconds=60)
     assert set(args[args.index("--faults") + 1].split(",")) == set(FAULT_KINDS)
-    assert "--unsafe" not in args
+    assert "--unsafe" not in args and "--swarm" not in args
+    assert mb.sim_args(seconds=60, swarm=True) == [*args, "--swarm"]  # the kinds stay the pool a seed draws from

@@ -18,6 +18,7 @@ from system_under_test.sim import FAULT_KINDS
 from system_under_test.sim.faults import DRAW, UNDO_OF, _damage_keeps_a_leader
 from system_under_test.sim.network import PacketFault
 from system_under_test.sim.playback import FSYNC_FAULTS, PLAYABLE, PlayError, action_of, plan
+from system_under_test.sim.swarm import Intensity, draw
 
 CONTROLLERS = ("c1", "c2", "c3")
 BROKERS = ("b1-1", "b1-2", "b1-3")
@@ -70,11 +71,16 @@ views = st.builds(_View, master=st.sampled_from((None, *BROKERS)), leader=st.sam
                   down=st.frozensets(st.sampled_from(NAMES), max_size=3))
 
 
+knobs = st.one_of(st.just(Intensity()), st.integers(0, 10**6).map(
+    lambda s: draw(s, FAULT_KINDS, ("queue",)).intensity))  # a run's fixed knobs, or a swarm seed's
+
+
 @settings(max_examples=300, deadline=None)
-@given(kind=st.sampled_from(FAULT_KINDS), seed=st.integers(0, 2**32), view=views, at_s=st.floats(0, 30))
+@given(kind=st.sampled_from(FAULT_KINDS), seed=st.integers(0, 2**32), view=views, at_s=st.floats(0, 30),
+       knob=knobs)
 def test_a_drawn_step_is_a_valid_schedule_step_and_plays_what_was_drawn(kind: str, seed: int, view: _View,
-                                                                          at_s: float) -> None:
-    drawn = DRAW[kind](random.Random(seed), view)  # type: ignore[arg-type]
+                                                                          at_s: float, knob: Intensity) -> None:
+    drawn = DRAW[kind](random.Random(seed), view, knob)  # type: ignore[arg-type]
     if drawn is None:  # only when the victim is already down, or (disk) the set could be left without a leader
         assert kind in ("kill", "pause", "disk")
         return

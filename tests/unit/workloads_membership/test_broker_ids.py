@@ -222,3 +222,35 @@ def test_builder_validates_options() -> None:
     for bad in ({}, {"lanes": 0}, {"nope": 1}):  # lanes need broker nodes; lanes >= 1; unknown key
         with pytest.raises(SpecError):
             registry.build("broker-ids", registry.WorkloadContext(spec=SPEC, db=None, options=bad, seed=1))
+
+
+@pytest.mark.parametrize("files", [
+    {".broker.meta.tmp": {"broker_id": 5}},                                 # the mutant's order: temp gone
+    {".broker.meta.tmp": {"broker_id": 5}, ".broker.meta.temp": {"broker_id": 5}},  # the design's order
+])
+def test_a_crash_after_the_applied_claim_must_come_back_with_that_id(files: dict[str, Any]) -> None:
+    walk = {"failpoint": "broker.meta.before_rename", "broker_name": "rcrash-0", "identity": "n1/rc3",
+            "crash": {"hit": True, "files": files}}
+    leaked = IdsInvariantChecker().check({}, [_op(0, "registration-crash", {**walk, "restart": {"broker_id": 6}},
+                                                  "info", "nemesis")], {})
+    assert leaked.valid is False and list(leaked.anomalies) == ["broker-id-leaked"]
+    kept = IdsInvariantChecker().check({}, [_op(0, "registration-crash", {**walk, "restart": {"broker_id": 5}},
+                                                "info", "nemesis")], {})
+    assert kept.valid is True
+
+
+def test_a_crash_before_the_claim_was_applied_may_come_back_with_another_id() -> None:
+    """Before ApplyBrokerId succeeded the controller may give the claimed id to another broker (the claim is then
+    rejected and the broker starts over): a new id is what the design wants, not a leak."""
+    for fp in ("broker.meta_temp.after_write", "broker.apply_broker_id.before", "broker.apply_broker_id.after_reply"):
+        walk = {"failpoint": fp, "broker_name": "rcrash-0", "identity": "n1/rc3",
+                "crash": {"hit": True, "files": {".broker.meta.temp": {"broker_id": 5}}}, "restart": {"broker_id": 6}}
+        assert IdsInvariantChecker().check({}, [_op(0, "registration-crash", walk, "info", "nemesis")], {}).valid
+
+
+def test_a_lane_crash_after_the_applied_claim_is_related_to_its_restart() -> None:
+    slot = {"node": "n1", "slot": "s6", "broker_name": "bids-0", "lane": 6}
+    crash = _op(0, "crash-broker", {**slot, "failpoint": "broker.register.before", "hit": True,
+                                    "files": {".broker.meta": {"broker_id": 2}}})
+    res = IdsInvariantChecker().check({}, [crash, _op(1, "start-broker", {**slot, "broker_id": 7})], {})
+    assert res.valid is False and "broker-id-leaked" in res.anomalies
