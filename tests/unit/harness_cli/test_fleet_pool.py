@@ -220,7 +220,9 @@ def test_a_detached_child_has_its_own_session_and_is_stopped_when_its_starter_di
     """What happens to a run's child when the executor's Python worker that started it dies with its host."""
     starter = subprocess.Popen([sys.executable, "-c", STARTER, str(tmp_path)], cwd=Path(__file__).resolve().parents[3])
     try:
-        wait_until(lambda: (tmp_path / "sid").exists(), timeout_s=30, what="the child to start")
+        # the child writes the file after creating it: wait for its content, not its name
+        wait_until(lambda: (tmp_path / "sid").exists() and (tmp_path / "sid").read_text().strip() != "",
+                   timeout_s=30, what="the child to start")
         assert int((tmp_path / "sid").read_text()) not in (os.getsid(0), os.getsid(starter.pid))
         starter.kill()  # SIGKILL: no handler of the starter runs
         starter.wait()
