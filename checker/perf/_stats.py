@@ -21,8 +21,9 @@ NS_PER_S = 1_000_000_000
 
 # fault-starting nemesis f -> healing nemesis f (the one table; "start-X" -> "stop-X" is implied)
 NEMESIS_PAIRS: dict[str, str] = {
-    "kill": "start", "pause": "resume", "bump-clock": "reset-clock", "strobe-clock": "reset-clock",
-    "partition": "heal", "arm-failpoint": "disarm-failpoint",
+    "kill": "start", "terminate": "start", "pause": "resume", "bump-clock": "reset-clock",
+    "skew-clock": "reset-clock", "strobe-clock": "reset-clock", "partition": "heal",
+    "arm-failpoint": "disarm-failpoint",
 }
 QUANTILES = (0.5, 0.95, 0.99, 1.0)
 
