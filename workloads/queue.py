@@ -83,6 +83,10 @@ class QueueOptions:
             addresses) before asking again; a poll that fails drops it at once.  0 asks the controller
             before every poll (one controller round trip per poll: at high rates that doubled the client's
             RPCs and made the controllers the busiest nodes after the master).
+        share_connections: all workers' producers and consumers share one connection per broker (requests
+            from many workers in flight on it, written together: fewer system calls on both ends) instead of
+            two per worker.  A lost connection fails the ops in flight on it, as before (``info`` for a send,
+            ``fail`` for a poll); false restores a connection per worker.
     """
 
     topic: str = option("sb", pattern=r"[A-Za-z0-9_.-]{1,64}", allowed="a topic name of 1-64 chars [A-Za-z0-9_.-]")
@@ -93,6 +97,7 @@ class QueueOptions:
     commit_fraction: float = option(0.1, 0.0, 1.0, allowed="a number in [0, 1]")
     send_timeout_s: float = option(3.0, 0.1, 60.0, allowed="a number of seconds in [0.1, 60]")
     route_ttl_s: float = option(1.0, 0.0, 60.0, allowed="a number of seconds in [0, 60]")
+    share_connections: bool = option(True, allowed="true or false")
 
 
 def queue_options(ctx: WorkloadContext) -> QueueOptions:
@@ -184,7 +189,11 @@ def _split(queue: str) -> tuple[str, str, int]:
 
 
 class QueueClient:
-    """One producer + one consumer per worker, both following the controller's routing."""
+    """One producer + one consumer per worker, both following the controller's routing.
+
+    With ``share_connections`` every client opened from this one shares one broker connection pool
+    (:class:`~system_under_test.client.producer.BrokerConnections`, counted: the last client closed closes it).
+    """
 
     def __init__(self, db: Any, options: QueueOptions, *, producer: Any = None, consumer: Any = None,
                  ready_timeout_s: float = 30.0) -> None:
@@ -194,14 +203,21 @@ class QueueClient:
         self.consumer = consumer
         self.ready_timeout_s = ready_timeout_s
         self._routes: dict[str, tuple[float, dict[str, Any]]] = {}  # broker set -> (expiry, replica info)
+        self._links: Any = None  # the shared BrokerConnections of the clients opened from this one
 
     async def open(self, test: dict[str, Any], node: str) -> QueueClient:
         from system_under_test.client.consumer import Consumer
-        from system_under_test.client.producer import Producer
+        from system_under_test.client.producer import BrokerConnections, Producer
 
+        links = None
+        if self.options.share_connections:
+            if self._links is None:
+                self._links = BrokerConnections()
+            links = self._links
         addrs = self.db.controller_addrs(test)
-        producer = Producer(addrs, self.db.token, timeout_s=self.options.send_timeout_s, producer_id=f"w-{node}")
-        consumer = Consumer(addrs, self.db.token, group="splitbrain-queue", timeout_s=2.0)
+        producer = Producer(addrs, self.db.token, timeout_s=self.options.send_timeout_s, producer_id=f"w-{node}",
+                            brokers=links)
+        consumer = Consumer(addrs, self.db.token, group="splitbrain-queue", timeout_s=2.0, brokers=links)
         return QueueClient(self.db, self.options, producer=producer, consumer=consumer)
 
     async def setup(self, test: dict[str, Any]) -> None:
