@@ -60,11 +60,16 @@ class Consumer:
     """Reads queues of one consumer group.
 
     ``brokers``: a :class:`BrokerConnections` pool to share with other clients (default: a pool of its own).
+    ``controller``: a ControllerClient to share with other clients, left open by :meth:`close` (its owner closes
+    it); default: one of its own, closed by :meth:`close`.
     """
 
     def __init__(self, controllers: Sequence[str], token: str | None = None, *, group: str = "default",
-                 timeout_s: float = 5.0, brokers: BrokerConnections | None = None) -> None:
-        self.controller = ControllerClient(list(controllers), token=token, timeout_s=1.0)
+                 timeout_s: float = 5.0, brokers: BrokerConnections | None = None,
+                 controller: ControllerClient | None = None) -> None:
+        self._owns_controller = controller is None
+        self.controller = controller if controller is not None else ControllerClient(list(controllers), token=token,
+                                                                                     timeout_s=1.0)
         self.group = group
         self.timeout_s = timeout_s
         self.brokers = (brokers if brokers is not None else BrokerConnections()).acquire()
@@ -185,7 +190,8 @@ class Consumer:
             await self.brokers.release()
         elif self.brokers.users == 0:
             await self.brokers.close()  # used again after a close: close what that reopened
-        await self.controller.close()
+        if self._owns_controller:
+            await self.controller.close()
 
     async def __aenter__(self) -> Consumer:
         return self

@@ -137,14 +137,18 @@ class Producer:
     """Leader-following producer.  Use one per event loop; ``await close()`` at the end.
 
     ``brokers``: a :class:`BrokerConnections` pool to share with other clients (default: a pool of its own).
+    ``controller``: a ControllerClient to share with other clients, left open by :meth:`close` (its owner closes
+    it); default: one of its own, closed by :meth:`close`.
     """
 
     def __init__(self, controllers: Sequence[str], token: str | None = None, *, timeout_s: float = 5.0,
                  producer_id: str = "", probe_timeout_s: float = 0.5,
-                 brokers: BrokerConnections | None = None) -> None:
+                 brokers: BrokerConnections | None = None, controller: ControllerClient | None = None) -> None:
         if not probe_timeout_s > 0:  # NaN too
             raise ValueError(f"Producer probe_timeout_s must be > 0 seconds, got {probe_timeout_s!r}")
-        self.controller = ControllerClient(list(controllers), token=token, timeout_s=1.0)
+        self._owns_controller = controller is None
+        self.controller = controller if controller is not None else ControllerClient(list(controllers), token=token,
+                                                                                     timeout_s=1.0)
         self.timeout_s = timeout_s
         self.probe_timeout_s = probe_timeout_s  # how long a master whose link went quiet gets to answer a PING
         self.producer_id = producer_id
@@ -231,7 +235,8 @@ class Producer:
             await self.brokers.release()
         elif self.brokers.users == 0:
             await self.brokers.close()  # used again after a close: close what that reopened
-        await self.controller.close()
+        if self._owns_controller:
+            await self.controller.close()
 
     async def __aenter__(self) -> Producer:
         return self
