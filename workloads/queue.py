@@ -85,8 +85,9 @@ class QueueOptions:
             RPCs and made the controllers the busiest nodes after the master).
         share_connections: all workers' producers and consumers share one connection per broker (requests
             from many workers in flight on it, written together: fewer system calls on both ends) instead of
-            two per worker, and one controller client instead of two per worker.  A lost connection fails the ops in flight on it, as before (``info`` for a send,
-            ``fail`` for a poll); false restores a connection per worker.
+            two per worker, and one controller client instead of two per worker.  A lost connection fails the
+            ops in flight on it, as before (``info`` for a send, ``fail`` for a poll); false restores a producer
+            and a consumer per worker with connections of their own.
     """
 
     topic: str = option("sb", pattern=r"[A-Za-z0-9_.-]{1,64}", allowed="a topic name of 1-64 chars [A-Za-z0-9_.-]")
