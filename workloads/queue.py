@@ -83,6 +83,11 @@ class QueueOptions:
             addresses) before asking again; a poll that fails drops it at once.  0 asks the controller
             before every poll (one controller round trip per poll: at high rates that doubled the client's
             RPCs and made the controllers the busiest nodes after the master).
+        share_connections: all workers' producers and consumers share one connection per broker (requests
+            from many workers in flight on it, written together: fewer system calls on both ends) instead of
+            two per worker, and one controller client instead of two per worker.  A lost connection fails the
+            ops in flight on it, as before (``info`` for a send, ``fail`` for a poll); false restores a producer
+            and a consumer per worker with connections of their own.
     """
 
     topic: str = option("sb", pattern=r"[A-Za-z0-9_.-]{1,64}", allowed="a topic name of 1-64 chars [A-Za-z0-9_.-]")
@@ -93,6 +98,7 @@ class QueueOptions:
     commit_fraction: float = option(0.1, 0.0, 1.0, allowed="a number in [0, 1]")
     send_timeout_s: float = option(3.0, 0.1, 60.0, allowed="a number of seconds in [0.1, 60]")
     route_ttl_s: float = option(1.0, 0.0, 60.0, allowed="a number of seconds in [0, 60]")
+    share_connections: bool = option(True, allowed="true or false")
 
 
 def queue_options(ctx: WorkloadContext) -> QueueOptions:
@@ -184,7 +190,13 @@ def _split(queue: str) -> tuple[str, str, int]:
 
 
 class QueueClient:
-    """One producer + one consumer per worker, both following the controller's routing."""
+    """One producer + one consumer per worker, both following the controller's routing.
+
+    With ``share_connections`` every client opened from this one shares one broker connection pool
+    (:class:`~system_under_test.client.producer.BrokerConnections`, counted: the last client closed closes it)
+    and one controller client (a producer's and a consumer's each per worker kept 64 idle controller links for 32
+    workers, each PINGed by liveness every ping interval; the last client closed closes it).
+    """
 
     def __init__(self, db: Any, options: QueueOptions, *, producer: Any = None, consumer: Any = None,
                  ready_timeout_s: float = 30.0) -> None:
@@ -194,15 +206,33 @@ class QueueClient:
         self.consumer = consumer
         self.ready_timeout_s = ready_timeout_s
         self._routes: dict[str, tuple[float, dict[str, Any]]] = {}  # broker set -> (expiry, replica info)
+        self._links: Any = None  # the shared BrokerConnections of the clients opened from this one
+        self._controller: Any = None  # their shared ControllerClient, closed when the last of them closes
+        self._users = 0  # clients opened from this one and not closed yet (with share_connections)
+        self._root: QueueClient | None = None  # the client this one was opened from, if it shares its links
 
     async def open(self, test: dict[str, Any], node: str) -> QueueClient:
         from system_under_test.client.consumer import Consumer
-        from system_under_test.client.producer import Producer
+        from system_under_test.client.controller_client import ControllerClient
+        from system_under_test.client.producer import BrokerConnections, Producer
 
         addrs = self.db.controller_addrs(test)
-        producer = Producer(addrs, self.db.token, timeout_s=self.options.send_timeout_s, producer_id=f"w-{node}")
-        consumer = Consumer(addrs, self.db.token, group="splitbrain-queue", timeout_s=2.0)
-        return QueueClient(self.db, self.options, producer=producer, consumer=consumer)
+        links = controller = None
+        if self.options.share_connections:
+            if self._links is None:
+                self._links = BrokerConnections()
+            if self._controller is None:
+                self._controller = ControllerClient(list(addrs), token=self.db.token, timeout_s=1.0)
+            links, controller = self._links, self._controller
+        producer = Producer(addrs, self.db.token, timeout_s=self.options.send_timeout_s, producer_id=f"w-{node}",
+                            brokers=links, controller=controller)
+        consumer = Consumer(addrs, self.db.token, group="splitbrain-queue", timeout_s=2.0, brokers=links,
+                            controller=controller)
+        client = QueueClient(self.db, self.options, producer=producer, consumer=consumer)
+        if controller is not None:
+            self._users += 1
+            client._root = self
+        return client
 
     async def setup(self, test: dict[str, Any]) -> None:
         """Wait (bounded) until every broker set has a master, so the test does not start on an empty cluster."""
@@ -283,6 +313,13 @@ class QueueClient:
             if c is not None:
                 with contextlib.suppress(Exception):
                     await c.close()
+        root, self._root = self._root, None  # a second close releases nothing more
+        if root is not None:
+            root._users -= 1
+            if root._users <= 0 and root._controller is not None:
+                shared, root._controller = root._controller, None
+                with contextlib.suppress(Exception):
+                    await shared.close()
 
 
 def _records(messages: Sequence[Any]) -> list[list[Any]]:

@@ -284,13 +284,16 @@ class HaMaster:
             return ResponseCode.FLUSH_SLAVE_TIMEOUT
         if self._satisfied(end_offset):
             return None
-        fut: asyncio.Future[ResponseCode | None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[ResponseCode | None] = loop.create_future()
         self._waiters.append((end_offset, fut))
+        # One timer per waiting put, not wait_for(shield(...)): those two cost a task-like wrapper and a
+        # second future per send.  A timed-out future stays queued until released; done futures are skipped.
+        timer = loop.call_later(self.cfg.flush_slave_timeout_ms / 1000, _time_out, fut)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), self.cfg.flush_slave_timeout_ms / 1000)
-        except TimeoutError:
-            fut.cancel()  # stays queued until released; done futures are skipped
-            return ResponseCode.FLUSH_SLAVE_TIMEOUT
+            return await fut
+        finally:
+            timer.cancel()
 
     # -- slave connections ---------------------------------------------------------------------
     def handle_handshake(self, frame: Frame, conn: Connection) -> Reply:
@@ -457,3 +460,9 @@ def _record_set(before: frozenset[int], after: frozenset[int], via: str) -> None
         return
     change = "shrink" if after < before else "expand" if after > before else "replace"
     node_events.record("sync-state-set", change=change, members=sorted(after), via=via)
+
+
+def _time_out(fut: asyncio.Future[ResponseCode | None]) -> None:
+    """A waiting put's flush_slave_timeout_ms passed before the SyncStateSet acknowledged it."""
+    if not fut.done():
+        fut.set_result(ResponseCode.FLUSH_SLAVE_TIMEOUT)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 from system_under_test import failpoints
@@ -98,7 +99,11 @@ class DataPlane:
             self._commits = (store, GroupCommit(store.put))
         return self._commits[1]
 
-    async def handle(self, frame: Frame, conn: Connection) -> Reply | None:
+    def handle(self, frame: Frame, conn: Connection) -> Reply | Awaitable[Reply | None] | None:
+        """Answer a request: at once (a Reply or None) when nothing needs waiting for, else an awaitable --
+        a SEND_MESSAGE (group commit, SyncStateSet acks) or an offset commit (a file write off the loop).
+        Not ``async def``: a coroutine per request cost the connection a task per request, pulls included
+        (the rpc module's Handler)."""
         code = frame.code
         refused = unauthorized(frame, self.b.cfg.token)
         if refused is not None:
@@ -112,7 +117,7 @@ class DataPlane:
                 return Reply(header=self.b.runtime_info())
             return Reply.error(ResponseCode.NOT_READY, "the broker is still opening its store")
         if code == RequestCode.SEND_MESSAGE:
-            return await self.send(frame)
+            return self.send(frame)
         if code == RequestCode.PULL_MESSAGE:
             return self.pull(frame)
         if code == RequestCode.HA_ACK:
@@ -133,16 +138,19 @@ class DataPlane:
             h = frame.header
             return Reply(header={"offset": self.b.offsets.get(h["group"], h["topic"], h["queue_id"])})
         if code == RequestCode.UPDATE_CONSUMER_OFFSET:
-            assert self.b.offsets is not None
-            h = frame.header
-            try:
-                await asyncio.to_thread(self.b.offsets.commit, h["group"], h["topic"], h["queue_id"], h["offset"])
-            except ValueError as exc:
-                return Reply.error(ResponseCode.MALFORMED_REQUEST, str(exc))
-            return Reply()
+            return self._commit_offset(frame)
         if frame.kind == Kind.REQUEST:
             return Reply.error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"a broker does not serve code {code}")
         return None
+
+    async def _commit_offset(self, frame: Frame) -> Reply:
+        assert self.b.offsets is not None
+        h = frame.header
+        try:
+            await asyncio.to_thread(self.b.offsets.commit, h["group"], h["topic"], h["queue_id"], h["offset"])
+        except ValueError as exc:
+            return Reply.error(ResponseCode.MALFORMED_REQUEST, str(exc))
+        return Reply()
 
     def _not_master(self) -> Reply:
         b = self.b

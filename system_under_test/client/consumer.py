@@ -57,14 +57,23 @@ class NoRoute(Exception):
 
 
 class Consumer:
-    """Reads queues of one consumer group."""
+    """Reads queues of one consumer group.
+
+    ``brokers``: a :class:`BrokerConnections` pool to share with other clients (default: a pool of its own).
+    ``controller``: a ControllerClient to share with other clients, left open by :meth:`close` (its owner closes
+    it); default: one of its own, closed by :meth:`close`.
+    """
 
     def __init__(self, controllers: Sequence[str], token: str | None = None, *, group: str = "default",
-                 timeout_s: float = 5.0) -> None:
-        self.controller = ControllerClient(list(controllers), token=token, timeout_s=1.0)
+                 timeout_s: float = 5.0, brokers: BrokerConnections | None = None,
+                 controller: ControllerClient | None = None) -> None:
+        self._owns_controller = controller is None
+        self.controller = controller if controller is not None else ControllerClient(list(controllers), token=token,
+                                                                                     timeout_s=1.0)
         self.group = group
         self.timeout_s = timeout_s
-        self.brokers = BrokerConnections()
+        self.brokers = (brokers if brokers is not None else BrokerConnections()).acquire()
+        self._released = False
         self._routes: dict[tuple[str, int | None], str] = {}
 
     async def resolve(self, broker_name: str, replica: int | None = None, *, refresh: bool = False) -> str:
@@ -176,8 +185,13 @@ class Consumer:
         return dict((await self._call(addr, RequestCode.GET_BROKER_RUNTIME_INFO, {})).header)
 
     async def close(self) -> None:
-        await self.brokers.close()
-        await self.controller.close()
+        if not self._released:  # a second close must not release a shared pool twice
+            self._released = True
+            await self.brokers.release()
+        elif self.brokers.users == 0:
+            await self.brokers.close()  # used again after a close: close what that reopened
+        if self._owns_controller:
+            await self.controller.close()
 
     async def __aenter__(self) -> Consumer:
         return self

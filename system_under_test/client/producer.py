@@ -75,11 +75,34 @@ class SendError(Exception):
 
 
 class BrokerConnections:
-    """One connection per broker address, reopened on demand (shared by producer and consumer)."""
+    """One connection per broker address, reopened on demand, shareable by many producers and consumers.
+
+    Why share: a connection carries any number of requests in flight (each has its own id, timeout and
+    future), and a connection writes everything queued in one event-loop iteration with one system call, so
+    clients that share it -- the harness's workers -- send their requests together and the broker answers them
+    together: fewer system calls and reads on both ends than one connection per client.  A connection that
+    fails or times out a request fails only the requests in flight on it (``ConnectionLost`` /
+    ``RequestTimeout``: outcome unknown), as with one connection per client.
+
+    Sharing is counted: each user calls :meth:`acquire` and, when done, :meth:`release`; the last
+    release closes the connections (a later acquire reopens them on demand).  :meth:`close` closes them at once.
+    """
 
     def __init__(self) -> None:
         self._conns: dict[str, Connection] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self.users = 0
+
+    def acquire(self) -> BrokerConnections:
+        """Count one more user; returns self."""
+        self.users += 1
+        return self
+
+    async def release(self) -> None:
+        """One user is done; the last one closes the connections."""
+        self.users = max(0, self.users - 1)
+        if self.users == 0:
+            await self.close()
 
     async def get(self, addr: str, timeout_s: float = 2.0) -> Connection:
         conn = self._conns.get(addr)
@@ -107,21 +130,31 @@ class BrokerConnections:
         for conn in self._conns.values():
             conn.close("client closed")
         self._conns.clear()
+        self._locks.clear()  # a lock binds to the loop it first waited on; a reopened pool may run on another
 
 
 class Producer:
-    """Leader-following producer.  Use one per event loop; ``await close()`` at the end."""
+    """Leader-following producer.  Use one per event loop; ``await close()`` at the end.
+
+    ``brokers``: a :class:`BrokerConnections` pool to share with other clients (default: a pool of its own).
+    ``controller``: a ControllerClient to share with other clients, left open by :meth:`close` (its owner closes
+    it); default: one of its own, closed by :meth:`close`.
+    """
 
     def __init__(self, controllers: Sequence[str], token: str | None = None, *, timeout_s: float = 5.0,
-                 producer_id: str = "", probe_timeout_s: float = 0.5) -> None:
+                 producer_id: str = "", probe_timeout_s: float = 0.5,
+                 brokers: BrokerConnections | None = None, controller: ControllerClient | None = None) -> None:
         if not probe_timeout_s > 0:  # NaN too
             raise ValueError(f"Producer probe_timeout_s must be > 0 seconds, got {probe_timeout_s!r}")
-        self.controller = ControllerClient(list(controllers), token=token, timeout_s=1.0)
+        self._owns_controller = controller is None
+        self.controller = controller if controller is not None else ControllerClient(list(controllers), token=token,
+                                                                                     timeout_s=1.0)
         self.timeout_s = timeout_s
         self.probe_timeout_s = probe_timeout_s  # how long a master whose link went quiet gets to answer a PING
         self.producer_id = producer_id
         self.routes: dict[str, tuple[str, int]] = {}  # broker set -> (master addr, master epoch)
-        self.brokers = BrokerConnections()
+        self.brokers = (brokers if brokers is not None else BrokerConnections()).acquire()
+        self._released = False
 
     async def master_of(self, broker_name: str, *, refresh: bool = False) -> tuple[str, int] | None:
         """(master address, master epoch) of a broker set, from the cache or the controller."""
@@ -197,8 +230,13 @@ class Producer:
                               int(h["master_epoch"]), int(h["broker_id"]), addr)
 
     async def close(self) -> None:
-        await self.brokers.close()
-        await self.controller.close()
+        if not self._released:  # a second close must not release a shared pool twice
+            self._released = True
+            await self.brokers.release()
+        elif self.brokers.users == 0:
+            await self.brokers.close()  # used again after a close: close what that reopened
+        if self._owns_controller:
+            await self.controller.close()
 
     async def __aenter__(self) -> Producer:
         return self
