@@ -6,8 +6,9 @@ second; the clients must find it while the old one is still paused.  Before the 
 over a controller that went silent (``system_under_test/client/controller_route.py``), every client kept sending
 to the paused leader and writes resumed only when it was resumed -- 10.9-12.3 s on this schedule, which the
 availability verdict (bound 2 leases + 4 s: 8 s at the 2-s lease of then, 6 s at today's 1-s default) reads as
-``unavailable``.  Measured after the change on the loaded 2-core development VM: 0.4-2.6 s.  The assertions are the verdict's own bound, and that writes resumed
-*while the leader was still paused* (an ordering, not a speed).  Needs root and iproute2 (skipped otherwise)."""
+``unavailable``.  Measured after the change on the loaded 2-core development VM: 0.4-2.6 s.  The assertions are
+the verdict's own bound, and that writes resumed *while the leader was still paused* (an ordering, not a speed).
+Needs root and iproute2 (skipped otherwise)."""
 
 from __future__ import annotations
 
