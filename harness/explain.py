@@ -151,7 +151,9 @@ def availability_line(doc: Mapping[str, Any]) -> str | None:
     judged = _count(stats.get("judged_windows"))
     text = f"availability: {judged} fault window{'s' if judged != 1 else ''} judged"
     if waits:
-        text += f" (longest wait {max(waits):.1f} s, bound {exp.get('write_resume_s')} s)"
+        ctl = exp.get("controller_write_resume_s")
+        to_ctl = f", {ctl} s to the controllers" if ctl is not None and ctl != exp.get("write_resume_s") else ""
+        text += f" (longest wait {max(waits):.1f} s, bound {exp.get('write_resume_s')} s{to_ctl})"
     bad = _count(stats.get("unavailable_windows"))
     if bad:
         text += f", {bad} unavailable"

@@ -15,6 +15,7 @@ Per-fault recovery figures stay in :mod:`checker.perf` (figures, not a verdict).
 
 from checker.availability._check import ANOMALY, Call, Wait, check_availability, longest_wait, write_calls
 from checker.availability._expect import (
+    CONTROLLER_BOUND_S,
     EXPECTATION_KEYS,
     LEASES,
     MARGIN_S,
@@ -37,7 +38,8 @@ from checker.availability._writes import (
 )
 
 __all__ = [
-    "ANOMALY", "BROKER_SET", "CONTROLLERS", "EXPECTATION_KEYS", "LEASES", "MARGIN_S", "NEMESIS_EFFECTS", "WORKLOAD_OPS",
+    "ANOMALY", "BROKER_SET", "CONTROLLER_BOUND_S", "CONTROLLERS", "EXPECTATION_KEYS", "LEASES", "MARGIN_S",
+    "NEMESIS_EFFECTS", "WORKLOAD_OPS",
     "Call", "Effect", "ExpectationError", "Expectations", "FaultState", "Piece", "Reach", "Topology", "Wait",
     "WorkloadOps", "WritePath", "broker_set_of", "check_availability", "controller_groups", "default_bound_s",
     "fault_pieces", "longest_wait", "owner_of", "reach", "resolve", "validate_options", "write_calls",

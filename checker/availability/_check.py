@@ -287,21 +287,22 @@ def _close(w: _Watch | None, calls: Sequence[Call], exp: Expectations, out: _Out
            "longest_wait_s": None if wait is None else round(wait.waited_s, 3),
            "resumed": None if wait is None else wait.resumed}
     out.windows.append(row)
-    if wait is None or wait.waited_s <= exp.write_resume_s:
+    bound = exp.write_bound_s(to_controllers=w.broker_set is None)
+    if wait is None or wait.waited_s <= bound:
         return
     row["unavailable"] = True
     window = _window(w)
     how = (f"resumed only after {wait.waited_s:.1f} s" if wait.resumed else
            f"were still failing after {wait.waited_s:.1f} s, when the clients stopped or the window ended")
     cause = ", ".join(w.first.faults) or window["faults"]
-    explanation = (f"{w.path} {how} (expected within {exp.write_resume_s:g} s) under {cause} (fault window "
+    explanation = (f"{w.path} {how} (expected within {bound:g} s) under {cause} (fault window "
                    f"{w.start_s:.1f}-{w.fault_end_s:.1f} s: {window['faults']}); last errors: "
                    f"{_errors_text(wait.errors)}; waited from {wait.start_s:.1f} s, where a correct cluster resumes: "
                    f"{w.reach.why}")
     ops = tuple(dict.fromkeys([*w.first.ops, wait.first_index,
                                *([wait.resumed_index] if wait.resumed_index is not None else [])]))
     out.anomalies.append(Anomaly(
-        ANOMALY, w.path, ops, {"resume_within_s": exp.write_resume_s},
+        ANOMALY, w.path, ops, {"resume_within_s": bound},
         {"waited_s": round(wait.waited_s, 3), "resumed": wait.resumed, "from_s": round(wait.start_s, 3),
          "until_s": round(wait.end_s, 3), "window": window, "witness": w.reach.witness,
          "last_errors": list(wait.errors)},

@@ -15,7 +15,8 @@ A spec states them under ``checker: {availability: {...}}`` (every key optional)
 Defaults are derived from the cluster's broker lease (``cluster.lease_timeout_ms``, 1000 ms by default,
 :mod:`system_under_test.lease_timing`): ``write_resume_s = final_resume_s = LEASES * lease + MARGIN_S``
 (2 x 1 s + 4 s = 6 s; 8 s for a 2-s lease) and ``settle_s = SETTLE_LEASES * lease + SETTLE_MARGIN_S``
-(1 s + 2 s = 3 s).  Why that much, for a correct cluster under safe settings, in the worst case of one failover:
+(1 s + 2 s = 3 s); writes to the controllers never below :data:`CONTROLLER_BOUND_S`.
+Why that much, for a correct cluster under safe settings, in the worst case of one failover:
 
 * the controller sees a dead master's lease run out after one lease, its scan runs every eighth of a lease,
   and it re-elects at once (ElectMaster, applied in one Raft round trip, pushed to the brokers);
@@ -46,10 +47,17 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "EXPECTATION_KEYS", "LEASES", "MARGIN_S", "SETTLE_LEASES", "SETTLE_MARGIN_S", "ExpectationError", "Expectations",
-    "default_bound_s", "default_settle_s", "resolve", "validate_options",
+    "CONTROLLER_BOUND_S", "EXPECTATION_KEYS", "LEASES", "MARGIN_S", "SETTLE_LEASES", "SETTLE_MARGIN_S",
+    "ExpectationError", "Expectations", "default_bound_s", "default_settle_s", "resolve", "validate_options",
 ]
 
+CONTROLLER_BOUND_S = 8.0
+"""The least default ``write_resume_s`` for writes to the controllers (``controller-register``, ``broker-ids``):
+their failover is a Raft election and the clients' request timeouts and retries, none of which follows the broker
+lease, so their bound does not shrink with it.  8 s is the bound they were judged by at the old 2-s lease; a correct
+simulated run (seed 1165 of the mutation bench's swarm search: a controller killed, the virtual broker sets'
+writes refused for 7.0 s while the clients moved on) needed more than the 6 s a 1-s lease gives.  A spec's own
+``write_resume_s`` applies to both paths."""
 LEASES = 2.0  # leases in the default bound (see the module docstring)
 MARGIN_S = 4.0  # seconds on top of them
 SETTLE_LEASES = 1.0  # leases in the default settle time
@@ -120,20 +128,32 @@ class Expectations:
     settle_s: float
     lease_timeout_ms: int
     derived: tuple[str, ...] = ()  # the keys that took the lease-derived default
+    controller_write_resume_s: float | None = None  # writes to the controllers (None: write_resume_s)
 
     def __post_init__(self) -> None:
         for key in _BOUNDS:
             _bound(key, getattr(self, key))
+        if self.controller_write_resume_s is not None:
+            _bound("write_resume_s", self.controller_write_resume_s)
+
+    def write_bound_s(self, to_controllers: bool) -> float:
+        """The write bound of a path: the broker sets' ``write_resume_s``, or the controllers' (see
+        :data:`CONTROLLER_BOUND_S`)."""
+        if to_controllers and self.controller_write_resume_s is not None:
+            return self.controller_write_resume_s
+        return self.write_resume_s
 
     def to_dict(self) -> dict[str, Any]:
-        return {"write_resume_s": self.write_resume_s, "final_resume_s": self.final_resume_s,
-                "settle_s": self.settle_s, "lease_timeout_ms": self.lease_timeout_ms,
-                "derived_from_lease": list(self.derived)}
+        return {"write_resume_s": self.write_resume_s, "controller_write_resume_s": self.write_bound_s(True),
+                "final_resume_s": self.final_resume_s, "settle_s": self.settle_s,
+                "lease_timeout_ms": self.lease_timeout_ms, "derived_from_lease": list(self.derived)}
 
     def describe(self) -> str:
         how = f" (defaults from lease {self.lease_timeout_ms} ms: {', '.join(self.derived)})" if self.derived else ""
-        return (f"writes resume within {self.write_resume_s:g} s under a fault that leaves a quorum and an in-sync "
-                f"replica; every workload within {self.final_resume_s:g} s of the final heal; settle "
+        ctl = self.write_bound_s(True)
+        to_ctl = f" ({ctl:g} s for writes to the controllers)" if ctl != self.write_resume_s else ""
+        return (f"writes resume within {self.write_resume_s:g} s{to_ctl} under a fault that leaves a quorum and an "
+                f"in-sync replica; every workload within {self.final_resume_s:g} s of the final heal; settle "
                 f"{self.settle_s:g} s{how}")
 
 
@@ -150,5 +170,6 @@ def resolve(options: Mapping[str, Any], *, lease_timeout_ms: int) -> Expectation
     default = default_bound_s(lease_timeout_ms)
     derived = tuple(k for k in _BOUNDS if k not in clean)
     defaults = {"write_resume_s": default, "final_resume_s": default, "settle_s": default_settle_s(lease_timeout_ms)}
+    controllers = clean["write_resume_s"] if "write_resume_s" in clean else max(default, CONTROLLER_BOUND_S)
     return Expectations(**{k: clean.get(k, defaults[k]) for k in _BOUNDS}, lease_timeout_ms=lease_timeout_ms,
-                        derived=derived)
+                        derived=derived, controller_write_resume_s=controllers)

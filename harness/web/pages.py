@@ -205,6 +205,8 @@ def availability_table(results_text: str) -> str:
     raw_exp = stats.get("expectations")
     exp: dict[str, Any] = raw_exp if isinstance(raw_exp, dict) else {}
     bound = exp.get("write_resume_s")
+    ctl = exp.get("controller_write_resume_s")
+    bound_text = _num(bound) + (f", {_num(ctl)} to the controllers" if ctl is not None and ctl != bound else "")
     rows = []
     for w in stats.get("windows") or []:
         if not isinstance(w, dict):
@@ -219,7 +221,7 @@ def availability_table(results_text: str) -> str:
                     f"<td>{_num(w.get('longest_wait_s'))}</td><td>{verdict}</td>"
                     f"<td><small>{_e(w.get('why_expected'))}</small></td></tr>")
     table = ("<table class='availability'><tr><th>writes</th><th>fault window</th><th>fault</th><th>longest wait</th>"
-             f"<th>verdict (bound {_num(bound)})</th><th>why writes must resume</th></tr>" + "".join(rows) + "</table>"
+             f"<th>verdict (bound {bound_text})</th><th>why writes must resume</th></tr>" + "".join(rows) + "</table>"
              if rows else "<p>no fault window could be judged</p>")
     undecided = [u for u in stats.get("undecided") or [] if isinstance(u, dict)]
     more = ""

@@ -11,6 +11,7 @@ import pytest
 
 from checker.availability import (
     ANOMALY,
+    CONTROLLER_BOUND_S,
     WORKLOAD_OPS,
     ExpectationError,
     FaultState,
@@ -199,6 +200,18 @@ def test_disabled_expectations_resolve_to_none_and_bounds_derive_from_the_lease(
     assert exp is not None
     assert (exp.write_resume_s, exp.final_resume_s, exp.settle_s) == (14.0, 30.0, 7.0)
     assert exp.derived == ("write_resume_s", "settle_s")
+
+
+def test_writes_to_the_controllers_keep_a_bound_that_does_not_shrink_with_the_broker_lease() -> None:
+    """The controllers' failover does not follow the broker lease (CONTROLLER_BOUND_S); a spec's own bound is
+    both paths' bound."""
+    fast = resolve({}, lease_timeout_ms=1000)
+    assert fast is not None and (fast.write_bound_s(False), fast.write_bound_s(True)) == (6.0, CONTROLLER_BOUND_S)
+    slow = resolve({}, lease_timeout_ms=5000)
+    assert slow is not None and slow.write_bound_s(True) == slow.write_bound_s(False) == 14.0
+    told = resolve({"write_resume_s": 3}, lease_timeout_ms=1000)
+    assert told is not None and told.write_bound_s(True) == told.write_bound_s(False) == 3.0
+    assert fast.to_dict()["controller_write_resume_s"] == CONTROLLER_BOUND_S
 
 
 @pytest.mark.parametrize(("raw", "key"), [
