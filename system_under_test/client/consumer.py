@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from system_under_test.broker.store import decode_pulled
 from system_under_test.client.controller_client import ControllerClient
-from system_under_test.client.producer import BrokerConnections
+from system_under_test.client.producer import BrokerConnections, SharedLinks
 from system_under_test.protocol import ConnectionLost, Frame, RequestCode, RequestTimeout, ResponseCode, RpcError
 
 _REROUTE = frozenset({ResponseCode.BROKER_FENCED, ResponseCode.NOT_READY, ResponseCode.NOT_MASTER})
@@ -56,7 +56,7 @@ class NoRoute(Exception):
     definite = True  # raised before anything was sent
 
 
-class Consumer:
+class Consumer(SharedLinks):
     """Reads queues of one consumer group.
 
     ``brokers``: a :class:`BrokerConnections` pool to share with other clients (default: a pool of its own).
@@ -67,13 +67,9 @@ class Consumer:
     def __init__(self, controllers: Sequence[str], token: str | None = None, *, group: str = "default",
                  timeout_s: float = 5.0, brokers: BrokerConnections | None = None,
                  controller: ControllerClient | None = None) -> None:
-        self._owns_controller = controller is None
-        self.controller = controller if controller is not None else ControllerClient(list(controllers), token=token,
-                                                                                     timeout_s=1.0)
+        super().__init__(controllers, token, brokers, controller)
         self.group = group
         self.timeout_s = timeout_s
-        self.brokers = (brokers if brokers is not None else BrokerConnections()).acquire()
-        self._released = False
         self._routes: dict[tuple[str, int | None], str] = {}
 
     async def resolve(self, broker_name: str, replica: int | None = None, *, refresh: bool = False) -> str:
@@ -183,15 +179,6 @@ class Consumer:
 
     async def runtime_info(self, addr: str) -> dict[str, Any]:
         return dict((await self._call(addr, RequestCode.GET_BROKER_RUNTIME_INFO, {})).header)
-
-    async def close(self) -> None:
-        if not self._released:  # a second close must not release a shared pool twice
-            self._released = True
-            await self.brokers.release()
-        elif self.brokers.users == 0:
-            await self.brokers.close()  # used again after a close: close what that reopened
-        if self._owns_controller:
-            await self.controller.close()
 
     async def __aenter__(self) -> Consumer:
         return self

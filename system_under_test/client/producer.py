@@ -133,7 +133,29 @@ class BrokerConnections:
         self._locks.clear()  # a lock binds to the loop it first waited on; a reopened pool may run on another
 
 
-class Producer:
+class SharedLinks:
+    """What a Producer or Consumer talks through, and how it lets go of it: a counted share of a
+    :class:`BrokerConnections` pool and a ControllerClient, its own or one shared with other clients."""
+
+    def __init__(self, controllers: Sequence[str], token: str | None, brokers: BrokerConnections | None,
+                 controller: ControllerClient | None) -> None:
+        self._owns_controller = controller is None
+        self.controller = controller if controller is not None else ControllerClient(list(controllers), token=token,
+                                                                                     timeout_s=1.0)
+        self.brokers = (brokers if brokers is not None else BrokerConnections()).acquire()
+        self._released = False
+
+    async def close(self) -> None:
+        if not self._released:  # a second close must not release a shared pool twice
+            self._released = True
+            await self.brokers.release()
+        elif self.brokers.users == 0:
+            await self.brokers.close()  # used again after a close: close what that reopened
+        if self._owns_controller:
+            await self.controller.close()
+
+
+class Producer(SharedLinks):
     """Leader-following producer.  Use one per event loop; ``await close()`` at the end.
 
     ``brokers``: a :class:`BrokerConnections` pool to share with other clients (default: a pool of its own).
@@ -146,15 +168,11 @@ class Producer:
                  brokers: BrokerConnections | None = None, controller: ControllerClient | None = None) -> None:
         if not probe_timeout_s > 0:  # NaN too
             raise ValueError(f"Producer probe_timeout_s must be > 0 seconds, got {probe_timeout_s!r}")
-        self._owns_controller = controller is None
-        self.controller = controller if controller is not None else ControllerClient(list(controllers), token=token,
-                                                                                     timeout_s=1.0)
+        super().__init__(controllers, token, brokers, controller)
         self.timeout_s = timeout_s
         self.probe_timeout_s = probe_timeout_s  # how long a master whose link went quiet gets to answer a PING
         self.producer_id = producer_id
         self.routes: dict[str, tuple[str, int]] = {}  # broker set -> (master addr, master epoch)
-        self.brokers = (brokers if brokers is not None else BrokerConnections()).acquire()
-        self._released = False
 
     async def master_of(self, broker_name: str, *, refresh: bool = False) -> tuple[str, int] | None:
         """(master address, master epoch) of a broker set, from the cache or the controller."""
@@ -228,15 +246,6 @@ class Producer:
             h = resp.header
             return SendResult(int(h["queue_offset"]), int(h["phys_offset"]), int(h["count"]),
                               int(h["master_epoch"]), int(h["broker_id"]), addr)
-
-    async def close(self) -> None:
-        if not self._released:  # a second close must not release a shared pool twice
-            self._released = True
-            await self.brokers.release()
-        elif self.brokers.users == 0:
-            await self.brokers.close()  # used again after a close: close what that reopened
-        if self._owns_controller:
-            await self.controller.close()
 
     async def __aenter__(self) -> Producer:
         return self
