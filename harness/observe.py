@@ -177,17 +177,26 @@ class Observer:
             await asyncio.sleep(self.lag_interval_s)
 
     async def _runtime_info(self, node: str) -> dict[str, Any]:
-        from system_under_test.protocol import RequestCode, connect
+        from system_under_test.protocol import RequestCode
 
-        conn = self._lag_conns.get(node)
+        _, reply = await self._ask(self._lag_conns, node, RequestCode.GET_BROKER_RUNTIME_INFO, {})
+        return dict(reply)
+
+    async def _ask(self, conns: dict[str, Any], node: str, code: Any,
+                   header: dict[str, Any]) -> tuple[Any, Mapping[str, Any]]:
+        """One request to ``node``'s admin address on the connection kept in ``conns`` (opened on demand; closed
+        and forgotten when the request fails, so the next round dials again).  Returns (connection, reply header)."""
+        from system_under_test.protocol import connect
+
+        conn = conns.get(node)
         if conn is None or conn.closed:
             conn = await connect(self.db.admin_addr(self.test, node), timeout_s=0.5)
-            self._lag_conns[node] = conn
+            conns[node] = conn
         try:
-            return dict((await conn.request(RequestCode.GET_BROKER_RUNTIME_INFO, {}, timeout_s=1.0)).header)
+            return conn, (await conn.request(code, header, timeout_s=1.0)).header
         except Exception:
             conn.close()
-            self._lag_conns.pop(node, None)
+            conns.pop(node, None)
             raise
 
     async def poll_once(self) -> None:
@@ -216,20 +225,11 @@ class Observer:
                 listener(e)
 
     async def _poll_node(self, node: str) -> list[dict[str, Any]]:
-        from system_under_test.protocol import RequestCode, connect
+        from system_under_test.protocol import RequestCode
 
         self.polls += 1
-        conn = self._conns.get(node)
-        if conn is None or conn.closed:
-            conn = await connect(self.db.admin_addr(self.test, node), timeout_s=0.5)
-            self._conns[node] = conn
         boot, since = self._since[node]
-        try:
-            reply = (await conn.request(RequestCode.ADMIN_EVENTS, {"since": since}, timeout_s=1.0)).header
-        except Exception:
-            conn.close()
-            self._conns.pop(node, None)
-            raise
+        conn, reply = await self._ask(self._conns, node, RequestCode.ADMIN_EVENTS, {"since": since})
         recv = self.now_ns()
         out: list[dict[str, Any]] = []
         role = self.db.role(node)
