@@ -78,6 +78,10 @@ def _crash_report(value: Any) -> Judged:
         return True, None
     armed = {n: r.get("armed") for n, r in report.items() if isinstance(r, Mapping)}
     if not any(a == "ok" for a in armed.values()):
+        unanswered = [n for n, a in armed.items() if isinstance(a, str) and a.startswith("unknown")]
+        if unanswered:
+            return False, (f"arming the failpoint got no answer from {', '.join(unanswered)} and the process did "
+                           f"not die at it while watched ({'; '.join(f'{n}: {a}' for n, a in armed.items())})")
         return False, f"the failpoint could not be armed ({'; '.join(f'{n}: {a}' for n, a in armed.items())})"
     name = value.get("name") if isinstance(value, Mapping) else "?"
     triggered = value.get("trigger") if isinstance(value, Mapping) else None

@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nemesis.base import NemesisBase, guard, restart_and_wait
-from system_under_test.protocol import RequestCode, connect
+from system_under_test.protocol import RequestCode, RpcError, connect
 
-__all__ = ["PROBE_BROKER_SET", "FailpointNemesis", "admin_failpoints", "trigger_for"]
+__all__ = ["PROBE_BROKER_SET", "UNKNOWN", "FailpointNemesis", "admin_failpoints", "trigger_for"]
 
 log = logging.getLogger("splitbrain.nemesis")
 
@@ -46,7 +46,9 @@ class FailpointNemesis(NemesisBase):
         armed = await admin_failpoints(self.db, test, nodes, "arm-failpoint", name, "1*crash")
         report: dict[str, Any] = {n: {"armed": r} for n, r in armed.items()}
         loop = asyncio.get_running_loop()
-        t0, pending = loop.time(), {n for n, r in armed.items() if r == "ok"}
+        # An arm that got no answer may still be applied (a paused node reads it when it resumes), so such a node
+        # is watched like an armed one: if it dies at the step, it is restarted and reported as crashed.
+        t0, pending = loop.time(), {n for n, r in armed.items() if r == "ok" or r.startswith(UNKNOWN)}
         trigger = trigger_for(name, str(value.get("trigger", "auto")))
         writes: dict[str, int] = {"ok": 0, "failed": 0}
         next_write = t0
@@ -62,6 +64,8 @@ class FailpointNemesis(NemesisBase):
         for n in sorted(pending):  # never reached: take the trap away again
             report[n]["crashed"] = False
             report[n]["disarm"] = (await admin_failpoints(self.db, test, [n], "disarm-failpoint", name))[n]
+            if not await self.db.alive(test, n):  # it died at the step while being disarmed
+                report[n]["crashed"] = round(loop.time() - t0, 2)
         for n, r in report.items():
             if r.get("crashed"):
                 r.update(await restart_and_wait(self.db, test, n, float(value.get("ready_timeout_s", 30.0))))
@@ -107,10 +111,17 @@ def trigger_for(name: str, trigger: str) -> str:
     return "controller-write" if name.startswith(("controller.", "raft.")) else "none"
 
 
+UNKNOWN = "unknown: "
+"""The prefix of an admin result whose request was sent but never answered (:func:`admin_failpoints`)."""
+
+
 async def admin_failpoints(db: Any, test: dict[str, Any], nodes: Sequence[str], f: str, name: str,
                            action: str = "1*crash") -> dict[str, str]:
     """``arm-failpoint`` / ``disarm-failpoint`` ``name`` on each node over its admin RPC; per node
-    "ok", "unreachable: ..." or "error: ..." (a dead node is not a failure of the nemesis)."""
+    "ok", "unreachable: ..." (no connection: nothing was sent), "error: ..." (the node refused) or
+    "unknown: ..." (sent, no answer: a paused node applies it when it resumes, seconds later -- so such an arm
+    must be treated as possibly in effect, never as one that did not happen).  A dead node is not a failure of
+    the nemesis."""
     results: dict[str, str] = {}
     for n in nodes:
         try:
@@ -126,8 +137,10 @@ async def admin_failpoints(db: Any, test: dict[str, Any], nodes: Sequence[str], 
                 await conn.request(RequestCode.ADMIN_FAILPOINT_DISARM, {"name": name, "token": db.token},
                                    timeout_s=5.0)
             results[n] = "ok"
-        except Exception as exc:
+        except RpcError as exc:
             results[n] = f"error: {exc}"
+        except Exception as exc:  # timeout, connection lost: the request may still be read and applied
+            results[n] = f"{UNKNOWN}{exc}"
         finally:
             conn.close()
     return results

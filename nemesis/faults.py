@@ -42,7 +42,8 @@ entry): a non-empty grudge, a live node acted on, a node acted on, a crash at th
 arming succeeded, a per-node report, a registration crash that hit."""
 
 _STOP_PARTITION: tuple[Mapping[str, Any], ...] = ({"f": "stop-partition"},)
-_START: tuple[Mapping[str, Any], ...] = ({"f": "start"},)
+_START: tuple[Mapping[str, Any], ...] = ({"f": "start", "value": "dead"},)
+"""The final heal starts every node that is down, whatever stopped it (:class:`nemesis.process.ProcessNemesis`)."""
 _RESUME: tuple[Mapping[str, Any], ...] = ({"f": "resume"},)
 _RESET_CLOCK: tuple[Mapping[str, Any], ...] = ({"f": "reset-clock"},)
 _STOP_PACKET: tuple[Mapping[str, Any], ...] = ({"f": "stop-packet"},)

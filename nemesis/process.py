@@ -65,7 +65,18 @@ class ProcessNemesis(NemesisBase):
         return nodes
 
     async def _start(self, test: dict[str, Any], selector: Any) -> list[str]:
-        candidates = sorted(self.down) if selector in (None, "dead") else await self.targets(test, str(selector))
+        """Start the nodes ``selector`` names.  Without one, the nodes this nemesis stopped (the undo of its
+        ``kill``); with ``dead`` (the final heal), every node that is down, also one whose process is gone for
+        another reason -- a failpoint armed by a request that was read only after it timed out, a crash of the
+        system itself -- so the heal leaves no node dead.  (Mid-run, a node another nemesis is about to restart
+        -- ``crash-at`` -- must not be started twice, hence not for a bare ``start``.)"""
+        if selector is None:
+            candidates = sorted(self.down)
+        elif selector == "dead":
+            gone = [n for n in self.topo.all if n not in self.down and not await self.db.alive(test, n)]
+            candidates = sorted({*self.down, *gone})
+        else:
+            candidates = await self.targets(test, str(selector))
         started = []
         for n in candidates:
             if await self.db.alive(test, n):

@@ -58,7 +58,7 @@ def test_build_guided_uses_the_packages_vocabulary_and_records_nothing_up_front(
                               seed=3, time_limit_s=60)
     assert isinstance(composed.generator, GuidedGen) and isinstance(composed.nemesis, GuidedNemesis)
     assert composed.schedule == ()
-    assert {"f": "stop-partition"} in composed.heal and {"f": "start"} in composed.heal
+    assert {"f": "stop-partition"} in composed.heal and {"f": "start", "value": "dead"} in composed.heal
     defs = packages.definitions(["partition", "kill"], targets=["masters", "one"], options=None, interval_s=4,
                                 has_broker_sets=True)
     fs = {m.f for m in moves(defs, seed=3)}

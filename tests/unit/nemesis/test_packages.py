@@ -43,7 +43,7 @@ def test_disk_schedules_alternate_faults_and_heals_on_brokers_only(name: str, mo
 def test_disk_is_part_of_all_and_heals_with_stop_disk() -> None:
     assert "disk" in packages.expand(["all"])
     composed = packages.build(fake_db(), ["disk", "kill"], interval_s=1, targets=["one"], seed=1, time_limit_s=10)
-    assert {"f": "stop-disk"} in composed.heal and {"f": "start"} in composed.heal
+    assert {"f": "stop-disk"} in composed.heal and {"f": "start", "value": "dead"} in composed.heal
     packages.validate(["disk-corrupt"], ["brokers:one"], Topology(("c1",), (("b1",),)), random.Random(0))
 
 
