@@ -165,6 +165,9 @@ class SplitbrainDB:
     ready_timeout_s: float = 60.0
     pids: dict[str, int] = field(default_factory=dict)
     lazyfs_pids: dict[str, int] = field(default_factory=dict)  # node -> its store's lazyfs daemon (store_fs: lazyfs)
+    paused: set[str] = field(default_factory=set)
+    """Nodes this DB stopped with SIGSTOP and has not continued: a request sent to one is read only when it resumes
+    (:func:`nemesis.failpoint.admin_failpoints` does not arm failpoints there)."""
 
     # -- topology --------------------------------------------------------------------------
 
@@ -331,6 +334,7 @@ class SplitbrainDB:
         remote = test["remote"]
         d = self._dir(test, node)
         self.pids[node] = await remote.spawn(node, self.argv(test, node), log_path=str(d / "node.log"))
+        self.paused.discard(node)
         log.info("started %s %s (pid %d)", self.role(node), node, self.pids[node])
 
     async def kill(self, test: dict[str, Any], node: str) -> None:
@@ -348,9 +352,15 @@ class SplitbrainDB:
 
     async def pause(self, test: dict[str, Any], node: str) -> None:
         await self._signal(test, node, signal.SIGSTOP)
+        if node in self.pids:
+            self.paused.add(node)
 
     async def resume(self, test: dict[str, Any], node: str) -> None:
         await self._signal(test, node, signal.SIGCONT)
+        self.paused.discard(node)
+
+    def is_paused(self, node: str) -> bool:
+        return node in self.paused
 
     async def _signal(self, test: dict[str, Any], node: str, sig: int) -> None:
         pid = self.pids.get(node)
@@ -359,6 +369,7 @@ class SplitbrainDB:
         remote = test["remote"]
         if sig in (signal.SIGKILL, signal.SIGTERM):
             await remote.signal(node, pid, signal.SIGCONT)  # a paused process must be able to die/exit
+            self.paused.discard(node)
         await remote.signal(node, pid, sig)
 
     async def alive(self, test: dict[str, Any], node: str) -> bool:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from nemesis.base import NemesisBase, guard, restart_and_wait
 from system_under_test.protocol import RequestCode, RpcError, connect
 
-__all__ = ["PROBE_BROKER_SET", "UNKNOWN", "FailpointNemesis", "admin_failpoints", "trigger_for"]
+__all__ = ["PROBE_BROKER_SET", "UNKNOWN", "FailpointNemesis", "KnowsPaused", "admin_failpoints", "trigger_for"]
 
 log = logging.getLogger("splitbrain.nemesis")
 
@@ -111,6 +111,13 @@ def trigger_for(name: str, trigger: str) -> str:
     return "controller-write" if name.startswith(("controller.", "raft.")) else "none"
 
 
+@runtime_checkable
+class KnowsPaused(Protocol):
+    """A DB that remembers which nodes it has SIGSTOPped (``harness.cluster.SplitbrainDB``)."""
+
+    def is_paused(self, node: str) -> bool: ...
+
+
 UNKNOWN = "unknown: "
 """The prefix of an admin result whose request was sent but never answered (:func:`admin_failpoints`)."""
 
@@ -119,11 +126,16 @@ async def admin_failpoints(db: Any, test: dict[str, Any], nodes: Sequence[str], 
                            action: str = "1*crash") -> dict[str, str]:
     """``arm-failpoint`` / ``disarm-failpoint`` ``name`` on each node over its admin RPC; per node
     "ok", "unreachable: ..." (no connection: nothing was sent), "error: ..." (the node refused) or
-    "unknown: ..." (sent, no answer: a paused node applies it when it resumes, seconds later -- so such an arm
-    must be treated as possibly in effect, never as one that did not happen).  A dead node is not a failure of
-    the nemesis."""
+    "unknown: ..." (sent, no answer: a node that was slow, or stopped by something other than this DB, applies it
+    when it gets to it, seconds later -- so such an arm must be treated as possibly in effect, never as one that did
+    not happen), or "skipped: paused" for a node the DB has SIGSTOPped (``db.is_paused``): a failpoint armed there
+    would fire after the resume, long after the step that armed it ended.  A dead node is not a failure of the
+    nemesis."""
     results: dict[str, str] = {}
     for n in nodes:
+        if isinstance(db, KnowsPaused) and db.is_paused(n):
+            results[n] = "skipped: paused (it would read the request only when resumed, and act on it then)"
+            continue
         try:
             conn = await connect(db.admin_addr(test, n), timeout_s=2.0)
         except Exception as exc:

@@ -1,6 +1,6 @@
-"""A failpoint armed by a request nobody answered may still fire (a paused node reads the request when it
-resumes): ``crash-at`` must watch that node and restart it, and the final heal must start any node whose
-process is gone, whatever stopped it.  Nemesis shells over a fake DB and a fake admin connection; what is under
+"""A failpoint armed by a request nobody answered may still fire (a stopped node reads the request when it
+resumes): a node the DB paused is not armed at all, ``crash-at`` watches and restarts a node whose arm went
+unanswered, and the final heal starts any node whose process is gone, whatever stopped it.  Nemesis shells over a fake DB and a fake admin connection; what is under
 test is only the bookkeeping (a control run at base 4f8693d left a controller dead this way: the arm timed out
 while the node was paused, the nemesis reported it unarmed, the node crashed at the step 6 s later on resume and
 nobody started it again, so the availability checker saw writes stop under what it thought was one dead
@@ -101,3 +101,23 @@ def test_the_final_heal_starts_every_dead_node_a_bare_start_only_its_own() -> No
     nem = ProcessNemesis(db, random.Random(1))
     assert asyncio.run(nem._start({}, None)) == [] and db.started == []
     assert asyncio.run(nem._start({}, "dead")) == ["c1"] and db.started == ["c1"]
+
+
+class PausingDB(FakeDB):
+    def __init__(self, paused: set[str]) -> None:
+        super().__init__()
+        self.paused = paused
+
+    def is_paused(self, node: str) -> bool:
+        return node in self.paused
+
+
+def test_a_paused_node_is_not_armed(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[str] = []
+
+    async def connect(addr: str, timeout_s: float) -> FakeConn:
+        sent.append(addr)
+        return FakeConn(None)
+    monkeypatch.setattr(failpoint, "connect", connect)
+    got = asyncio.run(admin_failpoints(PausingDB({"c1"}), {}, ["c1", "c2"], "arm-failpoint", "raft.before_apply"))
+    assert got["c1"].startswith("skipped: paused") and got["c2"] == "ok" and sent == ["c2"]
