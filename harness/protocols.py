@@ -6,6 +6,9 @@ Vocabulary (after Jepsen's ``core.clj``):
 * **DB** -- installs/starts the system on one node (``setup``) and removes it (``teardown``).  Optional
   capabilities are separate protocols: :class:`Kill` (``kill``/``start``), :class:`Pause`
   (``pause``/``resume``), :class:`Primary` (``primaries``) and :class:`LogFiles` (``log_files``).
+* **capability** -- what a system under test lets the harness do to it, by name: :data:`CAPABILITIES` is the one
+  table of those names (a system adapter offers a set of them, :mod:`systems`; each nemesis fault needs some,
+  :mod:`nemesis.faults`).
 * **client** -- one per worker; ``open`` binds it to a node, ``invoke(test, op)`` performs one
   invocation dict and returns its *completion* dict (type ``ok``/``fail``/``info``).
 * **nemesis** -- injects faults; ``fs`` lists the ``f`` values it handles.
@@ -30,7 +33,9 @@ from typing import Any, Protocol, runtime_checkable
 from checker.history import OP_TYPES
 
 __all__ = [
+    "CAPABILITIES",
     "DB",
+    "Capability",
     "Checker",
     "Client",
     "HarnessError",
@@ -104,6 +109,39 @@ class LogFiles(Protocol):
     def log_files(self, test: dict[str, Any], node: str) -> Mapping[str, str]:
         """Map of remote path -> file name under ``nodes/<node>/`` in the run directory."""
         ...
+
+
+@dataclass(frozen=True)
+class Capability:
+    """One thing a system may let the harness do to it.
+
+    Attributes:
+        name: how adapters (:mod:`systems`) and the fault table (:mod:`nemesis.faults`) spell it.
+        means: what a system offering it promises, in one sentence.
+        protocol: the protocol its DB then implements, where one is declared here; None where the capability is
+            still reached through members of our own cluster's DB that no protocol declares yet (issue 29 moves
+            those behind protocols step by step).
+    """
+
+    name: str
+    means: str
+    protocol: type | None = None
+
+
+CAPABILITIES: Mapping[str, Capability] = {c.name: c for c in (
+    Capability("kill", "a node's process can be killed at once and started again on the same data", Kill),
+    Capability("pause", "a node's process can be stopped (SIGSTOP) and resumed", Pause),
+    Capability("network", "its nodes talk over links between their addresses, so the backend can cut, delay and "
+                          "drop them (partitions, packet faults)"),
+    Capability("primaries", "it can say which nodes lead right now (role selectors such as masters)", Primary),
+    Capability("log-files", "it names the log files to collect from each node", LogFiles),
+    Capability("clock-admin", "a running process's clock offset and rate can be set over its admin RPC"),
+    Capability("failpoints", "named protocol steps can be armed at run time to crash, fail, delay or pause"),
+    Capability("store-files", "a node's store files can be read, cut and corrupted while it is down"),
+    Capability("registration", "its broker registration can be crashed at named steps (our cluster's broker)"),
+    Capability("event-observation", "its nodes report their events while running (guided mode and coverage)"),
+)}
+"""The one table of capability names (see :class:`Capability`)."""
 
 
 @runtime_checkable

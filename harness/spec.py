@@ -1,10 +1,12 @@
 """The test spec: what a YAML test file may say, validated before anything starts.
 
-A spec names the test, the control backend, the node roles (controllers; broker sets of
+A spec names the test, the system under test (``system:``, :mod:`systems`; our own cluster by default), the
+control backend, the node roles (controllers; broker sets of
 replicas), free cluster options (validated later by the cluster module), the workloads, the
 nemesis packages and schedule, the load (concurrency, rate), the phases and the seed.  Example::
 
     name: queue-partition
+    system: splitbrain             # the system under test: an adapter of the registry (systems); the default
     backend: local                 # local | docker | ssh
     nodes:
       controllers: 3               # a count (named c1..c3) or a list of node names
@@ -44,6 +46,7 @@ __all__ = [
     "BACKENDS",
     "NEMESIS_MODES",
     "NEMESIS_TARGETS",
+    "NODE_ROLES",
     "NemesisSpec",
     "NodesSpec",
     "OVERRIDE_KEYS",
@@ -64,6 +67,8 @@ OVERRIDE_KEYS = (
     "nodes", "time_limit", "concurrency", "rate", "nemesis", "workload", "seed", "test_count", "leave_running",
     "backend", "nemesis_mode", "sut_revision",
 )
+NODE_ROLES = ("controllers", "broker_sets")
+"""The roles the ``nodes:`` map can hold so far; a system declares which of them it reads (``controllers`` always)."""
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _NODE_RE = re.compile(r"^[a-z][a-z0-9-]{0,9}$")
 _MAX_SEED = 2**63 - 1
@@ -142,6 +147,8 @@ class TestSpec:
     source: str = "<dict>"
     checker: Mapping[str, Any] = field(default_factory=dict)
     """Checker options beyond the workloads' own: ``availability`` (:mod:`checker.availability`)."""
+    system: str = "splitbrain"
+    """The system under test: a name in the adapter registry (:mod:`systems`), checked to load when the spec is read."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,14 +208,41 @@ class _Ctx:
 
 
 _TOP_KEYS = (
-    "name", "backend", "nodes", "cluster", "workloads", "nemesis", "concurrency", "rate", "time_limit_s", "phases",
-    "seed", "test_count", "leave_running", "checker",
+    "name", "system", "backend", "nodes", "cluster", "workloads", "nemesis", "concurrency", "rate", "time_limit_s",
+    "phases", "seed", "test_count", "leave_running", "checker",
 )
 _NODE_WHAT = "a node name: lowercase letter then up to 9 of [a-z0-9-]"
 
 
-def _nodes(c: _Ctx, raw: Any) -> NodesSpec:
+def _system(c: _Ctx, raw: Any) -> tuple[str, tuple[str, ...]]:
+    """``system:``: the adapter's name and the node roles it declares.  The adapter is loaded here, so a name no
+    adapter has, or one that fails to load (a broken entry point), is refused before anything else is read."""
+    import systems
+
+    if not isinstance(raw, str):
+        raise c.err("system", raw, f"the name of a system; known: {', '.join(systems.names())}")
+    try:
+        system = systems.get(raw)
+    except systems.UnknownSystem:
+        raise c.err("system", raw, f"one of the known systems: {', '.join(systems.names())}") from None
+    except systems.RegistryError as exc:
+        raise c.err("system", raw, f"a system adapter that loads ({exc})") from None
+    unreadable = [r for r in system.roles if r not in NODE_ROLES]
+    if unreadable or "controllers" not in system.roles:
+        raise c.err("system", raw, f"a system whose roles the nodes: map can hold; {raw!r} declares "
+                    f"{list(system.roles)}, and nodes: has {list(NODE_ROLES)} so far, controllers always")
+    return system.name, system.roles
+
+
+def _nodes(c: _Ctx, raw: Any, system: str = "splitbrain", roles: tuple[str, ...] = NODE_ROLES) -> NodesSpec:
+    """``nodes:``.  A role the system does not declare defaults to no nodes, and giving it nodes is refused
+    (the counter self-test declares only ``controllers``)."""
     m = c.mapping("nodes", raw, ("controllers", "broker_sets"))
+    for role in ("controllers", "broker_sets"):
+        if role not in roles and m.get(role) not in (None, 0, [], {"count": 0}):
+            raise c.err(f"nodes.{role}", m[role], f"nothing: system {system!r} declares the roles {list(roles)}")
+    if "broker_sets" not in roles:
+        m = {**m, "broker_sets": {"count": 0}}
     ctl = m.get("controllers", 3)
     if isinstance(ctl, list):
         if not 1 <= len(ctl) <= 9:
@@ -359,7 +393,8 @@ def spec_from_dict(raw: Any, *, file: str = "<dict>", seed_source: Any = None) -
     m = c.mapping("", raw if raw is not None else {}, _TOP_KEYS)
     if "name" not in m:
         raise c.err("name", None, "a test name ([A-Za-z0-9_.-], up to 64 chars)")
-    nodes = _nodes(c, m.get("nodes", {}))
+    system, roles = _system(c, m.get("system", "splitbrain"))
+    nodes = _nodes(c, m.get("nodes", {}), system, roles)
     cluster = m.get("cluster") or {}
     if not isinstance(cluster, Mapping):
         raise c.err("cluster", cluster, "a mapping of cluster options")
@@ -382,6 +417,7 @@ def spec_from_dict(raw: Any, *, file: str = "<dict>", seed_source: Any = None) -
         leave_running=c.boolean("leave_running", m.get("leave_running", False)),
         source=file,
         checker=_checker(c, m.get("checker")),
+        system=system,
     )
 
 
@@ -464,6 +500,8 @@ def load_spec(path: str | Path, overrides: Mapping[str, Any] | None = None) -> T
 def spec_to_dict(spec: TestSpec) -> dict[str, Any]:
     d = asdict(spec)
     d.pop("source", None)
+    if spec.system == TestSpec.system:  # the default: a resolved spec reads as it did before the key existed
+        d.pop("system")
     d["nodes"] = {"controllers": list(spec.nodes.controllers), "broker_sets": [list(s) for s in spec.nodes.broker_sets]}
     d["workloads"] = [{"name": w.name, "options": dict(w.options)} for w in spec.workloads]
     d["nemesis"] = {

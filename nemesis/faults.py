@@ -12,7 +12,10 @@ accounting.  Now each ``f`` has one :class:`FaultRow` here, and:
 * :mod:`nemesis.accounting` judges a fault effective by the evidence its row names (:data:`EVIDENCE`; a
   new fault used to be judged effective by default), and it and :mod:`nemesis.replay` raise
   :class:`UnknownFault` for a nemesis op whose ``f`` has no row, instead of skipping it;
-* :mod:`nemesis.words` has exactly one entry per row (a unit test holds it to that).
+* :mod:`nemesis.words` has exactly one entry per row (a unit test holds it to that);
+* validation (:func:`harness.commands._parts.validate_spec`) refuses a spec whose system does not offer a
+  capability its packages need (:func:`package_needs`: the :attr:`FaultRow.needs` of the rows naming the package),
+  its role selectors need (:data:`ROLE_SELECTOR_NEEDS`) or guided mode needs (:data:`GUIDED_NEEDS`).
 
 tests/unit/nemesis/test_faults.py fails when any nemesis (a nemesis class's ``FS``, a package's planned
 faults and undo steps, the heal ops, the simulator's playable steps) can emit an ``f`` without a row, and
@@ -27,7 +30,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EVIDENCE", "FAULTS", "NEMESES", "ROWS", "VALUE_SHAPES", "FaultRow", "UnknownFault", "row"]
+__all__ = [
+    "EVIDENCE", "FAULTS", "GUIDED_NEEDS", "NEMESES", "ROLE_SELECTOR_NEEDS", "ROWS", "VALUE_SHAPES", "FaultRow",
+    "UnknownFault", "package_needs", "row",
+]
 
 NEMESES = ("partition", "process", "clock", "packet", "failpoint", "disk", "registration")
 """The nemesis families, in the order their classes are built for a run (:mod:`nemesis.packages` maps each to
@@ -49,6 +55,22 @@ _RESET_CLOCK: tuple[Mapping[str, Any], ...] = ({"f": "reset-clock"},)
 _STOP_PACKET: tuple[Mapping[str, Any], ...] = ({"f": "stop-packet"},)
 _DISARM: tuple[Mapping[str, Any], ...] = ({"f": "disarm-failpoint", "value": {"targets": "all", "name": "*"}},)
 _STOP_DISK: tuple[Mapping[str, Any], ...] = ({"f": "stop-disk"},)
+
+# What the nemesis of each family asks of the system (names from harness.protocols.CAPABILITIES).
+_NET = ("network",)  # the backend cuts, delays and drops links between the nodes' addresses
+_KILL = ("kill",)
+_PAUSE = ("pause",)
+_CLOCK = ("clock-admin",)  # our admin RPC sets a process's clock; libfaketime for other systems is not built yet
+_FAILPOINTS = ("failpoints",)
+_DISK_ARM = ("failpoints", "store-files")  # store.write / before_fsync / read failpoints on the store's paths
+_DISK_CUT = ("kill", "store-files")  # kill the broker, then cut or corrupt its store files while it is down
+_REGISTRATION = ("registration",)  # drives our broker's registration through its failpoints
+
+ROLE_SELECTOR_NEEDS: tuple[str, ...] = ("primaries",)
+"""What a role selector (``masters``, ``controller-leader``, ``primaries``...: :data:`nemesis.targets.ROLE_POOLS`)
+needs: the system says who leads right now."""
+GUIDED_NEEDS: tuple[str, ...] = ("event-observation",)
+"""What ``nemesis.mode: guided`` needs: it chooses faults from the events the nodes report while running."""
 
 
 class UnknownFault(ValueError):
@@ -77,6 +99,8 @@ class FaultRow:
         packages: the nemesis packages (:data:`nemesis.packages.KINDS`) whose plans inject this fault.
         evidence: for a fault, what its completion must show to count as effective (:data:`EVIDENCE`); a fault
             without it would be counted as effective whatever happened, so the tests require it.
+        needs: the capabilities (:data:`harness.protocols.CAPABILITIES`) a system must offer for the nemesis to
+            perform it; a spec whose system lacks one is refused before the run instead of failing in it.
     """
 
     f: str
@@ -87,6 +111,7 @@ class FaultRow:
     heal: tuple[Mapping[str, Any], ...] = ()
     packages: tuple[str, ...] = ()
     evidence: str | None = None
+    needs: tuple[str, ...] = ()
 
     @property
     def self_healing(self) -> bool:
@@ -96,53 +121,65 @@ class FaultRow:
 ROWS: tuple[FaultRow, ...] = (
     # partition
     FaultRow("start-partition", "partition", undo="stop-partition", value="partition", heal=_STOP_PARTITION,
-             packages=("partition",), evidence="grudge"),
-    FaultRow("stop-partition", "partition", fault=False, heal=_STOP_PARTITION),
+             packages=("partition",), evidence="grudge", needs=_NET),
+    FaultRow("stop-partition", "partition", fault=False, heal=_STOP_PARTITION, needs=_NET),
     # process
     FaultRow("kill", "process", undo="start", value="process", heal=_START, packages=("kill",),
-             evidence="live-nodes"),
+             evidence="live-nodes", needs=_KILL),
     FaultRow("terminate", "process", undo="start", value="process", heal=_START, packages=("kill",),
-             evidence="live-nodes"),
+             evidence="live-nodes", needs=_KILL),
     FaultRow("pause", "process", undo="resume", value="process", heal=_RESUME, packages=("pause",),
-             evidence="live-nodes"),
-    FaultRow("restart", "process", value="process", evidence="live-nodes"),
-    FaultRow("start", "process", fault=False, value="process"),
-    FaultRow("resume", "process", fault=False, value="process"),
+             evidence="live-nodes", needs=_PAUSE),
+    FaultRow("restart", "process", value="process", evidence="live-nodes", needs=_KILL),
+    FaultRow("start", "process", fault=False, value="process", needs=_KILL),
+    FaultRow("resume", "process", fault=False, value="process", needs=_PAUSE),
     # clock
     FaultRow("bump-clock", "clock", undo="reset-clock", value="clock", heal=_RESET_CLOCK, packages=("clock",),
-             evidence="nodes"),
+             evidence="nodes", needs=_CLOCK),
     FaultRow("skew-clock", "clock", undo="reset-clock", value="clock", heal=_RESET_CLOCK, packages=("clock",),
-             evidence="nodes"),
+             evidence="nodes", needs=_CLOCK),
     FaultRow("strobe-clock", "clock", undo="reset-clock", value="clock", heal=_RESET_CLOCK, packages=("clock",),
-             evidence="nodes"),
-    FaultRow("reset-clock", "clock", fault=False, heal=_RESET_CLOCK),
-    FaultRow("check-clock-offsets", "clock", fault=False, heal=_RESET_CLOCK),  # a read: undoes nothing
+             evidence="nodes", needs=_CLOCK),
+    FaultRow("reset-clock", "clock", fault=False, heal=_RESET_CLOCK, needs=_CLOCK),
+    FaultRow("check-clock-offsets", "clock", fault=False, heal=_RESET_CLOCK, needs=_CLOCK),  # a read: undoes nothing
     # packet
     FaultRow("start-packet", "packet", undo="stop-packet", value="packet", heal=_STOP_PACKET, packages=("packet",),
-             evidence="nodes"),
-    FaultRow("stop-packet", "packet", fault=False, heal=_STOP_PACKET),
+             evidence="nodes", needs=_NET),
+    FaultRow("stop-packet", "packet", fault=False, heal=_STOP_PACKET, needs=_NET),
     # disk
     FaultRow("start-disk", "disk", undo="stop-disk", value="disk", heal=_STOP_DISK, packages=("disk", "disk-corrupt"),
-             evidence="arm-results"),
-    FaultRow("stop-disk", "disk", fault=False, heal=_STOP_DISK),
+             evidence="arm-results", needs=_DISK_ARM),
+    FaultRow("stop-disk", "disk", fault=False, heal=_STOP_DISK, needs=_DISK_ARM),
     FaultRow("lose-unfsynced", "disk", value="disk", heal=_STOP_DISK, packages=("disk", "disk-corrupt"),
-             evidence="node-report"),
+             evidence="node-report", needs=_DISK_CUT),
     FaultRow("corrupt-file", "disk", value="disk", heal=_STOP_DISK, packages=("disk", "disk-corrupt"),
-             evidence="node-report"),
+             evidence="node-report", needs=_DISK_CUT),
     # failpoints
     FaultRow("arm-failpoint", "failpoint", undo="disarm-failpoint", value="failpoint", heal=_DISARM,
-             evidence="arm-results"),
-    FaultRow("disarm-failpoint", "failpoint", fault=False, value="failpoint", heal=_DISARM),
+             evidence="arm-results", needs=_FAILPOINTS),
+    FaultRow("disarm-failpoint", "failpoint", fault=False, value="failpoint", heal=_DISARM, needs=_FAILPOINTS),
     FaultRow("crash-at", "failpoint", value="failpoint", heal=_DISARM, packages=("protocol-crash",),
-             evidence="crash-report"),
+             evidence="crash-report", needs=_FAILPOINTS),
     # registration
     FaultRow("registration-crash", "registration", value="registration", packages=("registration-crash",),
-             evidence="registration-crash"),
+             evidence="registration-crash", needs=_REGISTRATION),
 )
 """Every nemesis ``f``, grouped by family.  See docs/nemeses.md, "Adding a fault"."""
 
 FAULTS: Mapping[str, FaultRow] = {r.f: r for r in ROWS}
 """``f`` -> its row."""
+
+
+def package_needs(package: str) -> tuple[str, ...]:
+    """The capabilities a nemesis package needs: those of every row naming it and of those rows' undo steps (once
+    each, in table order; empty for a name no row names)."""
+    out: list[str] = []
+    for r in ROWS:
+        if package in r.packages:
+            for need in (*r.needs, *(FAULTS[r.undo].needs if r.undo else ())):
+                if need not in out:
+                    out.append(need)
+    return tuple(out)
 
 
 def row(f: Any, where: str = "") -> FaultRow:

@@ -34,19 +34,19 @@ from nemesis.accounting import Accounted
 from nemesis.clock import ClockNemesis
 from nemesis.disk import CORRUPT_MODES, FAULTS, REPAIRABLE_MODES, DiskNemesis
 from nemesis.failpoint import FailpointNemesis
-from nemesis.faults import NEMESES, ROWS, row
+from nemesis.faults import GUIDED_NEEDS, NEMESES, ROLE_SELECTOR_NEEDS, ROWS, package_needs, row
 from nemesis.packet import PacketNemesis
 from nemesis.packet_behavior import PRESETS
 from nemesis.partition import PartitionNemesis
 from nemesis.process import ProcessNemesis
 from nemesis.registration import FAILPOINTS, RegistrationCrashNemesis
 from nemesis.schedule import PARTITION_KINDS, UNDO, Step, timed
-from nemesis.targets import SelectorError, Topology
+from nemesis.targets import SelectorError, Topology, needs_roles
 from nemesis.targets import validate as validate_target
 
 __all__ = [
-    "ALIASES", "KINDS", "NEMESIS_OF", "PROTOCOL_POINTS", "Composed", "PackageDef", "build", "definitions", "expand",
-    "plan", "validate",
+    "ALIASES", "KINDS", "NEMESIS_OF", "PROTOCOL_POINTS", "Composed", "Missing", "PackageDef", "build", "definitions",
+    "expand", "missing_capabilities", "plan", "validate",
 ]
 
 StartFn = Callable[[random.Random, int], dict[str, Any]]
@@ -317,6 +317,43 @@ def validate(names: Sequence[str], targets: Sequence[str], topo: Topology, rng: 
                     validate_target(str(t), topo, rng)
                 except SelectorError as exc:
                     raise ValueError(f"{key}.targets[{i}]: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A capability the spec asks of its system and the system does not offer: ``key`` and ``value`` say where the
+    spec asks (``nemesis.packages`` and the package, ``nemesis.targets[1]`` and the selector...)."""
+
+    key: str
+    value: Any
+    capability: str
+
+
+def missing_capabilities(names: Sequence[str], offered: frozenset[str], *, targets: Sequence[str] = (),
+                         options: Mapping[str, Any] | None = None, guided: bool = False,
+                         schedule: Sequence[Step] = ()) -> list[Missing]:
+    """What the packages (aliases expanded; validated names assumed), the selectors of ``nemesis.targets`` and
+    ``nemesis.options.*.targets``, guided mode and an explicit schedule's steps need of the system and ``offered``
+    lacks, from the fault table's ``needs`` (:mod:`nemesis.faults`); pure.  Not checked yet: the selectors a
+    package uses by default (``disk``'s ``masters``, ``protocol-crash``'s walk) and partition kinds aimed at a
+    role (``isolate-master``)."""
+    out: list[Missing] = []
+
+    def need(key: str, value: Any, capabilities: Sequence[str]) -> None:
+        out.extend(Missing(key, value, c) for c in capabilities if c not in offered)
+
+    for name in expand(names):
+        need("nemesis.packages", name, package_needs(name))
+    for i, t in enumerate(targets):
+        need(f"nemesis.targets[{i}]", t, ROLE_SELECTOR_NEEDS if needs_roles(str(t)) else ())
+    for name, raw in (options or {}).items():
+        for i, t in enumerate((raw or {}).get("targets") or () if isinstance(raw, Mapping) else ()):
+            need(f"nemesis.options.{name}.targets[{i}]", t, ROLE_SELECTOR_NEEDS if needs_roles(str(t)) else ())
+    if guided:
+        need("nemesis.mode", "guided", GUIDED_NEEDS)
+    for i, step in enumerate(schedule):
+        need(f"nemesis.schedule[{i}].f", step.f, row(step.f, "nemesis.schedule").needs)
+    return out
 
 
 @dataclass

@@ -1,1 +1,168 @@
-"""Systems under test as adapters (issue 29): one package per system under ``systems/<name>/``."""
+"""Systems under test as adapters: the registry a spec's ``system:`` key is looked up in.
+
+A *system* is what the harness tests: our own controller-and-broker cluster is one, the counter service of the
+self-test another, and a third party may ship their own.  An adapter (:class:`System`) says what the harness needs
+to know before anything starts: its name, the node roles it reads from the spec's ``nodes:`` map, the capabilities
+it offers (names from the one table, :data:`harness.protocols.CAPABILITIES`), and how to make its DB for one run.
+Validation refuses a spec that asks a system for something it does not offer (a nemesis package needing a
+capability it lacks) instead of failing mid-run.
+
+Where adapters come from, in this order:
+
+* built in: one module per adapter under ``systems/<name>/``, listed in :data:`BUILT_IN` (module -> the name of its
+  ``System`` attribute);
+* third party: the Python entry-point group ``splitbrain.systems`` (:data:`ENTRY_POINT_GROUP`), each entry point
+  named after the system and pointing at a ``System`` object (``name = "package.module:SYSTEM"``).  A built-in name
+  cannot be taken over by an entry point: the built-in adapter is the one used.
+
+Built-in adapters are imported by name (``importlib``), like entry points, so this module imports none of them:
+the registry stays below the harness layer while an adapter may, for now, wrap harness code (``systems.splitbrain``
+wraps :class:`harness.cluster.SplitbrainDB` until that code moves into it).
+
+Errors (:class:`RegistryError`, a ``LookupError``): :class:`UnknownSystem` names the system and the known ones;
+:class:`BrokenSystem` names the adapter or entry point that failed to load or does not describe a system, and why
+-- never a traceback.  :mod:`harness.spec` turns either into a ``SpecError`` on the key ``system``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from harness.protocols import CAPABILITIES, DB
+
+__all__ = [
+    "BUILT_IN", "CAPABILITIES", "DEFAULT", "ENTRY_POINT_GROUP", "BrokenSystem", "RegistryError", "System",
+    "UnknownSystem", "check", "get", "names",
+]
+
+ENTRY_POINT_GROUP = "splitbrain.systems"
+DEFAULT = "splitbrain"
+"""The system of a spec without a ``system:`` key (every spec written before the key existed)."""
+
+BUILT_IN: Mapping[str, str] = {
+    "splitbrain": "systems.splitbrain:SYSTEM",
+    "counter": "systems.counter:SYSTEM",
+}
+"""The adapters in this repository: system name -> ``module:attribute`` of its :class:`System`."""
+
+
+@runtime_checkable
+class System(Protocol):
+    """An adapter for one system under test.
+
+    ``spec`` is the validated :class:`harness.spec.TestSpec` and ``options`` what the harness parsed from its
+    ``cluster:`` map; both are typed loosely because this registry sits below the harness layer that defines them.
+    """
+
+    @property
+    def name(self) -> str:
+        """The name a spec's ``system:`` key uses."""
+        ...
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The keys of the spec's ``nodes:`` map it reads (e.g. ``controllers``, ``broker_sets``)."""
+        ...
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What it lets the harness do to it: names from :data:`harness.protocols.CAPABILITIES`."""
+        ...
+
+    def make_db(self, spec: Any, options: Any) -> DB:
+        """A fresh DB for one run of ``spec`` (nothing starts until the runner calls ``setup``)."""
+        ...
+
+
+class RegistryError(LookupError):
+    """A system that cannot be used; ``name`` is the system asked for."""
+
+    def __init__(self, name: str, message: str) -> None:
+        self.name = name
+        super().__init__(message)
+
+
+class UnknownSystem(RegistryError):
+    """No built-in adapter and no entry point has that name."""
+
+
+class BrokenSystem(RegistryError):
+    """An adapter or entry point that failed to load, or loaded something that does not describe a system."""
+
+
+EntryPoints = Callable[[], Iterable[importlib.metadata.EntryPoint]]
+
+
+def _installed_entry_points() -> Iterable[importlib.metadata.EntryPoint]:
+    return importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+
+
+entry_points: EntryPoints = _installed_entry_points
+"""Where third-party adapters are found; a unit test may point this at entry points it made."""
+
+
+def names() -> tuple[str, ...]:
+    """Every system a spec may name: the built-in ones, then the entry points', sorted (each name once)."""
+    extra = sorted({ep.name for ep in entry_points()} - set(BUILT_IN))
+    return (*BUILT_IN, *extra)
+
+
+def check(system: object, where: str) -> System:
+    """``system`` if it describes a system (see :class:`System`), else :class:`BrokenSystem` naming ``where``.
+
+    A loaded object is checked here, once, so a mistake in an adapter is reported by name when the spec is
+    read rather than as an attribute error mid-run."""
+    name = getattr(system, "name", None)
+    if not isinstance(system, System) or not isinstance(name, str):
+        raise BrokenSystem(str(name), f"{where} is not a system adapter: it needs a name (str), roles, capabilities "
+                                      f"and make_db(spec, options) (systems.System); got {type(system).__name__}")
+    caps = system.capabilities
+    if not isinstance(caps, frozenset):
+        raise BrokenSystem(name, f"{where}: capabilities must be a frozenset of names; got {type(caps).__name__}")
+    unknown = sorted(str(c) for c in caps if c not in CAPABILITIES)
+    if unknown:
+        raise BrokenSystem(name, f"{where} offers unknown capabilities {unknown}; known: {', '.join(CAPABILITIES)}")
+    roles = system.roles
+    if not isinstance(roles, tuple) or not roles or not all(isinstance(r, str) for r in roles):
+        raise BrokenSystem(name, f"{where}: roles must be a non-empty tuple of node-role names; got {roles!r}")
+    return system
+
+
+def _load(name: str, target: str, where: str, load: Callable[[], object]) -> System:
+    try:
+        obj = load()
+    except Exception as exc:  # an adapter's import may fail any way at all; say which and why, not a traceback
+        raise BrokenSystem(name, f"{where} ({target}) failed to load: {type(exc).__name__}: {exc}") from None
+    system = check(obj, f"{where} ({target})")
+    if system.name != name:
+        raise BrokenSystem(name, f"{where} ({target}) is registered as {name!r} but calls itself {system.name!r}")
+    return system
+
+
+def _built_in(name: str) -> System:
+    target = BUILT_IN[name]
+    module, _, attr = target.partition(":")
+    return _load(name, target, f"built-in system {name!r}", lambda: getattr(importlib.import_module(module), attr))
+
+
+def get(name: str) -> System:
+    """The adapter called ``name``.
+
+    Raises:
+        UnknownSystem: no adapter has that name (the message lists the known ones).
+        BrokenSystem: its module or entry point failed to load, or what it names is not a system.
+    """
+    if name in BUILT_IN:
+        return _built_in(name)
+    found = [ep for ep in entry_points() if ep.name == name]
+    if not found:
+        raise UnknownSystem(name, f"no system called {name!r}; known: {', '.join(names())} (built in: systems/<name>/; "
+                                  f"others: the entry-point group {ENTRY_POINT_GROUP!r})")
+    if len(found) > 1:
+        raise BrokenSystem(name, f"{len(found)} entry points in group {ENTRY_POINT_GROUP!r} are called {name!r}: "
+                                 f"{', '.join(ep.value for ep in found)}; uninstall all but one")
+    ep = found[0]
+    return _load(name, ep.value, f"entry point {name!r} in group {ENTRY_POINT_GROUP!r}", ep.load)

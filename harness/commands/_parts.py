@@ -7,8 +7,9 @@ threads; each op goes to the client of the workload whose ``fs`` holds its ``f``
 checkers are namespaced ``<workload>/<checker>`` so two workloads may both have a checker called ``queue``.
 
 :func:`validate_spec` checks everything a run needs *before* anything starts (cluster options, nemesis
-package names and targets, workload names and options, overlapping ``fs``) and raises ``SpecError`` naming
-the file, the key and the reason; :func:`prepare` also refuses what is valid but not worth running (no
+package names and targets, what they need of the system under test (its adapter's capabilities,
+:mod:`systems`), workload names and options, overlapping ``fs``) and raises ``SpecError`` naming the file, the
+key and the reason; :func:`prepare` also refuses what is valid but not worth running (no
 ``workloads:`` key, 2 controllers: :func:`runnable_problem`).
 """
 
@@ -20,19 +21,22 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import yaml
 
+import systems
 from harness import generator as g
-from harness.cluster import ClusterOptions, SplitbrainDB, cluster_options, node_flags_used
+from harness.cluster import ClusterOptions, cluster_options, node_flags_used
+from harness.protocols import DB
 from harness.revisions import RevisionError, SutBuild, ensure_build
 from harness.runner import TestParts
 from harness.spec import SpecError, TestSpec, load_spec
 
 __all__ = [
-    "CompositeClient", "Prepared", "add_spec_arguments", "build_parts", "build_workloads", "check_results_root",
-    "namespaced_checkers", "overrides_from_args", "prepare", "runnable_problem", "validate_spec",
+    "CompositeClient", "Prepared", "RunsNodeCommands", "add_spec_arguments", "build_parts", "build_workloads",
+    "check_results_root", "make_db", "namespaced_checkers", "overrides_from_args", "prepare",
+    "refuse_missing_capabilities", "runnable_problem", "validate_spec",
 ]
 
 
@@ -108,8 +112,22 @@ def _nemesis_names(spec: TestSpec, workloads: Sequence[Any]) -> list[str]:
     return names
 
 
+@runtime_checkable
+class RunsNodeCommands(Protocol):
+    """A DB whose nodes run this repository's node commands, so ``cluster.revision`` can swap in a built revision's
+    (:func:`harness.commands._backend.sut_node_command`); our cluster's DB is one."""
+
+    command: Sequence[str]
+
+
+def make_db(spec: TestSpec, options: ClusterOptions) -> DB:
+    """A fresh DB of the spec's system (:mod:`systems`; :func:`harness.spec.load_spec` already loaded its adapter)."""
+    return systems.get(spec.system).make_db(spec, options)
+
+
 def validate_spec(spec: TestSpec) -> ClusterOptions:
-    """Check cluster options, nemesis packages/targets and workloads without starting anything.
+    """Check cluster options, nemesis packages/targets, what they need of the system, and workloads without
+    starting anything.
 
     Returns:
         the validated cluster options.
@@ -118,7 +136,12 @@ def validate_spec(spec: TestSpec) -> ClusterOptions:
     """
     options = cluster_options(spec.cluster, file=spec.source)
     store_fs_problem(spec, options)
-    db = SplitbrainDB(spec, options)
+    db = make_db(spec, options)
+    if options.revision is not None and not isinstance(db, RunsNodeCommands):
+        raise SpecError(spec.source, "cluster.revision", options.revision,
+                        f"no revision: system {spec.system!r} does not run this repository's node commands")
+    offered = systems.get(spec.system).capabilities
+    refuse_missing_capabilities(spec, offered, spec.nemesis.packages)  # before the workloads: the system is the cause
     workloads = build_workloads(spec, db)
     from nemesis import packages
     from nemesis.targets import Topology
@@ -138,7 +161,33 @@ def validate_spec(spec: TestSpec) -> ClusterOptions:
             key = "nemesis.targets" if "unknown nemesis package" not in msg else "nemesis.packages"
             raise SpecError(spec.source, key, names if key == "nemesis.packages" else list(spec.nemesis.targets),
                             f"valid nemesis settings ({exc})") from None
+    refuse_missing_capabilities(spec, offered, names)  # and the packages the workloads add
     return options
+
+
+def refuse_missing_capabilities(spec: TestSpec, offered: frozenset[str], names: Sequence[str]) -> None:
+    """Refuse a spec that asks its system for a capability it does not offer (the fault table says what each
+    package, role selector, guided mode and schedule step needs: :func:`nemesis.packages.missing_capabilities`),
+    instead of failing mid-run.
+
+    Raises:
+        SpecError: naming the key (``nemesis.packages``...), the package or selector, and the missing capabilities.
+    """
+    from nemesis import packages
+
+    guided = spec.nemesis.mode == "guided" or "guided" in spec.nemesis.modes
+    missing = packages.missing_capabilities(names, offered, targets=spec.nemesis.targets,
+                                            options=spec.nemesis.options, guided=guided,
+                                            schedule=spec.nemesis.schedule or ())
+    if not missing:
+        return
+    first = missing[0]
+    lacking = [m.capability for m in missing if (m.key, m.value) == (first.key, first.value)]
+    what = "package" if first.key == "nemesis.packages" else "setting"
+    raise SpecError(spec.source, first.key, first.value,
+                    f"a {what} that system {spec.system!r} can serve: {first.value!r} needs {', '.join(lacking)}, "
+                    f"which {spec.system!r} does not offer (it offers: {', '.join(sorted(offered)) or 'nothing'}; "
+                    "capabilities: docs/systems.md)")
 
 
 def store_fs_problem(spec: TestSpec, options: ClusterOptions, *, fuse_device: str = "/dev/fuse") -> None:
@@ -336,11 +385,12 @@ def final_generator(workloads: Sequence[Any]) -> Any:
     return finals[0] if len(finals) == 1 else g.phases(*finals)
 
 
-def build_parts(spec: TestSpec, options: ClusterOptions) -> tuple[TestParts, SplitbrainDB]:
-    """Fresh DB, workloads and nemesis packages for one run of ``spec`` (the seed drives every schedule)."""
+def build_parts(spec: TestSpec, options: ClusterOptions) -> tuple[TestParts, DB]:
+    """Fresh DB (of the spec's system), workloads and nemesis packages for one run of ``spec`` (the seed drives
+    every schedule)."""
     from nemesis import packages
 
-    db = SplitbrainDB(spec, options)
+    db = make_db(spec, options)
     workloads = build_workloads(spec, db)
     composed = packages.build(db, _nemesis_names(spec, workloads), interval_s=spec.nemesis.interval_s,
                               targets=spec.nemesis.targets, seed=spec.seed, time_limit_s=spec.time_limit_s,

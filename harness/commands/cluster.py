@@ -41,7 +41,14 @@ from harness.commands._clusters import (
     write_record,
 )
 from harness.commands._exit import refuse
-from harness.commands._parts import Prepared, add_spec_arguments, overrides_from_args, prepare
+from harness.commands._parts import (
+    Prepared,
+    RunsNodeCommands,
+    add_spec_arguments,
+    make_db,
+    overrides_from_args,
+    prepare,
+)
 from harness.spec import SpecError
 from harness.store import EXIT_CRASHED, EXIT_UNKNOWN
 
@@ -71,12 +78,10 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 async def _up(prepared: Prepared, results_root: str, nodes_file: str | None) -> dict[str, Any]:
-    from harness.cluster import SplitbrainDB
-
     spec = prepared.spec
     remote = await open_remote(spec, nodes_file=nodes_file, results_dir=results_root, sut=prepared.sut)
-    db = SplitbrainDB(spec, prepared.options)
-    if prepared.sut is not None:
+    db = make_db(spec, prepared.options)
+    if prepared.sut is not None and isinstance(db, RunsNodeCommands):  # validate_spec refused the other DBs
         db.command = await sut_node_command(remote, spec, prepared.sut)
     ok = False
     with tempfile.TemporaryDirectory(prefix="splitbrain-up-") as tmp:

@@ -30,6 +30,7 @@ from harness.commands._clusters import cluster_record, write_record
 from harness.commands._exit import refuse
 from harness.commands._parts import (
     Prepared,
+    RunsNodeCommands,
     add_spec_arguments,
     build_parts,
     check_results_root,
@@ -111,7 +112,7 @@ async def _run_on_backend(prepared: Prepared, one: TestSpec, *, results_root: st
     try:
         remote = await open_remote(one, nodes_file=nodes_file, state_dir=state_dir, results_dir=results_root,
                                    sut=prepared.sut)
-        if prepared.sut is not None:
+        if prepared.sut is not None and isinstance(db, RunsNodeCommands):  # validate_spec refused the other DBs
             db.command = await sut_node_command(remote, one, prepared.sut)
         undo()  # run_test installs its own SIGINT/SIGTERM handling (graceful stop)
         outcome = await run_test(one, parts, results_root=results_root, remote=remote, quiet=quiet)

@@ -26,7 +26,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class CounterDB:
-    """Starts one counter service per node through the test's Remote (``test["remote"]``)."""
+    """Starts one counter service per node through the test's Remote (``test["remote"]``); Kill, Pause (SIGSTOP and
+    SIGCONT, what the ``counter`` system adapter offers) and LogFiles."""
 
     def __init__(self, port: int = 7400, *, start_timeout_s: float = 15.0) -> None:
         self.port = port
@@ -63,6 +64,16 @@ class CounterDB:
         pid = self.pids.pop(node, None)
         if pid is not None:
             await test["remote"].signal(node, pid, signal.SIGKILL)
+
+    async def pause(self, test: dict[str, Any], node: str) -> None:
+        pid = self.pids.get(node)
+        if pid is not None:
+            await test["remote"].signal(node, pid, signal.SIGSTOP)
+
+    async def resume(self, test: dict[str, Any], node: str) -> None:
+        pid = self.pids.get(node)
+        if pid is not None:
+            await test["remote"].signal(node, pid, signal.SIGCONT)
 
     async def teardown(self, test: dict[str, Any], node: str) -> None:
         pid = self.pids.pop(node, None)

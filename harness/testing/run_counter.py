@@ -16,12 +16,13 @@ from harness.control.local import LocalRemote
 from harness.protocols import NoopNemesis
 from harness.runner import TestParts, run_test
 from harness.spec import spec_from_dict
-from harness.testing.counter import CounterChecker, CounterClient, CounterDB, counter_generator, final_reads
+from harness.testing.counter import CounterChecker, CounterClient, counter_generator, final_reads
+from systems.counter import CounterSystem
 
 
 async def _main(args: argparse.Namespace) -> int:
     spec = spec_from_dict({
-        "name": args.name, "backend": "local", "nodes": {"controllers": args.nodes, "broker_sets": {"count": 0}},
+        "name": args.name, "system": "counter", "backend": "local", "nodes": {"controllers": args.nodes},
         "workloads": ["counter"], "concurrency": args.concurrency, "rate": args.rate, "time_limit_s": args.time_limit,
         "phases": {"recovery_s": 0.2, "final_drain_s": 5}, "seed": args.seed,
     }, file="<run_counter>")
@@ -29,7 +30,8 @@ async def _main(args: argparse.Namespace) -> int:
     print(f"[run_counter] prefix={remote.state['prefix']} state={remote.state_path}", flush=True)
     try:
         parts = TestParts(
-            client=CounterClient(args.port), checkers={"counter": CounterChecker()}, db=CounterDB(args.port),
+            client=CounterClient(args.port), checkers={"counter": CounterChecker()},
+            db=CounterSystem(port=args.port).make_db(spec, None),
             nemesis=NoopNemesis(), generator=counter_generator(args.rate), final_generator=final_reads(),
         )
         outcome = await run_test(spec, parts, results_root=args.results, remote=remote, quiet=args.quiet)

@@ -1,0 +1,210 @@
+"""The system registry (systems/), the spec's ``system:`` key and validation by capability.
+
+Third-party adapters are found through entry points; these tests point the registry at entry points they make
+(importlib.metadata.EntryPoint objects over a module they put in ``sys.modules``) instead of installing a package.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint
+from typing import Any
+
+import pytest
+
+import systems
+from harness.cluster import SplitbrainDB, cluster_options
+from harness.commands._parts import refuse_missing_capabilities, validate_spec
+from harness.protocols import CAPABILITIES, DB
+from harness.spec import SpecError, load_spec, resolved_yaml, spec_from_dict
+from nemesis import faults, packages
+
+
+@dataclass(frozen=True)
+class FakeSystem:
+    """Our cluster's DB behind a name that offers less: what a system lacking capabilities looks like."""
+
+    name: str = "fake"
+    roles: tuple[str, ...] = ("controllers", "broker_sets")
+    capabilities: frozenset[str] = frozenset({"kill", "log-files"})
+
+    def make_db(self, spec: Any, options: Any) -> DB:
+        return SplitbrainDB(spec, options)
+
+
+class NotASystem:
+    name = "odd"
+
+
+@pytest.fixture
+def plugins(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Entry points of the group by name -> value; a module ``fake_systems_for_test`` holds what they name."""
+    module = types.ModuleType("fake_systems_for_test")
+    module.FAKE = FakeSystem()  # type: ignore[attr-defined]
+    module.ODD = NotASystem()  # type: ignore[attr-defined]
+    module.WRONG_NAME = FakeSystem(name="other")  # type: ignore[attr-defined]
+    module.UNKNOWN_CAP = FakeSystem(name="unknown-cap", capabilities=frozenset({"kill", "teleport"}))  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_systems_for_test", module)
+    table = {"fake": "fake_systems_for_test:FAKE", "odd": "fake_systems_for_test:ODD",
+             "wrong-name": "fake_systems_for_test:WRONG_NAME", "unknown-cap": "fake_systems_for_test:UNKNOWN_CAP",
+             "broken": "no_such_module_for_splitbrain_test:SYSTEM"}
+    monkeypatch.setattr(systems, "entry_points",
+                        lambda: [EntryPoint(n, v, systems.ENTRY_POINT_GROUP) for n, v in table.items()])
+    return table
+
+
+def _raw(**extra: Any) -> dict[str, Any]:
+    return {"name": "t", "seed": 1, "workloads": ["queue"], **extra}
+
+
+# -- the registry ---------------------------------------------------------------------------------------------------
+
+
+def test_built_in_systems_load_and_splitbrain_offers_every_capability() -> None:
+    assert systems.names()[:2] == ("splitbrain", "counter")
+    assert systems.get("splitbrain").capabilities == frozenset(CAPABILITIES)
+    assert systems.get("counter").capabilities == {"kill", "pause", "log-files"}
+    for name in systems.BUILT_IN:
+        assert systems.get(name).name == name
+
+
+@pytest.mark.parametrize("name", list(systems.BUILT_IN))
+def test_a_built_in_db_implements_the_protocol_of_each_capability_it_offers(name: str) -> None:
+    system = systems.get(name)
+    spec = spec_from_dict(_raw(system=name), file="s.yaml")
+    db = system.make_db(spec, cluster_options(spec.cluster))
+    assert isinstance(db, DB)
+    for cap in system.capabilities:
+        protocol = CAPABILITIES[cap].protocol
+        assert protocol is None or isinstance(db, protocol), (name, cap)
+
+
+def test_entry_points_are_found_by_name(plugins: dict[str, str]) -> None:
+    assert set(plugins) <= set(systems.names())
+    assert systems.get("fake") == FakeSystem()
+
+
+@pytest.mark.parametrize(("name", "words"), [
+    ("broken", ["entry point 'broken'", "no_such_module_for_splitbrain_test:SYSTEM", "ModuleNotFoundError"]),
+    ("odd", ["entry point 'odd'", "not a system adapter", "NotASystem"]),
+    ("wrong-name", ["registered as 'wrong-name'", "calls itself 'other'"]),
+    ("unknown-cap", ["unknown capabilities ['teleport']"]),
+])
+def test_an_entry_point_that_cannot_serve_is_a_precise_error(plugins: dict[str, str], name: str,
+                                                            words: list[str]) -> None:
+    with pytest.raises(systems.BrokenSystem) as info:
+        systems.get(name)
+    for w in words:
+        assert w in str(info.value)
+
+
+def test_an_unknown_system_names_the_known_ones() -> None:
+    with pytest.raises(systems.UnknownSystem, match="no system called 'etcd'; known: splitbrain, counter"):
+        systems.get("etcd")
+
+
+# -- the spec's system: key -----------------------------------------------------------------------------------------
+
+
+def test_a_spec_without_system_is_our_cluster_and_its_resolved_yaml_is_unchanged() -> None:
+    spec = spec_from_dict(_raw(), file="s.yaml")
+    assert spec.system == "splitbrain"
+    assert "system" not in resolved_yaml(spec)
+
+
+def test_an_unknown_or_broken_system_is_a_spec_error_on_the_key_system(plugins: dict[str, str]) -> None:
+    with pytest.raises(SpecError) as info:
+        spec_from_dict(_raw(system="etcd"), file="s.yaml")
+    assert info.value.key == "system" and info.value.value == "etcd"
+    assert "splitbrain, counter" in info.value.allowed and "fake" in info.value.allowed
+    with pytest.raises(SpecError) as info:
+        spec_from_dict(_raw(system="broken"), file="s.yaml")
+    assert info.value.key == "system" and "entry point 'broken'" in info.value.allowed
+    with pytest.raises(SpecError, match="system: got 3"):
+        spec_from_dict(_raw(system=3), file="s.yaml")
+
+
+def test_a_spec_file_naming_an_unknown_system_is_refused_by_load_spec(tmp_path: Any) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("name: t\nsystem: nosuch\nworkloads: [queue]\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert (info.value.file, info.value.key) == (str(path), "system")
+
+
+def test_a_counter_spec_declares_controllers_only() -> None:
+    spec = spec_from_dict(_raw(system="counter", nodes={"controllers": 2}), file="s.yaml")
+    assert (spec.nodes.controllers, spec.nodes.broker_sets) == (("c1", "c2"), ())
+    assert spec_from_dict({**yaml_of(spec), "seed": 1}, file="again") == spec_from_dict(
+        _raw(system="counter", nodes={"controllers": 2}), file="again")
+    with pytest.raises(SpecError) as info:
+        spec_from_dict(_raw(system="counter", nodes={"broker_sets": {"count": 1, "replicas": 3}}), file="s.yaml")
+    assert info.value.key == "nodes.broker_sets" and "declares the roles ['controllers']" in info.value.allowed
+
+
+def yaml_of(spec: Any) -> dict[str, Any]:
+    import yaml
+
+    loaded: dict[str, Any] = yaml.safe_load(resolved_yaml(spec))
+    assert loaded["system"] == spec.system
+    return loaded
+
+
+# -- capabilities: the fault table and validation -------------------------------------------------------------------
+
+
+def test_every_package_row_selector_and_mode_needs_only_known_capabilities() -> None:
+    for r in faults.ROWS:
+        assert r.needs, f"fault table row {r.f!r} names no capability it needs"
+        assert set(r.needs) <= set(CAPABILITIES), (r.f, r.needs)
+        if r.undo is not None:
+            assert set(faults.FAULTS[r.undo].needs) <= set(r.needs), (r.f, r.undo)
+    for name in packages.KINDS:
+        needs = faults.package_needs(name)
+        assert needs, f"package {name!r} needs nothing: no fault table row names it"
+        assert set(needs) <= set(CAPABILITIES), (name, needs)
+    assert set(faults.ROLE_SELECTOR_NEEDS) | set(faults.GUIDED_NEEDS) <= set(CAPABILITIES)
+
+
+def test_missing_capabilities_expands_aliases_and_reads_selectors_modes_and_steps() -> None:
+    missing = packages.missing_capabilities(["leader-chaos"], frozenset({"kill"}),
+                                            targets=["one", "masters+slaves:one"],
+                                            options={"kill": {"targets": ["controller-leader"]}}, guided=True)
+    assert [(m.key, m.value, m.capability) for m in missing] == [
+        ("nemesis.packages", "partition", "network"),
+        ("nemesis.targets[1]", "masters+slaves:one", "primaries"),
+        ("nemesis.options.kill.targets[0]", "controller-leader", "primaries"),
+        ("nemesis.mode", "guided", "event-observation"),
+    ]
+    assert packages.missing_capabilities(["all", "protocol-crash", "registration-crash", "disk-corrupt"],
+                                         frozenset(CAPABILITIES), targets=["primaries"], guided=True) == []
+
+
+def test_validate_spec_refuses_a_package_the_system_cannot_serve(plugins: dict[str, str]) -> None:
+    validate_spec(spec_from_dict(_raw(system="fake", nemesis={"packages": ["kill"], "targets": ["one"]}),
+                                 file="s.yaml"))
+    with pytest.raises(SpecError) as info:
+        validate_spec(spec_from_dict(_raw(system="fake", nemesis={"packages": ["kill", "clock"],
+                                                                  "targets": ["one"]}), file="s.yaml"))
+    assert (info.value.key, info.value.value) == ("nemesis.packages", "clock")
+    assert "needs clock-admin, which 'fake' does not offer" in info.value.allowed
+    with pytest.raises(SpecError) as info:
+        validate_spec(spec_from_dict(_raw(system="fake", nemesis={"packages": ["kill"], "targets": ["primaries"]}),
+                                     file="s.yaml"))
+    assert (info.value.key, info.value.value) == ("nemesis.targets[0]", "primaries")
+    with pytest.raises(SpecError) as info:  # an explicit schedule is checked step by step
+        validate_spec(spec_from_dict(_raw(system="fake", nemesis={
+            "schedule": [{"at_s": 1, "f": "pause", "value": "one"}]}), file="s.yaml"))
+    assert (info.value.key, info.value.value) == ("nemesis.schedule[0].f", "pause")
+    assert "needs pause" in info.value.allowed
+
+
+def test_the_counter_system_is_refused_the_faults_it_does_not_offer() -> None:
+    spec = spec_from_dict(_raw(system="counter", nemesis={"packages": ["pause"], "targets": ["one"]}), file="s")
+    refuse_missing_capabilities(spec, systems.get("counter").capabilities, ["kill", "pause"])
+    with pytest.raises(SpecError) as info:
+        refuse_missing_capabilities(spec, systems.get("counter").capabilities, ["disk"])
+    assert (info.value.key, info.value.value) == ("nemesis.packages", "disk")
+    assert "needs failpoints, store-files, which 'counter' does not offer" in info.value.allowed
