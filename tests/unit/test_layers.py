@@ -30,7 +30,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("systems", ("systems",)),
     # The built-in adapters wrap harness code for now (systems.splitbrain: harness.cluster; systems.counter:
     # harness.testing.counter) until that code moves into them; the registry imports them by name only.
-    ("harness", ("harness", "systems.splitbrain", "systems.counter")),
+    # systems.etcd.run drives etcd through the real runner, as harness/testing/run_counter.py does the counter.
+    ("harness", ("harness", "systems.splitbrain", "systems.counter", "systems.etcd.run")),
 )
 
 IMPURE = frozenset({"asyncio", "socket", "os", "time", "random", "threading", "subprocess", "datetime"})

@@ -1,10 +1,10 @@
-"""A failpoint armed by a request nobody answered may still fire (a stopped node reads the request when it
-resumes): a node the DB paused is not armed at all, ``crash-at`` watches and restarts a node whose arm went
-unanswered, and the final heal starts any node whose process is gone, whatever stopped it.  Nemesis shells over a fake DB and a fake admin connection; what is under
-test is only the bookkeeping (a control run at base 4f8693d left a controller dead this way: the arm timed out
-while the node was paused, the nemesis reported it unarmed, the node crashed at the step 6 s later on resume and
-nobody started it again, so the availability checker saw writes stop under what it thought was one dead
-controller)."""
+"""A failpoint armed by a request nobody answered may still fire (a stopped node reads the request when it resumes): a
+node the DB paused is not armed at all, ``crash-at`` watches and restarts a node whose arm went unanswered, and the
+final heal starts any node whose process is gone, whatever stopped it. Nemesis shells over a fake DB and a fake
+admin connection; what is under test is only the bookkeeping (a control run at base 4f8693d left a controller dead
+this way: the arm timed out while the node was paused, the nemesis reported it unarmed, the node crashed at the step
+6 s later on resume and nobody started it again, so the availability checker saw writes stop under what it thought
+was one dead controller)."""
 
 from __future__ import annotations
 
