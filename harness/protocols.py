@@ -5,7 +5,8 @@ Vocabulary (after Jepsen's ``core.clj``):
 * **test** -- a plain dict describing the run (spec, nodes, run dir, remote ...), passed to every hook.
 * **DB** -- installs/starts the system on one node (``setup``) and removes it (``teardown``).  Optional
   capabilities are separate protocols: :class:`Kill` (``kill``/``start``), :class:`Pause`
-  (``pause``/``resume``), :class:`Primary` (``primaries``) and :class:`LogFiles` (``log_files``).
+  (``pause``/``resume``), :class:`Primary` (``primaries``), :class:`LogFiles` (``log_files``),
+  :class:`NodeHelpers` (``python``) and :class:`RegisterClients` (``register_client``).
 * **capability** -- what a system under test lets the harness do to it, by name: :data:`CAPABILITIES` is the one
   table of those names (a system adapter offers a set of them, :mod:`systems`; each nemesis fault needs some,
   :mod:`nemesis.faults`).
@@ -46,6 +47,8 @@ __all__ = [
     "NoopNemesis",
     "Pause",
     "Primary",
+    "RegisterClients",
+    "NodeHelpers",
     "ValidatingClient",
     "ValidatingNemesis",
     "compose_nemeses",
@@ -111,6 +114,24 @@ class LogFiles(Protocol):
         ...
 
 
+@runtime_checkable
+class NodeHelpers(Protocol):
+    """A DB whose nodes can run this repository's Python helpers (``python -m nemesis.netqueue``, the packet
+    shaper used where the kernel lacks ``sch_netem``): ``python`` is the interpreter to run them with."""
+
+    python: str
+
+
+@runtime_checkable
+class RegisterClients(Protocol):
+    """A DB that makes clients of independent per-key registers (the generic ``register`` workload,
+    :mod:`workloads.register`).  The client handles ``read`` / ``write`` / ``cas`` ops of the ``cas-register``
+    shape with the register's name in the op's ``key``; ``read_mode`` is ``linearizable`` (the system's strongest
+    read) or ``serializable`` (its weakest: a node may answer from its own, possibly stale, state)."""
+
+    def register_client(self, *, read_mode: str, timeout_s: float) -> Client: ...
+
+
 @dataclass(frozen=True)
 class Capability:
     """One thing a system may let the harness do to it.
@@ -140,6 +161,10 @@ CAPABILITIES: Mapping[str, Capability] = {c.name: c for c in (
     Capability("store-files", "a node's store files can be read, cut and corrupted while it is down"),
     Capability("registration", "its broker registration can be crashed at named steps (our cluster's broker)"),
     Capability("event-observation", "its nodes report their events while running (guided mode and coverage)"),
+    Capability("node-helpers", "its nodes can run this repository's Python helpers (the packet shaper where the "
+                               "kernel lacks netem)", NodeHelpers),
+    Capability("register-client", "it makes clients of per-key read/write/cas registers with linearizable and "
+                                  "serializable reads (the register workload)", RegisterClients),
 )}
 """The one table of capability names (see :class:`Capability`)."""
 

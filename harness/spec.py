@@ -1,9 +1,9 @@
 """The test spec: what a YAML test file may say, validated before anything starts.
 
 A spec names the test, the system under test (``system:``, :mod:`systems`; our own cluster by default), the
-control backend, the node roles (controllers; broker sets of
-replicas), free cluster options (validated later by the cluster module), the workloads, the
-nemesis packages and schedule, the load (concurrency, rate), the phases and the seed.  Example::
+control backend, the node roles the system declares (our cluster: controllers and broker sets of replicas; a
+replicated system such as etcd: ``members``), free cluster options (validated later by the cluster module), the
+workloads, the nemesis packages and schedule, the load (concurrency, rate), the phases and the seed.  Example::
 
     name: queue-partition
     system: splitbrain             # the system under test: an adapter of the registry (systems); the default
@@ -11,6 +11,7 @@ nemesis packages and schedule, the load (concurrency, rate), the phases and the 
     nodes:
       controllers: 3               # a count (named c1..c3) or a list of node names
       broker_sets: {count: 1, replicas: 3}   # or a list of lists of node names
+      # members: 3                 # a system that declares the members role (etcd): a count (m1..m3) or names
     cluster: {}                    # free map, checked by the cluster module
     workloads: [queue]             # names, or {name: queue, options: {...}}
     nemesis: {packages: [partition, kill], interval_s: 10, targets: [one, minority]}
@@ -67,8 +68,10 @@ OVERRIDE_KEYS = (
     "nodes", "time_limit", "concurrency", "rate", "nemesis", "workload", "seed", "test_count", "leave_running",
     "backend", "nemesis_mode", "sut_revision",
 )
-NODE_ROLES = ("controllers", "broker_sets")
-"""The roles the ``nodes:`` map can hold so far; a system declares which of them it reads (``controllers`` always)."""
+NODE_ROLES = ("controllers", "broker_sets", "members")
+"""The roles the ``nodes:`` map can hold; a system declares which of them it reads (:attr:`systems.System.roles`).
+``controllers`` and ``broker_sets`` are our cluster's; ``members`` are the peers of a system that has one kind of
+node (etcd).  A role the system does not declare has no nodes."""
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _NODE_RE = re.compile(r"^[a-z][a-z0-9-]{0,9}$")
 _MAX_SEED = 2**63 - 1
@@ -76,14 +79,16 @@ _MAX_SEED = 2**63 - 1
 
 @dataclass(frozen=True)
 class NodesSpec:
-    """Node names per role.  ``broker_sets[i]`` are the replicas of broker set i."""
+    """Node names per role.  ``broker_sets[i]`` are the replicas of broker set i; ``members`` are the nodes of a
+    system whose nodes are all alike (empty for our cluster)."""
 
     controllers: tuple[str, ...]
     broker_sets: tuple[tuple[str, ...], ...]
+    members: tuple[str, ...] = ()
 
     @property
     def all(self) -> tuple[str, ...]:
-        return self.controllers + tuple(n for s in self.broker_sets for n in s)
+        return self.controllers + tuple(n for s in self.broker_sets for n in s) + self.members
 
 
 @dataclass(frozen=True)
@@ -228,28 +233,34 @@ def _system(c: _Ctx, raw: Any) -> tuple[str, tuple[str, ...]]:
     except systems.RegistryError as exc:
         raise c.err("system", raw, f"a system adapter that loads ({exc})") from None
     unreadable = [r for r in system.roles if r not in NODE_ROLES]
-    if unreadable or "controllers" not in system.roles:
+    if unreadable:
         raise c.err("system", raw, f"a system whose roles the nodes: map can hold; {raw!r} declares "
-                    f"{list(system.roles)}, and nodes: has {list(NODE_ROLES)} so far, controllers always")
+                    f"{list(system.roles)}, and nodes: has {list(NODE_ROLES)}")
     return system.name, system.roles
 
 
-def _nodes(c: _Ctx, raw: Any, system: str = "splitbrain", roles: tuple[str, ...] = NODE_ROLES) -> NodesSpec:
-    """``nodes:``.  A role the system does not declare defaults to no nodes, and giving it nodes is refused
-    (the counter self-test declares only ``controllers``)."""
-    m = c.mapping("nodes", raw, ("controllers", "broker_sets"))
-    for role in ("controllers", "broker_sets"):
+def _role_nodes(c: _Ctx, key: str, raw: Any, prefix: str) -> tuple[str, ...]:
+    """A role given as a count (named ``<prefix>1`` ..) or as a list of node names: 1 to 9 nodes."""
+    if isinstance(raw, list):
+        if not 1 <= len(raw) <= 9:
+            raise c.err(key, raw, "1 to 9 node names")
+        return tuple(c.name(f"{key}[{i}]", n, _NODE_RE, _NODE_WHAT) for i, n in enumerate(raw))
+    return tuple(f"{prefix}{i + 1}" for i in range(c.int_range(key, raw, 1, 9)))
+
+
+def _nodes(c: _Ctx, raw: Any, system: str = "splitbrain",
+           roles: tuple[str, ...] = ("controllers", "broker_sets")) -> NodesSpec:
+    """``nodes:``.  A role the system does not declare has no nodes, and giving it nodes is refused (the counter
+    self-test declares only ``controllers``, etcd only ``members``).  A declared role left out gets its default:
+    3 controllers, one broker set of 3 replicas, 3 members."""
+    m = c.mapping("nodes", raw, NODE_ROLES)
+    for role in NODE_ROLES:
         if role not in roles and m.get(role) not in (None, 0, [], {"count": 0}):
             raise c.err(f"nodes.{role}", m[role], f"nothing: system {system!r} declares the roles {list(roles)}")
     if "broker_sets" not in roles:
         m = {**m, "broker_sets": {"count": 0}}
-    ctl = m.get("controllers", 3)
-    if isinstance(ctl, list):
-        if not 1 <= len(ctl) <= 9:
-            raise c.err("nodes.controllers", ctl, "1 to 9 node names")
-        controllers = tuple(c.name(f"nodes.controllers[{i}]", n, _NODE_RE, _NODE_WHAT) for i, n in enumerate(ctl))
-    else:
-        controllers = tuple(f"c{i + 1}" for i in range(c.int_range("nodes.controllers", ctl, 1, 9)))
+    controllers = _role_nodes(c, "nodes.controllers", m.get("controllers", 3), "c") if "controllers" in roles else ()
+    members = _role_nodes(c, "nodes.members", m.get("members", 3), "m") if "members" in roles else ()
     bs = m.get("broker_sets", {"count": 1, "replicas": 3})
     if isinstance(bs, list):
         if len(bs) > 16:
@@ -265,7 +276,7 @@ def _nodes(c: _Ctx, raw: Any, system: str = "splitbrain", roles: tuple[str, ...]
         count = c.int_range("nodes.broker_sets.count", bm.get("count", 1), 0, 16)
         replicas = c.int_range("nodes.broker_sets.replicas", bm.get("replicas", 3), 1, 5)
         broker_sets = tuple(tuple(f"b{i + 1}-{j + 1}" for j in range(replicas)) for i in range(count))
-    spec = NodesSpec(controllers, broker_sets)
+    spec = NodesSpec(controllers, broker_sets, members)
     seen: set[str] = set()
     for n in spec.all:
         if n in seen:
@@ -338,7 +349,7 @@ def _schedule(c: _Ctx, raw: Any, nodes: NodesSpec) -> tuple[Any, ...] | None:
     from nemesis.targets import Topology
 
     try:
-        return parse(raw, Topology(nodes.controllers, nodes.broker_sets))
+        return parse(raw, Topology(nodes.controllers, nodes.broker_sets, nodes.members))
     except ScheduleError as exc:
         step = "" if exc.index is None else f"[{exc.index}]" + (f".{exc.field}" if exc.field else "")
         value = raw if exc.index is None else raw[exc.index]
@@ -357,7 +368,7 @@ def _target(c: _Ctx, key: str, raw: Any, nodes: NodesSpec) -> str:
     if not isinstance(raw, str):
         raise c.err(key, raw, f"a target selector string such as {NEMESIS_TARGETS}")
     try:
-        validate_target(raw, Topology(nodes.controllers, nodes.broker_sets), random.Random(0))
+        validate_target(raw, Topology(nodes.controllers, nodes.broker_sets, nodes.members), random.Random(0))
     except ValueError as exc:
         raise c.err(key, raw, str(exc)) from None
     return raw
@@ -426,7 +437,7 @@ def apply_overrides(
 ) -> dict[str, Any]:
     """CLI-style overrides on top of the parsed YAML (before validation).
 
-    Keys: ``nodes`` (comma list of names, assigned to controllers then broker replicas in order),
+    Keys: ``nodes`` (comma list of names, assigned to controllers, then broker replicas, then members in order),
     ``time_limit``, ``concurrency``, ``rate``, ``nemesis`` (comma list of packages or "none"),
     ``workload`` (comma list of names), ``seed``, ``test_count``, ``leave_running``, ``backend``,
     ``nemesis_mode`` (``random`` | ``guided``), ``sut_revision`` (the cluster's ``revision`` option:
@@ -451,6 +462,7 @@ def apply_overrides(
             out["nodes"] = {
                 "controllers": [next(it) for _ in current.controllers],
                 "broker_sets": [[next(it) for _ in s] for s in current.broker_sets],
+                **({"members": [next(it) for _ in current.members]} if current.members else {}),
             }
         elif key == "time_limit":
             out["time_limit_s"] = value
@@ -503,6 +515,8 @@ def spec_to_dict(spec: TestSpec) -> dict[str, Any]:
     if spec.system == TestSpec.system:  # the default: a resolved spec reads as it did before the key existed
         d.pop("system")
     d["nodes"] = {"controllers": list(spec.nodes.controllers), "broker_sets": [list(s) for s in spec.nodes.broker_sets]}
+    if spec.nodes.members:  # only a system that declares members has them: every other spec reads as before
+        d["nodes"]["members"] = list(spec.nodes.members)
     d["workloads"] = [{"name": w.name, "options": dict(w.options)} for w in spec.workloads]
     d["nemesis"] = {
         "packages": list(spec.nemesis.packages), "interval_s": spec.nemesis.interval_s,

@@ -56,7 +56,8 @@ class NemesisBase:
         self.db = db
         self._rng = rng
         spec = db.spec
-        self.topo = Topology(tuple(spec.nodes.controllers), tuple(tuple(s) for s in spec.nodes.broker_sets))
+        self.topo = Topology(tuple(spec.nodes.controllers), tuple(tuple(s) for s in spec.nodes.broker_sets),
+                             tuple(getattr(spec.nodes, "members", ())))  # unit tests fake nodes without it
         self.role_wait_s = float(getattr(getattr(spec, "nemesis", None), "role_wait_s", ROLE_WAIT_S))
 
     @property

@@ -58,6 +58,7 @@ _STOP_DISK: tuple[Mapping[str, Any], ...] = ({"f": "stop-disk"},)
 
 # What the nemesis of each family asks of the system (names from harness.protocols.CAPABILITIES).
 _NET = ("network",)  # the backend cuts, delays and drops links between the nodes' addresses
+_PACKET = ("network", "node-helpers")  # without sch_netem, the shaper runs as `db.python -m nemesis.netqueue`
 _KILL = ("kill",)
 _PAUSE = ("pause",)
 _CLOCK = ("clock-admin",)  # our admin RPC sets a process's clock; libfaketime for other systems is not built yet
@@ -144,8 +145,8 @@ ROWS: tuple[FaultRow, ...] = (
     FaultRow("check-clock-offsets", "clock", fault=False, heal=_RESET_CLOCK, needs=_CLOCK),  # a read: undoes nothing
     # packet
     FaultRow("start-packet", "packet", undo="stop-packet", value="packet", heal=_STOP_PACKET, packages=("packet",),
-             evidence="nodes", needs=_NET),
-    FaultRow("stop-packet", "packet", fault=False, heal=_STOP_PACKET, needs=_NET),
+             evidence="nodes", needs=_PACKET),
+    FaultRow("stop-packet", "packet", fault=False, heal=_STOP_PACKET, needs=_PACKET),
     # disk
     FaultRow("start-disk", "disk", undo="stop-disk", value="disk", heal=_STOP_DISK, packages=("disk", "disk-corrupt"),
              evidence="arm-results", needs=_DISK_ARM),

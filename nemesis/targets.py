@@ -4,11 +4,13 @@ A selector is a string.  Its atoms:
 
 * ``one`` / ``minority`` / ``minority-third`` / ``majority`` / ``all`` -- random subsets of every node
   (``minority-third``: at most a third, at least one);
-* a *pool* -- ``controllers``, ``brokers``, ``broker-set-N`` (the replicas of broker set N), or a role:
+* a *pool* -- ``controllers``, ``brokers``, ``broker-set-N`` (the replicas of broker set N), ``members``
+  (the nodes of a system whose nodes are all alike, such as etcd), or a role:
   ``controller-leader``, ``controller-followers`` (every controller but the leader), ``masters`` (every
   broker set's master), ``slaves`` (every broker set's non-masters, in sets whose master is known) and
   ``primaries`` (the controller leader and every master; unavailable until both a leader and a master
-  are known, so a run and its replay pick the same roles);
+  are known, so a run and its replay pick the same roles; in a topology of members: the members that
+  lead right now);
 * ``POOL:SUBSET`` -- SUBSET (one of the random subsets above) taken within the pool
   (``controllers:minority``, ``slaves:one``, ``controller-followers:one``);
 * a node name, or a comma list of node names (``c1,b0-1``).
@@ -17,7 +19,8 @@ Atoms join with ``+`` into a union (``masters+controller-followers:one``); the r
 set of nodes any atom picked.
 
 Role atoms need the cluster's current roles (``primaries``: the controller leader first, if known,
-then the broker masters, as :meth:`harness.cluster.SplitbrainDB.primaries` returns them).  When a role
+then the broker masters, as :meth:`harness.cluster.SplitbrainDB.primaries` returns them; for members, the
+members that say they lead, as :meth:`systems.etcd.db.EtcdDB.primaries` returns them).  When a role
 has no node right now (no leader mid-election), :func:`resolve` raises :class:`RoleUnavailable`, which
 the nemesis answers by asking again until its wait runs out; a selector that can never be satisfied
 (an unknown word, a broker set that does not exist) raises :class:`SelectorError`.
@@ -45,8 +48,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Topology:
+    """Node names per role: our cluster's controllers and broker sets, and the ``members`` of a system whose
+    nodes are all alike (an adapter declaring the ``members`` role; empty for our cluster)."""
+
     controllers: tuple[str, ...]
     broker_sets: tuple[tuple[str, ...], ...]
+    members: tuple[str, ...] = ()
 
     @property
     def brokers(self) -> tuple[str, ...]:
@@ -54,7 +61,7 @@ class Topology:
 
     @property
     def all(self) -> tuple[str, ...]:
-        return self.controllers + self.brokers
+        return self.controllers + self.brokers + self.members
 
     def broker_set_of(self, node: str) -> tuple[str, ...]:
         return next((s for s in self.broker_sets if node in s), ())
@@ -62,7 +69,7 @@ class Topology:
 
 SIMPLE = ("one", "minority", "minority-third", "majority", "all")
 ROLE_POOLS = ("controller-leader", "controller-followers", "masters", "slaves", "primaries")
-POOLS = ("controllers", "brokers", "broker-set-N", *ROLE_POOLS)
+POOLS = ("controllers", "brokers", "broker-set-N", "members", *ROLE_POOLS)
 
 
 class SelectorError(ValueError):
@@ -87,11 +94,13 @@ def _subset(kind: str, nodes: Sequence[str], rng: Sampler) -> list[str]:
 class _Roles:
     leader: tuple[str, ...]
     masters: tuple[str, ...]
+    leading_members: tuple[str, ...] = ()
 
     @staticmethod
     def of(topo: Topology, primaries: Sequence[str]) -> _Roles:
         return _Roles(tuple(p for p in primaries if p in topo.controllers)[:1],
-                      tuple(p for p in primaries if p in topo.brokers))
+                      tuple(p for p in primaries if p in topo.brokers),
+                      tuple(p for p in primaries if p in topo.members))
 
     def slaves(self, topo: Topology) -> tuple[str, ...]:
         return tuple(n for s in topo.broker_sets if any(m in s for m in self.masters) for n in s
@@ -103,6 +112,8 @@ def _pool(selector: str, name: str, topo: Topology, roles: _Roles) -> Sequence[s
         return topo.controllers
     if name == "brokers":
         return topo.brokers
+    if name == "members":
+        return topo.members
     if name.startswith("broker-set-") and name[len("broker-set-"):].isdigit():
         i = int(name[len("broker-set-"):])
         if i >= len(topo.broker_sets):
@@ -111,6 +122,10 @@ def _pool(selector: str, name: str, topo: Topology, roles: _Roles) -> Sequence[s
         return topo.broker_sets[i]
     if name not in ROLE_POOLS:
         raise SelectorError(f"target {selector!r}: {name!r} is not a pool; pools: {', '.join(POOLS)}")
+    if name == "primaries" and topo.members and not (topo.controllers or topo.broker_sets):
+        if not roles.leading_members:  # a topology of members: whoever leads among them (etcd: its leader)
+            raise RoleUnavailable(f"target {selector!r}: no member leads right now")
+        return roles.leading_members
     if name in ("masters", "slaves", "primaries") and not topo.broker_sets:
         raise SelectorError(f"target {selector!r}: {name} needs broker sets and this topology has none")
     pool = {
@@ -154,7 +169,8 @@ def resolve(selector: str, topo: Topology, primaries: Sequence[str], rng: Sample
     Args:
         selector: see the module docstring.
         topo: node names per role.
-        primaries: controller leader first (if known), then broker masters (as returned by the DB).
+        primaries: controller leader first (if known), then broker masters, or the leading members (as returned
+            by the DB).
         rng: the step's seeded RNG (random subsets draw from it, in the order the terms are written).
     Raises:
         SelectorError: the selector is malformed or names what the topology does not have.
@@ -174,13 +190,17 @@ def needs_roles(selector: str) -> bool:
 
 def roles_of(nodes: Sequence[str], topo: Topology, primaries: Sequence[str]) -> dict[str, str]:
     """The role each of ``nodes`` has given ``primaries``: controller-leader, controller-follower,
-    master, slave, or plain controller/broker when the leader or its set's master is unknown."""
+    master, slave, or plain controller/broker when the leader or its set's master is unknown; for members,
+    member-leader, member-follower, or plain member when no member leads."""
     roles = _Roles.of(topo, primaries)
     out: dict[str, str] = {}
     for n in nodes:
         if n in topo.controllers:
             out[n] = ("controller-leader" if n in roles.leader else
                       "controller-follower" if roles.leader else "controller")
+        elif n in topo.members:
+            out[n] = ("member-leader" if n in roles.leading_members else
+                      "member-follower" if roles.leading_members else "member")
         elif n in roles.masters:
             out[n] = "master"
         elif any(m in topo.broker_set_of(n) for m in roles.masters):
@@ -200,13 +220,13 @@ class _First:
 
 def validate(selector: str, topo: Topology, rng: Sampler | None = None) -> None:
     """Check a selector's syntax before the test starts, against a cluster where every role exists
-    (the first controller leads, every set's first replica is master).  ``rng`` is accepted for
+    (the first controller leads, every set's first replica is master, the first member leads).  ``rng`` is accepted for
     callers that have one; random subsets do not matter here.
 
     Raises:
         SelectorError: naming the selector and what is wrong.
     """
-    primaries = list(topo.controllers[:1]) + [s[0] for s in topo.broker_sets if s]
+    primaries = list(topo.controllers[:1]) + [s[0] for s in topo.broker_sets if s] + list(topo.members[:1])
     try:
         resolve(selector, topo, primaries, rng if rng is not None else _First())
     except RoleUnavailable as exc:  # e.g. controller-followers with a single controller

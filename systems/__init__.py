@@ -45,6 +45,7 @@ DEFAULT = "splitbrain"
 BUILT_IN: Mapping[str, str] = {
     "splitbrain": "systems.splitbrain:SYSTEM",
     "counter": "systems.counter:SYSTEM",
+    "etcd": "systems.etcd.system:SYSTEM",
 }
 """The adapters in this repository: system name -> ``module:attribute`` of its :class:`System`."""
 
@@ -64,7 +65,8 @@ class System(Protocol):
 
     @property
     def roles(self) -> tuple[str, ...]:
-        """The keys of the spec's ``nodes:`` map it reads (e.g. ``controllers``, ``broker_sets``)."""
+        """The keys of the spec's ``nodes:`` map it reads (``controllers``, ``broker_sets``, ``members``:
+        :data:`harness.spec.NODE_ROLES`)."""
         ...
 
     @property

@@ -7,7 +7,10 @@ and final reads after healing) and named checkers.  Builders receive a :class:`W
 raising ``SpecError`` naming ``workloads[i].options.<key>``.
 
 Workloads register themselves with :func:`register`; ``splitbrain test --workload NAME`` and the
-spec's ``workloads:`` list select them.  Several workloads can run in one test: their generators
+spec's ``workloads:`` list select them.  A workload written against a client protocol rather than our cluster
+names the capabilities it needs of the system (``register(name, needs=...)``, :func:`needs`; names from
+:data:`harness.protocols.CAPABILITIES`), and validation refuses a spec whose system lacks one before anything
+starts.  Several workloads can run in one test: their generators
 are mixed and each op is routed to the client of the workload whose ``fs`` contains its ``f``.
 """
 
@@ -57,17 +60,28 @@ class Workload:
 
 Builder = Callable[[WorkloadContext], Workload]
 _BUILDERS: dict[str, Builder] = {}
-_MODULES = ("workloads.queue", "workloads.controller_register", "workloads.broker_ids", "workloads.membership")
+_NEEDS: dict[str, tuple[str, ...]] = {}
+_MODULES = ("workloads.queue", "workloads.controller_register", "workloads.broker_ids", "workloads.membership",
+            "workloads.register")
 
 
-def register(name: str) -> Callable[[Builder], Builder]:
+def register(name: str, *, needs: tuple[str, ...] = ()) -> Callable[[Builder], Builder]:
+    """Register a builder under ``name``; ``needs``: the capabilities it asks of the system (see the module
+    docstring; our cluster's own workloads declare none yet, they are written against its protocol)."""
     def deco(fn: Builder) -> Builder:
         if name in _BUILDERS and _BUILDERS[name] is not fn:
             raise ValueError(f"workload {name!r} registered twice")
         _BUILDERS[name] = fn
+        _NEEDS[name] = tuple(needs)
         return fn
 
     return deco
+
+
+def needs(name: str) -> tuple[str, ...]:
+    """The capabilities workload ``name`` needs of the system (empty for an unknown name: :func:`build` says so)."""
+    _load_all()
+    return _NEEDS.get(name, ())
 
 
 def _load_all() -> None:

@@ -36,7 +36,7 @@ from harness.spec import SpecError, TestSpec, load_spec
 __all__ = [
     "CompositeClient", "Prepared", "RunsNodeCommands", "add_spec_arguments", "build_parts", "build_workloads",
     "check_results_root", "make_db", "namespaced_checkers", "overrides_from_args", "prepare",
-    "refuse_missing_capabilities", "runnable_problem", "validate_spec",
+    "refuse_missing_capabilities", "refuse_unservable_workloads", "runnable_problem", "validate_spec",
 ]
 
 
@@ -142,13 +142,14 @@ def validate_spec(spec: TestSpec) -> ClusterOptions:
                         f"no revision: system {spec.system!r} does not run this repository's node commands")
     offered = systems.get(spec.system).capabilities
     refuse_missing_capabilities(spec, offered, spec.nemesis.packages)  # before the workloads: the system is the cause
+    refuse_unservable_workloads(spec, offered)
     workloads = build_workloads(spec, db)
     from nemesis import packages
     from nemesis.targets import Topology
 
     names = _nemesis_names(spec, workloads)
     if names:
-        topo = Topology(spec.nodes.controllers, spec.nodes.broker_sets)
+        topo = Topology(spec.nodes.controllers, spec.nodes.broker_sets, spec.nodes.members)
         try:
             packages.validate(names, spec.nemesis.targets, topo, random.Random(spec.seed),
                               options=spec.nemesis.options)
@@ -163,6 +164,24 @@ def validate_spec(spec: TestSpec) -> ClusterOptions:
                             f"valid nemesis settings ({exc})") from None
     refuse_missing_capabilities(spec, offered, names)  # and the packages the workloads add
     return options
+
+
+def refuse_unservable_workloads(spec: TestSpec, offered: frozenset[str]) -> None:
+    """Refuse a workload that needs a capability the spec's system does not offer (``register`` needs
+    ``register-client``: :func:`workloads.registry.needs`), before it is built against the wrong DB.
+
+    Raises:
+        SpecError: naming ``workloads[i].name``, the workload and the missing capabilities.
+    """
+    from workloads import registry
+
+    for i, w in enumerate(spec.workloads):
+        lacking = [c for c in registry.needs(w.name) if c not in offered]
+        if lacking:
+            raise SpecError(spec.source, f"workloads[{i}].name", w.name,
+                            f"a workload that system {spec.system!r} can serve: {w.name!r} needs "
+                            f"{', '.join(lacking)}, which {spec.system!r} does not offer (it offers: "
+                            f"{', '.join(sorted(offered)) or 'nothing'}; capabilities: docs/systems.md)")
 
 
 def refuse_missing_capabilities(spec: TestSpec, offered: frozenset[str], names: Sequence[str]) -> None:

@@ -4,6 +4,9 @@
   and log files.
 * :mod:`systems.etcd.client` -- ``EtcdRegisterClient``: per-key read / write / cas registers over the v3
   JSON gateway, linearizable or serializable reads.
-* :mod:`systems.etcd.wire` -- the pure core both use: requests, replies, error classification, and the split
-  of a history into one ``cas-register`` history per key.
+* :mod:`systems.etcd.wire` -- the pure core both use: requests, replies and error classification.
+* :mod:`systems.etcd.system` -- the adapter (``system: etcd``): members, capabilities, ``make_db``.
+
+The history's split into one ``cas-register`` history per key, and the per-key verdict, are generic:
+:mod:`checker.per_key`, used by the ``register`` workload (:mod:`workloads.register`).
 """

@@ -16,6 +16,7 @@ The read mode is the client's: ``linearizable`` (default; a quorum read through 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +38,10 @@ from workloads.common import completion_for
 __all__ = ["CLIENT_PORT", "EtcdRegisterClient", "post_json", "serializable_for", "transport_error"]
 
 CLIENT_PORT = 2379
+
+# httpx logs every request at INFO: under `splitbrain test` that is one line per op, which buries the progress
+# line and the verdict.  Its warnings still show.
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 # Raised before a byte of the request reached the server: the request certainly had no effect.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)

@@ -1,10 +1,12 @@
 """``EtcdDB``: a static etcd cluster of the test's nodes, one member per node, started through the test's Remote.
 
-Implements the harness's DB protocol and the optional :class:`~harness.protocols.Kill`, ``Pause``, ``Primary``
-and ``LogFiles`` (see ``harness/protocols.py``).  Each member is named after its node, listens on the node's
-address (``remote.address(node)``; client port 2379, peer port 2380) and keeps its data in
-``<node_dir>/etcd.data`` and its log in ``<node_dir>/etcd.log``.  The cluster is bootstrapped statically
-(``--initial-cluster`` lists every node of ``test["nodes"]``), so no discovery service is involved.
+Implements the harness's DB protocol and the optional :class:`~harness.protocols.Kill`, ``Pause``, ``Primary``,
+``LogFiles`` and ``RegisterClients`` (see ``harness/protocols.py``), plus what the process nemesis calls beyond
+``Kill`` (``terminate``, ``alive``, ``wait_ready``), so the ``kill`` and ``pause`` packages run against it.
+Each member is named after its node, listens on the node's address (``remote.address(node)``; client port 2379,
+peer port 2380) and keeps its data in ``<node_dir>/etcd.data`` and its log in ``<node_dir>/etcd.log``.  The
+cluster is bootstrapped statically (``--initial-cluster`` lists every node of ``test["nodes"]``), so no discovery
+service is involved.
 
 Readiness.  ``setup`` starts the member and waits until its ``/health`` says true, which needs a leader, i.e. a
 quorum of members started: the runner sets up every node at once, as a static bootstrap requires.  ``start``
@@ -25,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from systems.etcd.client import CLIENT_PORT, post_json
+from systems.etcd.client import CLIENT_PORT, EtcdRegisterClient, post_json
 from systems.etcd.wire import EtcdError  # what ``status`` raises
 
 __all__ = ["PEER_PORT", "EtcdDB", "EtcdError", "EtcdStartError", "member_argv"]
@@ -69,11 +71,14 @@ class EtcdDB:
         binary: the etcd executable on the nodes (Debian's ``etcd-server`` installs ``etcd``).
         start_timeout_s: bound of each readiness wait.
         extra_args: more etcd flags for every member (e.g. ``--heartbeat-interval``).
+        spec: the run's :class:`harness.spec.TestSpec` when built by the adapter (:mod:`systems.etcd.system`);
+            the nemeses read the topology from ``db.spec``.
     """
 
     def __init__(self, *, binary: str = "etcd", client_port: int = CLIENT_PORT, peer_port: int = PEER_PORT,
                  start_timeout_s: float = 20.0, token: str = "splitbrain-etcd",
-                 extra_args: Sequence[str] = ()) -> None:
+                 extra_args: Sequence[str] = (), spec: Any = None) -> None:
+        self.spec = spec
         self.binary = binary
         self.client_port = client_port
         self.peer_port = peer_port
@@ -129,6 +134,36 @@ class EtcdDB:
     async def kill(self, test: dict[str, Any], node: str) -> None:
         """SIGKILL the member and wait until it is gone (so a restart does not find its files still held)."""
         await self._stop(test, node, grace_s=0.0)
+
+    async def terminate(self, test: dict[str, Any], node: str) -> None:
+        """SIGTERM (and SIGCONT, should it be paused): etcd's own shutdown; ``alive`` says when it is over."""
+        pid = self.pids.get(node)
+        if pid is not None:
+            await test["remote"].signal(node, pid, signal.SIGTERM)
+            await test["remote"].signal(node, pid, signal.SIGCONT)
+
+    async def alive(self, test: dict[str, Any], node: str) -> bool:
+        """Whether the member's process runs (paused counts as running)."""
+        pid = self.pids.get(node)
+        return pid is not None and bool(await test["remote"].is_alive(node, pid))
+
+    async def wait_ready(self, test: dict[str, Any], node: str, timeout_s: float | None = None) -> None:
+        """Until the member listens for clients (as ``start`` waits; see the module docstring for why not healthy).
+
+        Raises:
+            TimeoutError: not listening within ``timeout_s`` (default ``start_timeout_s``), naming the node.
+        """
+        try:
+            await asyncio.wait_for(self._wait(test, node, "listening on its client port", self._listening),
+                                   timeout_s or self.start_timeout_s)
+        except (EtcdStartError, TimeoutError) as exc:
+            raise TimeoutError(f"etcd member {node} not ready: {exc}") from None
+
+    # -- RegisterClients -----------------------------------------------------------------------------
+
+    def register_client(self, *, read_mode: str, timeout_s: float) -> EtcdRegisterClient:
+        """A per-key register client (:mod:`systems.etcd.client`) on this cluster's client port."""
+        return EtcdRegisterClient(self.client_port, read_mode=read_mode, timeout_s=timeout_s)
 
     # -- Pause ---------------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ The op shape is the ``cas-register`` model's (``checker/models/_registers.py``),
 ===========  ============================  =====================================================
 
 The register's name travels in the op's own ``key`` field (kept in ``history.jsonl`` like any extra key), so
-:func:`split_by_key` turns one history into one ``cas-register`` history per key, and the existing
+:func:`checker.per_key.split_by_key` turns one history into one ``cas-register`` history per key, and the existing
 linearizability checker judges each unchanged (initial value ``None``: a key nobody wrote).
 
 Values are stored as their JSON text, so ints, strings and lists read back as written.  The gateway wants keys
@@ -30,18 +30,18 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from checker.history import Op
+from checker.per_key import REGISTER_FS as PER_KEY_FS
 
 __all__ = [
     "DEFINITE_CODES", "READ_MODES", "REGISTER_FS", "EtcdError", "cas_pair", "cas_request", "decode_value", "encode_key",
-    "encode_value", "error_from_reply", "put_request", "range_request", "read_value", "split_by_key",
-    "txn_succeeded",
+    "encode_value", "error_from_reply", "put_request", "range_request", "read_value", "txn_succeeded",
 ]
 
-REGISTER_FS = frozenset({"read", "write", "cas"})
+REGISTER_FS = PER_KEY_FS
+"""The register ops' fs (the one definition is :data:`checker.per_key.REGISTER_FS`)."""
 
 #: read mode -> the range request's ``serializable`` flag.  A serializable read is answered from the local
 #: member's store without a quorum round (it may be stale); a linearizable one goes through the leader.
@@ -146,24 +146,6 @@ def error_from_reply(status: int, body: Any) -> EtcdError:
     if isinstance(code, int) and code in DEFINITE_CODES:
         return EtcdError(f"HTTP {status}, {DEFINITE_CODES[code]} ({code}): {text}", definite=True)
     return EtcdError(f"HTTP {status}, gRPC code {code}: {text}", definite=False)
-
-
-def split_by_key(history: Iterable[Op], fs: frozenset[str] = REGISTER_FS) -> dict[Hashable, list[Op]]:
-    """One ``cas-register`` history per register: the client ops of ``fs`` grouped by their ``key`` field, in
-    history order (nemesis ops and other ``f`` are dropped; the checker ignores them anyway)."""
-    out: dict[Hashable, list[Op]] = {}
-    for op in history:
-        if op.is_client and op.f in fs:
-            out.setdefault(_key_of(op), []).append(op)
-    return out
-
-
-def _key_of(op: Op) -> Hashable:
-    key = op.extra.get("key")
-    if not isinstance(key, str):
-        raise ValueError(f"op {op.index} ({op.f}) has no string 'key' field (got {key!r}); etcd register ops "
-                         "carry the register's name there")
-    return key
 
 
 def cas_pair(value: Any) -> Sequence[Any]:

@@ -21,11 +21,12 @@ __all__ = ["SYSTEM", "SplitbrainSystem"]
 
 @dataclass(frozen=True)
 class SplitbrainSystem:
-    """Offers every capability: each nemesis package was written against this cluster."""
+    """Offers every capability but ``register-client``: each nemesis package was written against this cluster, and
+    its own workloads (queue, controller-register, ...) speak its protocol; it has no generic register client."""
 
     name: str = "splitbrain"
     roles: tuple[str, ...] = ("controllers", "broker_sets")
-    capabilities: frozenset[str] = frozenset(CAPABILITIES)
+    capabilities: frozenset[str] = frozenset(CAPABILITIES) - {"register-client"}
 
     def make_db(self, spec: Any, options: Any) -> SplitbrainDB:
         """``spec``: a :class:`harness.spec.TestSpec`; ``options``: its :class:`harness.cluster.ClusterOptions`."""

@@ -69,7 +69,7 @@ CORES: tuple[Core, ...] = (
     Core("checker/timeline/*.py", shells=("_files.py", "__init__.py"), allowed=frozenset({"datetime"}),
          why_allowed="formats the times a run recorded; never reads the clock"),
     Core("checker/perf/_colours.py"), Core("checker/perf/_stats.py"), Core("checker/availability/*.py"),
-    Core("checker/invariants/*.py"),
+    Core("checker/invariants/*.py"), Core("checker/per_key.py"),
     Core("harness/web/views.py"),
     Core("harness/generator/*.py", allowed=frozenset({"random"}),
          why_allowed="random.Random is the type of the rng a context carries; no module-level random call"),

@@ -23,10 +23,10 @@ import pytest
 from checker.history import Op
 from checker.linearizable import check
 from checker.models import make_model
+from checker.per_key import split_by_key
 from harness.control.local import LocalRemote
 from systems.etcd.client import EtcdRegisterClient
 from systems.etcd.db import EtcdDB
-from systems.etcd.wire import split_by_key
 
 pytestmark = [
     pytest.mark.integration,
@@ -190,5 +190,5 @@ def test_the_runner_drives_etcd_registers_and_judges_each_key(tmp_path: Path) ->
     assert lin["valid"] is True, lin
     assert sorted(lin["stats"]["keys"]) == ["r0", "r1", "r2"]
     assert all(k["ops"] > 0 for k in lin["stats"]["keys"].values())
-    assert sorted(p.name for p in (run_dir / "nodes").iterdir()) == ["c1", "c2", "c3"]
-    assert all((run_dir / "nodes" / n / "etcd.log").stat().st_size > 0 for n in ("c1", "c2", "c3"))
+    assert sorted(p.name for p in (run_dir / "nodes").iterdir()) == ["m1", "m2", "m3"]
+    assert all((run_dir / "nodes" / n / "etcd.log").stat().st_size > 0 for n in ("m1", "m2", "m3"))

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checker.history import Op
+from checker.per_key import split_by_key
 from systems.etcd.client import EtcdRegisterClient, serializable_for, transport_error
 from systems.etcd.db import member_argv
 from systems.etcd.wire import (
@@ -27,7 +28,6 @@ from systems.etcd.wire import (
     put_request,
     range_request,
     read_value,
-    split_by_key,
     txn_succeeded,
 )
 from workloads.common import completion_for

@@ -18,11 +18,13 @@ from workloads.broker_ids import BrokerIdsOptions
 from workloads.controller_register import RegisterOptions
 from workloads.membership import MembershipOptions
 from workloads.queue import QueueOptions
+from workloads.register import RegisterWorkloadOptions
 
 ROOT = Path(__file__).resolve().parents[3]
 DOC = (ROOT / "docs" / "workloads.md").read_text()
 OPTIONS: dict[str, type] = {"queue": QueueOptions, "controller-register": RegisterOptions,
-                            "broker-ids": BrokerIdsOptions, "membership": MembershipOptions}
+                            "broker-ids": BrokerIdsOptions, "membership": MembershipOptions,
+                            "register": RegisterWorkloadOptions}
 
 
 def _rows(table_header: str, text: str) -> list[list[str]]:

@@ -1,0 +1,41 @@
+"""etcd as a system adapter (``system: etcd``): one etcd member per node of the spec's ``members`` role.
+
+It offers what :class:`systems.etcd.db.EtcdDB` really does:
+
+* ``kill`` and ``pause`` -- SIGKILL and restart on the same data dir, SIGSTOP/SIGCONT;
+* ``network`` -- members talk over their nodes' addresses, so the partition nemesis's iptables rules cut them
+  (it needs nothing else of a system; the packet nemesis is left out: without ``sch_netem`` it runs its shaper
+  as ``db.python -m nemesis.netqueue``, the ``node-helpers`` capability, which this adapter has not tried);
+* ``primaries`` -- the members that say they lead (``/v3/maintenance/status``), so ``primaries`` resolves to the
+  etcd leader;
+* ``log-files`` -- each member's ``etcd.log``;
+* ``register-client`` -- per-key registers over the v3 JSON gateway, linearizable or serializable reads (the
+  ``register`` workload).
+
+Not offered: clock-admin, failpoints, store-files, registration, event-observation, node-helpers.  The spec's
+``cluster:`` options mean nothing to it (they are still parsed as our cluster's; issue 29's later step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from systems.etcd.db import EtcdDB
+
+__all__ = ["SYSTEM", "EtcdSystem"]
+
+
+@dataclass(frozen=True)
+class EtcdSystem:
+    name: str = "etcd"
+    roles: tuple[str, ...] = ("members",)
+    capabilities: frozenset[str] = frozenset({"kill", "pause", "network", "primaries", "log-files",
+                                              "register-client"})
+
+    def make_db(self, spec: Any, options: Any) -> EtcdDB:
+        """A static cluster of the spec's members (``spec``: a :class:`harness.spec.TestSpec`)."""
+        return EtcdDB(spec=spec)
+
+
+SYSTEM = EtcdSystem()

@@ -1,0 +1,111 @@
+"""The ``register`` workload: independent read / write / cas registers on any system that offers a register client.
+
+It is written against a small client protocol, not against one system: the system's DB makes the client
+(:class:`harness.protocols.RegisterClients`, the capability ``register-client``), so a system adapter that offers
+it (etcd: :mod:`systems.etcd`) gets this workload, its generator and its checker for free, and a spec naming it for
+a system that does not is refused at validation (:func:`harness.commands._parts.validate_spec`, on
+``workloads[i].name``).
+
+Ops have the ``cas-register`` model's shape (:mod:`checker.models`) plus the register's name in ``key``: ``read``
+(value ``None``; ok value = the value read, ``None`` for a key nobody wrote), ``write v``, ``cas [expected, new]``
+(a compare that does not match is ``fail``).  Values are drawn from a small range (``values``) so cas ops often
+match, as in Jepsen's register tests.  The history is judged one key at a time by the linearizability checker
+(:mod:`checker.per_key`).
+
+``read_mode`` chooses the system's strongest read (``linearizable``) or its weakest (``serializable``: a node may
+answer from its own state without asking a quorum).  Under partitions and kills the second is expected to return
+stale values, and the checker to say so (Jepsen's 2020 etcd analysis).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from checker.per_key import REGISTER_FS, check_per_key
+from harness import generator as g
+from harness.errors import SpecError
+from harness.protocols import RegisterClients
+from workloads.common import StatsChecker, option, parse_options
+from workloads.registry import Workload, WorkloadContext, register
+
+__all__ = ["READ_MODES", "PerKeyLinearizable", "RegisterWorkloadOptions", "build_register", "register_generator"]
+
+READ_MODES = ("linearizable", "serializable")
+"""The read modes a register client must support: the system's strongest read and its weakest."""
+
+
+@dataclass(frozen=True)
+class RegisterWorkloadOptions:
+    """Options of the register workload (see the module docstring)."""
+
+    read_mode: str = option("linearizable", allowed="linearizable or serializable",
+                            pattern="|".join(READ_MODES))
+    keys: int = option(3, 1, 100, allowed="an integer in [1, 100] (how many independent registers)")
+    values: int = option(5, 2, 1000, allowed="an integer in [2, 1000] (values written are 0..values-1)")
+    read_weight: int = option(1, 0, 100, allowed="an integer in [0, 100]")
+    write_weight: int = option(1, 0, 100, allowed="an integer in [0, 100]")
+    cas_weight: int = option(1, 0, 100, allowed="an integer in [0, 100]")
+    timeout_s: float = option(2.0, 0.1, 30.0, allowed="seconds in [0.1, 30] (one request's bound in the client)")
+    check_time_limit_s: float = option(60.0, 1.0, 3600.0, allowed="seconds in [1, 3600] (search budget per key)")
+
+
+def register_generator(o: RegisterWorkloadOptions) -> g.Gen:
+    """Reads, writes and cas ops in the proportion of the weights, each on a random key ``r0`` .. ``r<keys-1>``."""
+    names = [f"r{i}" for i in range(o.keys)]
+
+    def read(ctx: g.Context) -> dict[str, Any]:
+        return {"f": "read", "key": ctx.rng.choice(names), "value": None}
+
+    def write(ctx: g.Context) -> dict[str, Any]:
+        return {"f": "write", "key": ctx.rng.choice(names), "value": ctx.rng.randrange(o.values)}
+
+    def cas(ctx: g.Context) -> dict[str, Any]:
+        return {"f": "cas", "key": ctx.rng.choice(names),
+                "value": [ctx.rng.randrange(o.values), ctx.rng.randrange(o.values)]}
+
+    weighted = [fn for fn, w in ((read, o.read_weight), (write, o.write_weight), (cas, o.cas_weight)) for _ in range(w)]
+    return g.mix(weighted)
+
+
+@dataclass(frozen=True)
+class PerKeyLinearizable:
+    """Each key's ops checked alone against ``cas-register`` (:func:`checker.per_key.check_per_key`)."""
+
+    time_limit_s: float = 60.0
+
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> dict[str, Any]:
+        return check_per_key(history, clock=time.monotonic, time_limit_s=self.time_limit_s)
+
+
+@register("register", needs=("register-client",))
+def build_register(ctx: WorkloadContext) -> Workload:
+    """The register workload for ``ctx``; the client is the system's (``ctx.db.register_client``).
+
+    Raises:
+        SpecError: a bad option (``workloads[i].options.<key>``), all weights zero, or a DB that makes no register
+            client (``workloads[i].name``; validation normally refuses that earlier, by capability).
+    """
+    o = parse_options(ctx, RegisterWorkloadOptions)
+    source = getattr(ctx.spec, "source", "<spec>")
+    if o.read_weight + o.write_weight + o.cas_weight == 0:
+        raise SpecError(source, f"workloads[{ctx.index}].options.read_weight", 0,
+                        "weights (read_weight, write_weight, cas_weight) that are not all zero")
+    if not isinstance(ctx.db, RegisterClients):
+        raise SpecError(source, f"workloads[{ctx.index}].name", "register",
+                        "a workload the system can serve: register needs register-client (a DB with "
+                        "register_client(read_mode=..., timeout_s=...))")
+    return Workload(
+        name="register",
+        client=ctx.db.register_client(read_mode=o.read_mode, timeout_s=o.timeout_s),
+        generator=register_generator(o),
+        checkers={"linearizable": PerKeyLinearizable(o.check_time_limit_s),
+                  "stats": StatsChecker(required=tuple(f for f, w in (("read", o.read_weight),
+                                                                        ("write", o.write_weight)) if w),
+                                        fs=REGISTER_FS)},
+        fs=REGISTER_FS,
+        op_timeouts={f: o.timeout_s + 2.0 for f in REGISTER_FS},
+        extra={"read_mode": o.read_mode},
+    )
