@@ -25,6 +25,8 @@ INVARIANT_TYPES: dict[str, str] = {
     "broker-id-applied-twice": "one broker id was applied for two different register codes",
     "broker-id-leaked": "a broker whose claim of a broker id the controller had applied (ApplyBrokerId answered "
                         "ok) was later seen holding another id: the applied id is leaked",
+    "role-reapplied": "a broker took the master role of a master epoch it already held in the same incarnation (a "
+                      "role notification whose master epoch is not newer than the broker's must be ignored)",
 }
 
 
@@ -225,7 +227,42 @@ def check_applied_id_kept(obs: Sequence[Observation]) -> list[Anomaly]:
     return out
 
 
+def check_role_reapplied(obs: Sequence[Observation]) -> list[Anomaly]:
+    """A broker becomes master of a master epoch at most once per incarnation.
+
+    The design adopts a master only with a master epoch higher than the broker's own (seed: role change; the
+    equal epoch of a repeated notification or poll is ignored, ``broker.ha.role.decide_role_change``), so a
+    broker's own log names each master epoch in ``became-master`` at most once between two registrations (a
+    ``broker-epoch`` event of the same node starts a new incarnation: a restarted broker re-learns its role).
+    Acting on the equal epoch again is not harmless: the master drops its slaves' connections and fails the puts
+    waiting for their acks each time.  Log events only (history ops carry no incarnation); reported once per
+    node, broker set and epoch."""
+    held: dict[tuple[str, str], dict[int, Observation]] = {}
+    reported: set[tuple[str, str, int]] = set()
+    out = []
+    events = sorted(((pos, o) for pos, o in enumerate(obs) if o.op is None and o.node is not None
+                     and o.kind in ("became-master", "broker-epoch")), key=lambda m: (m[1].time, m[0]))
+    for _, o in events:
+        key = (o.broker_name, str(o.node))
+        if o.kind == "broker-epoch":
+            held.pop(key, None)
+            continue
+        if o.master_epoch is None:
+            continue
+        mine = held.setdefault(key, {})
+        first = mine.get(o.master_epoch)
+        if first is None:
+            mine[o.master_epoch] = o
+        elif (*key, o.master_epoch) not in reported:
+            reported.add((*key, o.master_epoch))
+            out.append(_mk("role-reapplied", first, o, {"became_master_in_epoch": "once per incarnation"},
+                           {"master_epoch": o.master_epoch},
+                           f"role-reapplied: {o.node} of {o.broker_name} became master of epoch {o.master_epoch} "
+                           f"again without restarting"))
+    return out
+
+
 CHECKS: tuple[Callable[[Sequence[Observation]], list[Anomaly]], ...] = (
     check_broker_ids, check_masters, check_monotonic, check_stale_writes, check_apply_broker_id,
-    check_applied_id_kept,
+    check_applied_id_kept, check_role_reapplied,
 )
