@@ -113,10 +113,10 @@ def write_calls(history: Iterable[Any], workloads: Iterable[str]) -> list[Call]:
 
 def _call(inv: Mapping[str, Any], done: Mapping[str, Any] | None, names: set[str]) -> Call:
     f = str(inv.get("f"))
-    owner = owner_of(f)
+    owner = owner_of(f, sorted(names))
     err = None if done is None else done.get("error")
     complete_s = INF if done is None else int(done["time"]) / NS_PER_S
-    return Call(f, owner if owner in names else "", broker_set_of(inv.get("value")), int(inv["time"]) / NS_PER_S,
+    return Call(f, owner or "", broker_set_of(inv.get("value")), int(inv["time"]) / NS_PER_S,
                 complete_s, "info" if done is None else str(done.get("type")),
                 int(inv["index"]), None if done is None else int(done["index"]),
                 None if err is None else " ".join(str(err).split())[:160])
