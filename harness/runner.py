@@ -32,6 +32,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from checker.history import read_jsonl
@@ -64,8 +65,11 @@ from harness.store import (
 )
 from nemesis import accounting
 
-__all__ = ["AVAILABILITY", "AvailabilityChecker", "Interpreter", "RunOutcome", "TestParts", "availability_checker",
-           "fault_line", "run_repeated", "run_test", "worst_exit_code", "write_schedule"]
+__all__ = [
+    "AVAILABILITY", "CLUSTER_EVENTS", "AvailabilityChecker", "ClusterEventsChecker", "Interpreter",
+    "RunOutcome", "TestParts", "availability_checker", "cluster_events_checker", "fault_line", "run_repeated",
+    "run_test", "worst_exit_code", "write_schedule",
+]
 
 log = logging.getLogger("splitbrain.runner")
 NEMESIS = g.NEMESIS_THREAD
@@ -296,6 +300,9 @@ def _check(r: _Run, history: Sequence[Any]) -> dict[str, Any]:
     availability = availability_checker(r.spec)
     if availability is not None and AVAILABILITY not in results and availability.applies(history):
         results[AVAILABILITY] = _check_safe(availability, {**r.test, "main_phase_start_ns": r.main_start_ns}, history)
+    events = cluster_events_checker(r.test["run_dir"])
+    if events is not None and CLUSTER_EVENTS not in results:
+        results[CLUSTER_EVENTS] = _check_safe(events, r.test, history)
     merged = merge_results(results)
     valid = merged.get("valid", "unknown")
     if r.interp.errors:
@@ -308,6 +315,30 @@ def _check(r: _Run, history: Sequence[Any]) -> dict[str, Any]:
 
 
 AVAILABILITY = "availability"  # the name of the availability verdict in results.json
+CLUSTER_EVENTS = "cluster-events"  # the name of the invariants judged on the observer's events in results.json
+
+
+@dataclass(frozen=True)
+class ClusterEventsChecker:
+    """The invariants a run can judge on its observer's broker events (``events.jsonl``, :mod:`harness.observe`):
+    :func:`checker.invariants.check_cluster_events` -- ``role-reapplied``, which no workload's history shows (the
+    writes resume at once; only the brokers' own role changes tell)."""
+
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> Any:
+        from checker.invariants import check_cluster_events
+        from harness.observe import read_events
+
+        return check_cluster_events(read_events(test["run_dir"]))
+
+
+def cluster_events_checker(run_dir: str | Path | None) -> ClusterEventsChecker | None:
+    """The run's event invariants checker, or None when the run observed no events (a DB without the admin
+    event RPC, or an observer that never ran)."""
+    from harness.observe import EVENTS_FILE
+
+    if run_dir is None or not (Path(run_dir) / EVENTS_FILE).exists():
+        return None
+    return ClusterEventsChecker()
 
 
 @dataclass(frozen=True)

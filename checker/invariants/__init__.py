@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from checker.compose import Anomaly, Result, result_from_anomalies
-from checker.invariants._check import CHECKS, INVARIANT_TYPES
+from checker.invariants._check import CHECKS, EVENT_CHECKS, INVARIANT_TYPES
 from checker.invariants._observations import (
     KINDS,
     Observation,
@@ -51,8 +51,9 @@ from checker.invariants._observations import (
 )
 
 __all__ = [
-    "INVARIANT_TYPES", "KINDS", "Observation", "ObservationError", "check_invariants", "collect_observations",
-    "observation_from_log_event", "observations_from_history",
+    "INVARIANT_TYPES", "KINDS", "Observation", "ObservationError", "check_cluster_events", "check_invariants",
+    "collect_observations", "log_events_from_cluster_events", "observation_from_log_event",
+    "observations_from_history",
 ]
 
 
@@ -61,6 +62,39 @@ def collect_observations(history: Iterable[Any] = (), events: Iterable[Mapping[s
     obs = list(observations_from_history(history))
     obs.extend(observation_from_log_event(e) for e in events)
     return obs
+
+
+def log_events_from_cluster_events(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The brokers' role events a real run's observer collected (``events.jsonl``, :mod:`harness.observe`) as log
+    events in the shapes above: a ``registered`` event of a node becomes its ``broker-epoch`` (a new incarnation)
+    and names the broker set and id of its later ``become-master`` events, which become ``became-master``.  A
+    ``become-master`` before any registration of its node is skipped (its broker set is unknown).  Pure."""
+    out: list[dict[str, Any]] = []
+    known: dict[str, tuple[str, int]] = {}  # node -> (broker set, broker id) of its current incarnation
+    for e in events:
+        node, kind, t = e.get("node"), e.get("kind"), e.get("time")
+        if not isinstance(node, str) or not isinstance(t, int):
+            continue
+        if kind == "registered" and isinstance(e.get("broker_name"), str) and isinstance(e.get("broker_id"), int):
+            known[node] = (e["broker_name"], e["broker_id"])
+            out.append({"node": node, "event": "broker-epoch", "broker_name": e["broker_name"],
+                        "broker_id": e["broker_id"], "broker_epoch": e.get("broker_epoch"), "time": t})
+        elif kind == "become-master" and node in known and isinstance(e.get("master_epoch"), int):
+            name, broker_id = known[node]
+            out.append({"node": node, "event": "became-master", "broker_name": name, "master_epoch": e["master_epoch"],
+                        "broker_id": broker_id, "time": t})
+    return out
+
+
+def check_cluster_events(events: Iterable[Mapping[str, Any]]) -> Result:
+    """The invariants a real run can check over its observer's broker events alone (:data:`EVENT_CHECKS`):
+    ``role-reapplied``.  The other checks stay with the workloads, which feed them history ops."""
+    obs = [observation_from_log_event(e) for e in log_events_from_cluster_events(events)]
+    anomalies: dict[str, list[Anomaly]] = {}
+    for check in EVENT_CHECKS:
+        for a in check(obs):
+            anomalies.setdefault(a.type, []).append(a)
+    return result_from_anomalies(anomalies, stats={"broker_role_events": len(obs)})
 
 
 def check_invariants(history: Iterable[Any] = (), events: Iterable[Mapping[str, Any]] = ()) -> Result:

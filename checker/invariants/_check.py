@@ -266,3 +266,6 @@ CHECKS: tuple[Callable[[Sequence[Observation]], list[Anomaly]], ...] = (
     check_broker_ids, check_masters, check_monotonic, check_stale_writes, check_apply_broker_id,
     check_applied_id_kept, check_role_reapplied,
 )
+
+EVENT_CHECKS: tuple[Callable[[Sequence[Observation]], list[Anomaly]], ...] = (check_role_reapplied,)
+"""The checks a real run applies to its observer's broker events (``checker.invariants.check_cluster_events``)."""

@@ -28,7 +28,7 @@ from harness.commands._artifacts import write_artifacts
 from harness.commands._exit import refuse
 from harness.commands._parts import build_workloads, make_db, namespaced_checkers
 from harness.junit import write_junit
-from harness.runner import AVAILABILITY, availability_checker
+from harness.runner import AVAILABILITY, CLUSTER_EVENTS, availability_checker, cluster_events_checker
 from harness.runs import RunNotFound, resolve_run_dir
 from harness.spec import SpecError, load_spec
 from harness.store import RunDir, exit_code, merge_results, read_results, write_results
@@ -97,6 +97,9 @@ def analyze_run(run_dir: str | Path, *, plots: bool = True) -> tuple[int, dict[s
         if availability is not None:
             results[AVAILABILITY] = _check_safe(
                 availability, {**test, "main_phase_start_ns": known.get("main_phase_start_ns")}, history)
+        events = cluster_events_checker(path)  # the invariants judged on the run's observed events, as the runner did
+        if events is not None:
+            results[CLUSTER_EVENTS] = _check_safe(events, test, history)
         merged = merge_results(results)
     valid = merged.get("valid", "unknown")
     if (facts.get("interrupted") or facts.get("crashed")) and valid is True:

@@ -52,3 +52,28 @@ def test_an_epoch_taken_twice_in_one_incarnation_is_reported_once(life: list[lis
     events.insert(i + 2, {**again, "time": again["time"] + 1})  # a third time: still one report
     r = check_invariants([], events)
     assert r.counts.get("role-reapplied") == 1
+
+
+def observed(kind: str, node: str, t: int, **fields: Any) -> dict[str, Any]:
+    """An event as a real run's observer writes it to events.jsonl (harness.observe)."""
+    return {"kind": kind, "node": node, "role": "broker", "time": t, **fields}
+
+
+def test_a_real_runs_observed_events_show_a_reapplied_role() -> None:
+    """The shapes of a real run's events.jsonl: a registration names the broker set of later role events."""
+    from checker.invariants import check_cluster_events
+
+    events = [
+        observed("registered", "b1-1", 10, broker_name="broker-0", broker_id=1, broker_epoch=4, fenced=True),
+        observed("become-master", "b1-1", 20, master_epoch=1, was="NONE", via="elect"),
+        observed("become-slave", "b1-2", 25, master_epoch=1, master_id=1, was="NONE", via="notify"),
+        observed("become-master", "b1-1", 1020, master_epoch=1, was="MASTER", via="poll"),
+        {"kind": "client-outcome", "node": None, "role": "client", "time": 1030, "f": "send", "outcome": "ok"},
+    ]
+    r = check_cluster_events(events)
+    assert r.valid is False and r.counts == {"role-reapplied": 1}
+    restarted = [*events[:2], observed("node-restart", "b1-1", 500),
+                 observed("registered", "b1-1", 510, broker_name="broker-0", broker_id=1, broker_epoch=9),
+                 events[3]]
+    assert check_cluster_events(restarted).valid is True
+    assert check_cluster_events(events[1:]).valid is True  # no registration seen: the broker set is unknown
