@@ -187,28 +187,31 @@ class InvariantOps:
                  invoke_time=self.invokes.get(d["index"]) if isinstance(d.get("index"), int) else None)
 
 
-def linearizability_result(res: LinResult, n_ops: int) -> Result:
+def linearizability_result(res: LinResult, n_ops: int, *, key: str | None = None) -> Result:
     """A linearizability check as a checker verdict.
 
     The search's figures become the stats (``first_failure``, steps, ...; and for a failure its
     ``explanation`` and the ``failure_window`` the web UI draws); a failure is also one
     ``nonlinearizable`` anomaly naming the op that cannot be placed and the last ok op before it, so the
     CLI summary, JUnit and the run list say what failed like they do for every other checker.
+
+    ``key`` is for a history checked one register at a time (:mod:`checker.per_key`): the register's name becomes
+    the anomaly's key and starts its explanation, since the ops alone do not say which register they touched.
     """
     stats: dict[str, Any] = {k: v for k, v in res.to_dict().items() if k != "valid"}
     stats["ops"] = n_ops
     anomalies: dict[str, list[Anomaly]] = {}
     if res.valid is False:
-        stats["explanation"] = res.describe()
+        stats["explanation"] = res.describe() if key is None else f"register {key}: {res.describe()}"
         window = failure_window(res)
         if window is not None:
             stats["failure_window"] = window
         failing = res.op.index if res.op is not None else (res.call.invoke.index if res.call is not None else None)
         ops = tuple(i for i in (failing, res.previous_ok.index if res.previous_ok is not None else None)
                     if isinstance(i, int) and i >= 0)
-        key = "" if res.partition is None else repr(res.partition)
+        name = key if key is not None else ("" if res.partition is None else repr(res.partition))
         anomalies["nonlinearizable"] = [Anomaly(
-            "nonlinearizable", key, ops, res.reason or f"an order of the ops that {res.model} allows",
-            res.first_failure(), res.describe())]
+            "nonlinearizable", name, ops, res.reason or f"an order of the ops that {res.model} allows",
+            res.first_failure(), stats["explanation"])]
     valid: bool | Literal["unknown"] = res.valid if isinstance(res.valid, bool) else "unknown"
     return Result(valid=valid, anomalies=anomalies, stats=stats, error=res.cause or None)

@@ -21,17 +21,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from checker.per_key import REGISTER_FS, check_per_key
+from checker.compose import Result
+from checker.history import Op
+from checker.linearizable import Result as LinResult
+from checker.per_key import REGISTER_FS, check_keys, first_failing_key, verdict
 from harness import generator as g
 from harness.errors import SpecError
 from harness.protocols import RegisterClients
-from workloads.common import StatsChecker, option, parse_options
+from workloads.common import StatsChecker, linearizability_result, option, parse_options
 from workloads.registry import Workload, WorkloadContext, register
 
-__all__ = ["READ_MODES", "PerKeyLinearizable", "RegisterWorkloadOptions", "build_register", "register_generator"]
+__all__ = ["READ_MODES", "PerKeyLinearizable", "RegisterWorkloadOptions", "build_register", "evidence",
+           "explained", "register_generator"]
 
 READ_MODES = ("linearizable", "serializable")
 """The read modes a register client must support: the system's strongest read and its weakest."""
@@ -72,12 +76,79 @@ def register_generator(o: RegisterWorkloadOptions) -> g.Gen:
 
 @dataclass(frozen=True)
 class PerKeyLinearizable:
-    """Each key's ops checked alone against ``cas-register`` (:func:`checker.per_key.check_per_key`)."""
+    """Each key's ops checked alone against ``cas-register`` (:func:`checker.per_key.check_keys`), as one verdict.
+
+    Every key that is not linearizable is one ``nonlinearizable`` anomaly named by the key
+    (:func:`workloads.common.linearizability_result`), so the CLI lists each stale key with the read that cannot
+    be placed and the last ok op before it.  The stats keep each key's verdict (``keys``) and, for the key that
+    failed first in the history, what a single register's check keeps (``explanation``, ``first_failure``,
+    ``failure_window``), which the run page draws.  The verdict is :func:`checker.per_key.verdict`'s.
+    """
 
     time_limit_s: float = 60.0
 
-    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> dict[str, Any]:
-        return check_per_key(history, clock=time.monotonic, time_limit_s=self.time_limit_s)
+    def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> Result:
+        results = check_keys(history, clock=time.monotonic, time_limit_s=self.time_limit_s)
+        per_key = {key: explained(res, n, key, history) for key, (n, res) in results.items()}
+        keys = {key: {"valid": r.valid, "ops": r.stats["ops"],
+                      **({"explanation": r.stats["explanation"]} if "explanation" in r.stats else {})}
+                for key, r in per_key.items()}
+        first = first_failing_key(results)
+        stats: dict[str, Any] = {**(per_key[first].stats if first is not None else {}), "keys": keys,
+                                 "ops": sum(n for n, _ in results.values())}
+        if first is not None:
+            stats["first_failing_key"] = first
+        anomalies = {"nonlinearizable": [a for r in per_key.values() for a in r.anomalies.get("nonlinearizable", [])]}
+        errors = [f"{key}: {r.error}" for key, r in per_key.items() if r.error]
+        valid = verdict(results)
+        return Result(valid=valid if isinstance(valid, bool) else "unknown",
+                      anomalies={k: v for k, v in anomalies.items() if v}, stats=stats,
+                      error="; ".join(errors) or None)
+
+
+def evidence(history: Sequence[Any], failing: int) -> str:
+    """What the history says about the op at index ``failing`` beyond the search's explanation, in one clause: the
+    op and the member that answered it (when its completion names its ``node``, as the etcd client's do) and, for
+    a read, the last write or cas on its key acknowledged before the read was invoked -- the write a stale read
+    missed.  For example ``read 4 (#1350 p35 on m3) was invoked after write 1 (#1257 p1 on m2) was acknowledged``.
+    Facts of the history only; the verdict is the search's.  Empty when the op is not a completion in it."""
+    ops = [op if isinstance(op, Op) else Op.from_dict(op) for op in history]
+    done = next((op for op in ops if op.index == failing), None)
+    if done is None or done.type == "invoke":
+        return ""
+    said = f"{_what(done)} ({_where(done)})"
+    invoked = max((op.index for op in ops if op.index < failing and op.process == done.process
+                   and op.type == "invoke"), default=None)
+    if done.f != "read" or invoked is None:
+        return said
+    acked = [op for op in ops if op.index < invoked and op.type == "ok" and op.f in ("write", "cas")
+             and op.extra.get("key") == done.extra.get("key")]
+    if not acked:
+        return f"{said} was invoked before any write of its key was acknowledged"
+    return f"{said} was invoked after {_what(acked[-1])} ({_where(acked[-1])}) was acknowledged"
+
+
+def _what(op: Op) -> str:
+    return f"{op.f} {'nil' if op.value is None else op.value!r}"
+
+
+def _where(op: Op) -> str:
+    return f"#{op.index} p{op.process}" + (f" on {op.node}" if op.node is not None else "")
+
+
+def explained(res: LinResult, n_ops: int, key: str, history: Sequence[Any]) -> Result:
+    """One key's check as a verdict (:func:`workloads.common.linearizability_result`), its failure's explanation
+    led by :func:`evidence`, so that the CLI's one line names the key, the stale read and the write it missed:
+    ``register r0: read 4 (#1350 p35 on m3) was invoked after write 1 (#1257 p1 on m2) was acknowledged; NOT
+    linearizable: ...``."""
+    r = linearizability_result(res, n_ops, key=key)
+    found = r.anomalies.get("nonlinearizable", [])
+    lead = evidence(history, found[0].ops[0]) if found and found[0].ops else ""
+    if not lead:
+        return r
+    text = f"register {key}: {lead}; {res.describe()}"
+    return Result(valid=r.valid, anomalies={"nonlinearizable": [replace(a, explanation=text) for a in found]},
+                  stats={**r.stats, "explanation": text}, error=r.error, counts=r.counts)
 
 
 @register("register", needs=("register-client",))

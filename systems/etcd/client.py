@@ -1,7 +1,9 @@
 """An async per-key register client for etcd over its v3 HTTP/JSON gateway (the thin shell around ``wire``).
 
 One client per worker, bound to one member by :meth:`EtcdRegisterClient.open`.  Ops and their completions are
-those of :mod:`systems.etcd.wire` (the ``cas-register`` shape plus a ``key``).  Completions:
+those of :mod:`systems.etcd.wire` (the ``cas-register`` shape plus a ``key``); every completion of an opened client
+also names the member it went to in ``node``, so a stale read in the history says which member served it (a
+member cut off from the majority, or one just restarted).  Completions:
 
 * ``ok``   -- the member answered; a read carries the value, a cas took its success branch.
 * ``fail`` -- certainly no effect: a cas whose compare did not match, a request never sent (connection refused
@@ -101,23 +103,28 @@ class EtcdRegisterClient:
     """
 
     def __init__(self, port: int = CLIENT_PORT, *, read_mode: str = "linearizable", timeout_s: float = 2.0,
-                 http: httpx.AsyncClient | None = None) -> None:
+                 http: httpx.AsyncClient | None = None, node: str | None = None) -> None:
         self.serializable = serializable_for(read_mode)
         self.read_mode = read_mode
         self.port = port
         self.timeout_s = timeout_s
         self.http = http
+        self.node = node
 
     async def open(self, test: dict[str, Any], node: str) -> EtcdRegisterClient:
         base = f"http://{test['remote'].address(node)}:{self.port}"
         http = httpx.AsyncClient(base_url=base, timeout=httpx.Timeout(self.timeout_s,
                                                                       connect=min(1.0, self.timeout_s)))
-        return EtcdRegisterClient(self.port, read_mode=self.read_mode, timeout_s=self.timeout_s, http=http)
+        return EtcdRegisterClient(self.port, read_mode=self.read_mode, timeout_s=self.timeout_s, http=http, node=node)
 
     async def setup(self, test: dict[str, Any]) -> None:
         return None
 
     async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+        comp = await self._invoke(op)
+        return comp if self.node is None else {**comp, "node": self.node}
+
+    async def _invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         f, key = op.get("f"), op.get("key")
         try:
             if self.http is None:

@@ -164,6 +164,26 @@ def test_the_prototype_client_fails_ops_without_sending(op: dict[str, Any], why:
     assert bad_key["type"] == "fail" and why in bad_key["error"]
 
 
+
+class _Addresses:
+    """The one thing ``open`` asks of a Remote: a node's address."""
+
+    def address(self, node: str) -> str:
+        return "0.0.0.0"
+
+
+def test_every_completion_of_an_opened_client_names_the_member_it_went_to() -> None:
+    async def run() -> tuple[EtcdRegisterClient, dict[str, Any]]:
+        client = await EtcdRegisterClient(port=1).open({"remote": _Addresses()}, "m2")
+        try:
+            return client, await client.invoke({}, {"process": 0, "f": "read", "key": 3})  # refused before sending
+        finally:
+            await client.close({})
+
+    client, comp = asyncio.run(run())
+    assert client.node == "m2" and comp["node"] == "m2" and comp["type"] == "fail"
+    assert "node" not in asyncio.run(EtcdRegisterClient().invoke({}, {"process": 0, "f": "read", "key": "r0"}))
+
 def test_member_command_line_lists_the_whole_static_cluster() -> None:
     addrs = {"n1": "10.0.0.1", "n2": "10.0.0.2", "n3": "10.0.0.3"}
     argv = member_argv("n2", addrs, "/d/etcd.data", token="t")

@@ -126,9 +126,21 @@ def test_the_etcd_adapter_offers_what_its_db_implements() -> None:
 def test_the_etcd_examples_validate(name: str) -> None:
     spec = load_spec(ROOT / "examples" / name)
     validate_spec(spec)
-    assert (spec.system, spec.nodes.members, spec.time_limit_s) == ("etcd", ("m1", "m2", "m3"), 60.0)
+    assert (spec.system, spec.nodes.members, spec.time_limit_s) == ("etcd", ("m1", "m2", "m3"), 120.0)
     assert set(spec.nemesis.packages) == {"partition", "kill", "pause"}
     assert spec.workloads[0].options["read_mode"] == ("serializable" if "serializable" in name else "linearizable")
+
+
+def test_the_etcd_examples_have_the_shape_a_stale_read_needs_and_differ_only_in_read_mode() -> None:
+    """A stale serializable read is seen only if some worker reads from a member cut off from a majority that keeps
+    taking writes: workers on every member alike, partitions that cut one member off, faults that last seconds."""
+    lin, ser = (load_spec(ROOT / "examples" / n) for n in ("etcd.yaml", "etcd-serializable.yaml"))
+    assert ser.concurrency % len(ser.nodes.members) == 0 and ser.concurrency // len(ser.nodes.members) >= 2
+    assert set(ser.nemesis.options["partition"]["kinds"]) <= {"isolate", "random-halves"}
+    assert "primaries" not in ser.nemesis.targets and ser.nemesis.interval_s >= 5
+    for field in ("concurrency", "rate", "time_limit_s", "nemesis"):
+        assert getattr(lin, field) == getattr(ser, field), field
+    assert {**lin.workloads[0].options, "read_mode": "serializable"} == ser.workloads[0].options
 
 
 @pytest.mark.parametrize(("raw", "key", "words"), [

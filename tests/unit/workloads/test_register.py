@@ -8,14 +8,14 @@ import pytest
 
 import systems
 from checker.history import Op
-from checker.per_key import check_per_key, split_by_key
+from checker.per_key import check_keys, check_per_key, first_failing_key, split_by_key, verdict
 from harness import generator as g
 from harness.cluster import cluster_options
 from harness.generator import simulate
 from harness.spec import SpecError, spec_from_dict
 from systems.etcd.client import EtcdRegisterClient
 from workloads import registry
-from workloads.register import RegisterWorkloadOptions, register_generator
+from workloads.register import PerKeyLinearizable, RegisterWorkloadOptions, evidence, register_generator
 
 
 def _ctx(options: dict[str, Any]) -> registry.WorkloadContext:
@@ -82,3 +82,62 @@ def test_a_stale_read_on_one_key_makes_the_history_invalid_and_names_the_key() -
     assert res["valid"] is False
     assert res["keys"]["a"]["valid"] is True and res["keys"]["b"]["valid"] is False
     assert "explanation" in res["keys"]["b"]
+
+
+def _two_keys_one_stale() -> list[Op]:
+    fine = [_op(0, "invoke", 0, "write", 1, "a"), _op(1, "ok", 0, "write", 1, "a"),
+            _op(2, "invoke", 1, "read", None, "a"), _op(3, "ok", 1, "read", 1, "a")]
+    stale = [_op(4, "invoke", 0, "write", 2, "b"), _op(5, "ok", 0, "write", 2, "b"),
+             _op(6, "invoke", 0, "write", 3, "b"), _op(7, "ok", 0, "write", 3, "b"),
+             _op(8, "invoke", 1, "read", None, "b"), _op(9, "ok", 1, "read", 2, "b")]
+    return fine + stale
+
+
+def test_the_workloads_checker_names_the_stale_key_the_read_and_the_write_it_missed() -> None:
+    res = PerKeyLinearizable().check({}, _two_keys_one_stale(), {})
+    assert res.valid is False
+    [anomaly] = res.anomalies["nonlinearizable"]
+    assert anomaly.key == "b" and anomaly.ops == (9, 7)
+    assert anomaly.explanation.startswith("register b: ")
+    assert "read 2" in anomaly.explanation and "write 3" in anomaly.explanation
+    assert res.stats["first_failing_key"] == "b" and res.stats["explanation"] == anomaly.explanation
+    assert res.stats["first_failure"]["index"] == 9 and "failure_window" in res.stats
+    assert res.stats["keys"]["a"] == {"valid": True, "ops": 4}
+    assert res.stats["keys"]["b"]["valid"] is False and res.stats["ops"] == 10
+
+
+def test_the_first_failing_key_is_the_one_that_fails_earliest_in_the_history() -> None:
+    late = [_op(i + 10, t, p, f, v, "a") for i, (t, p, f, v) in enumerate([
+        ("invoke", 2, "write", 5), ("ok", 2, "write", 5), ("invoke", 2, "write", 6), ("ok", 2, "write", 6),
+        ("invoke", 3, "read", None), ("ok", 3, "read", 5)])]
+    results = check_keys(_two_keys_one_stale() + late, clock=lambda: 0.0)
+    assert [results[k][1].valid for k in ("a", "b")] == [False, False]
+    assert first_failing_key(results) == "b"
+    assert verdict(results) is False
+    assert first_failing_key(check_keys(_two_keys_one_stale()[:4], clock=lambda: 0.0)) is None
+
+
+def test_a_valid_history_has_no_anomaly_and_every_keys_verdict() -> None:
+    res = PerKeyLinearizable().check({}, _two_keys_one_stale()[:4], {})
+    assert res.valid is True and res.anomalies == {} and res.error is None
+    assert res.stats["keys"] == {"a": {"valid": True, "ops": 4}} and "first_failing_key" not in res.stats
+
+
+def test_the_explanation_leads_with_the_read_and_the_write_it_missed_and_names_members_when_completions_do() -> None:
+    plain = PerKeyLinearizable().check({}, _two_keys_one_stale(), {}).anomalies["nonlinearizable"][0]
+    assert plain.explanation.startswith("register b: read 2 (#9 p1) was invoked after write 3 (#7 p0) was "
+                                        "acknowledged; NOT linearizable: ")
+    ops = [Op.from_dict({**op.to_dict(), "node": f"m{op.process + 1}"}) if op.type != "invoke" else op
+           for op in _two_keys_one_stale()]
+    res = PerKeyLinearizable().check({}, ops, {})
+    [anomaly] = res.anomalies["nonlinearizable"]
+    assert anomaly.explanation.startswith("register b: read 2 (#9 p1 on m2) was invoked after write 3 (#7 p0 on m1) "
+                                          "was acknowledged; NOT linearizable: cannot linearize p1 ok read 2")
+    assert res.stats["explanation"] == res.stats["keys"]["b"]["explanation"] == anomaly.explanation
+
+
+def test_evidence_for_an_op_it_cannot_find_a_first_read_and_a_write() -> None:
+    only_read = [_op(0, "invoke", 1, "read", None, "a"), _op(1, "ok", 1, "read", 4, "a")]
+    assert evidence(only_read, 0) == "" and evidence(only_read, 9) == ""
+    assert evidence(only_read, 1) == "read 4 (#1 p1) was invoked before any write of its key was acknowledged"
+    assert evidence(_two_keys_one_stale(), 7) == "write 3 (#7 p0)"
