@@ -27,7 +27,7 @@ def test_short_nightly_on_docker_is_valid_and_exercises_every_workload_and_fault
     bad = {k: v for k, v in results["checkers"].items() if isinstance(v, dict) and v.get("valid") is not True}
     assert res.returncode == 0 and results["valid"] is True, (res.returncode, bad, res.stderr[-3000:])
     assert {k.split("/")[0] for k in results["checkers"]} == {"queue", "controller-register", "broker-ids",
-                                                              "membership", "availability"}
+                                                              "membership", "availability", "cluster-events"}
     history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     done = Counter(op["f"] for op in history if op["type"] == "ok")
     for f in ("send", "poll", "read", "next-id", "apply-id", "read-members", "drain"):
