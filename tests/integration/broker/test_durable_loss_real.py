@@ -185,6 +185,10 @@ def test_nobody_is_elected_when_no_replica_holds_what_the_damaged_member_had(
     node = _damaged(history)
     applied = _applied(run)
     struck = next(op["time"] for op in history if op["process"] == "nemesis" and op["f"] == "corrupt-file")
+    log = (run / "nodes" / node / "node.log").read_text()
+    if "lost durable records" not in log:
+        pytest.skip("the flipped record was not yet durable when the broker was killed, so its store lost nothing it "
+                    "had fsynced and it may lead again at once (seen in CI: re-elected 60 ms after its restart)")
     assert not [e for e in applied if e["event"] == "ElectMaster" and e.get("broker_id") is not None
                 and e["time"] >= struck], applied
     assert [e for e in applied if e.get("change") == "no-master"], applied
