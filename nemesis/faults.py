@@ -70,8 +70,10 @@ _REGISTRATION = ("registration",)  # drives our broker's registration through it
 ROLE_SELECTOR_NEEDS: tuple[str, ...] = ("primaries",)
 """What a role selector (``masters``, ``controller-leader``, ``primaries``...: :data:`nemesis.targets.ROLE_POOLS`)
 needs: the system says who leads right now."""
-GUIDED_NEEDS: tuple[str, ...] = ("event-observation",)
-"""What ``nemesis.mode: guided`` needs: it chooses faults from the events the nodes report while running."""
+GUIDED_NEEDS: tuple[str, ...] = ("primaries",)
+"""What ``nemesis.mode: guided`` needs: it chooses faults from what it observes of the system while running --
+at least who leads, asked from outside (:mod:`harness.observe`); a system that also reports its own events
+(``event-observation``, our cluster) gives it far more to aim at and to count as coverage."""
 
 
 class UnknownFault(ValueError):

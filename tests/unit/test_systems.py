@@ -176,7 +176,7 @@ def test_missing_capabilities_expands_aliases_and_reads_selectors_modes_and_step
         ("nemesis.packages", "partition", "network"),
         ("nemesis.targets[1]", "masters+slaves:one", "primaries"),
         ("nemesis.options.kill.targets[0]", "controller-leader", "primaries"),
-        ("nemesis.mode", "guided", "event-observation"),
+        ("nemesis.mode", "guided", "primaries"),
     ]
     assert packages.missing_capabilities(["all", "protocol-crash", "registration-crash", "disk-corrupt"],
                                          frozenset(CAPABILITIES), targets=["primaries"], guided=True) == []
