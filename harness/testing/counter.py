@@ -25,13 +25,20 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 class CounterDB:
     """Starts one counter service per node through the test's Remote (``test["remote"]``); Kill, Pause (SIGSTOP and
-    SIGCONT, what the ``counter`` system adapter offers) and LogFiles.  Its processes are tracked by
-    :class:`~harness.node_processes.NodeProcesses`."""
+    SIGCONT), LogFiles and FaketimeClocks (what the ``counter`` system adapter offers).  Its processes are tracked by
+    :class:`~harness.node_processes.NodeProcesses`, which starts them under libfaketime unless ``faketime`` is
+    False (the service is Python, whose ``time.time()`` goes through the C library, so libfaketime moves it).
 
-    def __init__(self, port: int = 7400, *, start_timeout_s: float = 15.0) -> None:
+    Args:
+        spec: the run's spec when built by the adapter; the nemeses read the topology from ``db.spec``.
+    """
+
+    def __init__(self, port: int = 7400, *, start_timeout_s: float = 15.0, faketime: bool = True,
+                 spec: Any = None) -> None:
         self.port = port
         self.start_timeout_s = start_timeout_s
-        self.procs = NodeProcesses("counter service")
+        self.spec = spec
+        self.procs = NodeProcesses("counter service", faketime=faketime)
 
     @property
     def pids(self) -> dict[str, int]:
@@ -83,6 +90,13 @@ class CounterDB:
 
     def log_files(self, test: dict[str, Any], node: str) -> Mapping[str, str]:
         return {str(self._log(test, node)): "counter.log"}
+
+    async def set_fake_clock(self, test: dict[str, Any], node: str, *, offset_ms: float | None = None,
+                             rate: float | None = None, reset: bool = False) -> Mapping[str, Any]:
+        return await self.procs.set_fake_clock(test, node, offset_ms=offset_ms, rate=rate, reset=reset)
+
+    async def fake_clock(self, test: dict[str, Any], node: str) -> Mapping[str, Any]:
+        return await self.procs.fake_clock(test, node)
 
 
 class CounterClient:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from harness.control.base import ExecResult
-from harness.node_processes import NodeProcessError, NodeProcesses
+from harness.node_processes import FakeClock, FaketimeError, NodeProcessError, NodeProcesses
 
 
 @dataclass
@@ -33,6 +33,15 @@ class FakeRemote:
     ignores_term: bool = False
     unkillable: bool = False
     next_pid: int = 100
+    files: dict[str, str] = field(default_factory=dict)
+    library: str | None = "/usr/lib/x/faketime/libfaketimeMT.so.1"  # what `dpkg -L libfaketime` lists
+    read_only: bool = False
+    execs: list[list[str]] = field(default_factory=list)
+
+    def node_dir(self, node: str) -> Any:
+        from pathlib import PurePosixPath
+
+        return PurePosixPath("nodes") / node
 
     async def spawn(self, node: str, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None,
                     cwd: str | None = None) -> int:
@@ -64,9 +73,29 @@ class FakeRemote:
         return p is not None and p.alive
 
     async def exec(self, node: str, argv: Sequence[str], **_: Any) -> ExecResult:
-        assert argv[:2] == ["tail", "-n"]
-        lines = self.logs.get(argv[3], "").splitlines()[-int(argv[2]):]
-        return ExecResult(0, "\n".join(lines), "")
+        argv = list(argv)
+        self.execs.append(argv)
+        if argv[:2] == ["tail", "-n"]:
+            lines = self.logs.get(argv[3], "").splitlines()[-int(argv[2]):]
+            return ExecResult(0, "\n".join(lines), "")
+        if argv[:2] == ["dpkg", "-L"]:
+            if self.library is None:
+                return ExecResult(1, "", "dpkg-query: package 'libfaketime' is not installed")
+            return ExecResult(0, f"/usr/lib/x/faketime\n{self.library}\n/usr/lib/x/faketime/libfaketime.so.1\n", "")
+        if argv[:2] == ["sh", "-c"]:  # the atomic write: sh -c SCRIPT sh LINE PATH
+            if self.read_only:
+                return ExecResult(1, "", "sh: 1: cannot create: Read-only file system")
+            self.files[argv[5]] = argv[4] + "\n"
+            return ExecResult(0, "", "")
+        if argv[0] == "grep":  # grep -c libfaketime /proc/PID/maps
+            pid = int(argv[3].split("/")[2])
+            env = self.procs[pid].env or {}
+            return ExecResult(0, "3\n", "") if "LD_PRELOAD" in env else ExecResult(1, "0\n", "")
+        if argv[0] == "cat":
+            return ExecResult(0, self.files[argv[1]], "") if argv[1] in self.files else ExecResult(1, "", "no file")
+        if argv[:2] == ["rm", "-f"]:
+            return ExecResult(0, "", "")
+        raise AssertionError(f"unexpected exec {argv}")
 
 
 def run(coro: Any) -> Any:
@@ -181,3 +210,104 @@ def test_wait_until_gives_up_at_once_when_the_process_exited() -> None:
 def test_spawn_refuses_an_unknown_if_alive() -> None:
     with pytest.raises(ValueError, match="if_alive"):
         run(NodeProcesses().spawn({"remote": FakeRemote()}, "n1", ["d"], log_path="l", if_alive="replace"))
+
+
+# -- clocks under libfaketime ------------------------------------------------------------------------------------
+
+
+def shown(clock: FakeClock, real: float) -> float:
+    """What libfaketime shows at ``real`` for the clock's line written at ``written``: real + offset + (rate - 1) *
+    (real - start), the formula of its README (section "Changing the 'x' modifier during run-time")."""
+    offset_text, rate_text = clock.line(real).split()
+    return real + float(offset_text) + (float(rate_text[1:]) - 1) * (real - clock.start)
+
+
+def test_a_fake_clock_steps_with_an_offset_and_runs_at_a_new_rate_from_the_moment_it_is_set() -> None:
+    c = FakeClock(start=1000.0, anchor=1000.0)
+    assert c.line(1010.0) == "+0.000000 x1" and c.skew_s(1010.0) == 0
+    bumped = c.set(1010.0, offset_s=60)
+    assert bumped.skew_s(1020.0) == 60 and shown(bumped, 1020.0) == 1080.0
+    fast = bumped.set(1100.0, rate=2.0)  # 100 s after start: the line compensates, no jump of 100 s
+    assert fast.skew_s(1100.0) == pytest.approx(60)
+    assert fast.line(1100.0) == "-40.000000 x2"
+    assert 1100.0 + float(fast.line(1100.0).split()[0]) + 1 * (1100.0 - 1000.0) == pytest.approx(1160.0)
+    assert fast.skew_s(1110.0) == pytest.approx(70)  # 10 s later the clock is 10 s further ahead
+    slow = fast.set(1110.0, rate=0.5)
+    assert slow.skew_s(1110.0) == pytest.approx(70) and slow.skew_s(1130.0) == pytest.approx(60)
+    back = slow.set(1120.0, offset_s=0.0)  # a step keeps the drift the rates have built up (+10 s, then -5 s)
+    assert back.skew_s(1120.0) == pytest.approx(5)
+    assert back.reset(1140.0).skew_s(1150.0) == 0 and back.reset(1140.0).line(1150.0) == "+0.000000 x1"
+    with pytest.raises(ValueError, match="rate must be > 0"):
+        c.set(1010.0, rate=0)
+
+
+@pytest.mark.parametrize("now", [1100.0, 1234.5])
+def test_the_line_makes_libfaketime_show_the_modelled_skew(now: float) -> None:
+    c = FakeClock(start=1000.0, anchor=1000.0).set(1050.0, offset_s=-3.5).set(1060.0, rate=1.25)
+    for real in (now, now + 7.0):
+        assert shown(c, real) - real == pytest.approx(c.skew_s(real))
+
+
+def test_faketime_spawn_preloads_the_library_with_a_control_file_at_real_time() -> None:
+    remote, procs = FakeRemote(), NodeProcesses("svc", faketime=True)
+    test = {"remote": remote}
+    pid = run(procs.spawn(test, "n1", ["d"], log_path="l", env={"PYTHONPATH": "."}))
+    env = remote.procs[pid].env or {}
+    assert env["LD_PRELOAD"] == remote.library and env["PYTHONPATH"] == "."
+    assert env["FAKETIME_TIMESTAMP_FILE"] == "nodes/n1/faketime.rc" and env["FAKETIME_NO_CACHE"] == "1"
+    assert env["FAKETIME_DONT_FAKE_MONOTONIC"] == "1"
+    assert remote.files["nodes/n1/faketime.rc"] == "+0 x1\n"
+    got = run(procs.set_fake_clock(test, "n1", offset_ms=60_000))
+    assert got["offset_ms"] == 60_000 and got["rate"] == 1 and got["skew_ms"] == pytest.approx(60_000)
+    assert remote.files["nodes/n1/faketime.rc"] == "+60.000000 x1\n" == got["line"] + "\n"
+    assert run(procs.fake_clock(test, "n1"))["line"] == "+60.000000 x1"
+    run(procs.set_fake_clock(test, "n1", reset=True))
+    assert remote.files["nodes/n1/faketime.rc"] == "+0.000000 x1\n"
+    run(procs.stop(test, "n1"))
+    assert ["rm", "-f", f"/dev/shm/faketime_shm_{pid}", f"/dev/shm/sem.faketime_sem_{pid}"] in remote.execs
+    with pytest.raises(FaketimeError, match="svc n1 is not running"):
+        run(procs.set_fake_clock(test, "n1", offset_ms=1))
+
+
+def test_a_restarted_process_starts_at_real_time_again() -> None:
+    remote, procs = FakeRemote(), NodeProcesses("svc", faketime=True)
+    test = {"remote": remote}
+    run(procs.spawn(test, "n1", ["d"], log_path="l"))
+    run(procs.set_fake_clock(test, "n1", offset_ms=5_000, rate=3))
+    run(procs.stop(test, "n1"))
+    run(procs.spawn(test, "n1", ["d"], log_path="l"))
+    assert remote.files["nodes/n1/faketime.rc"] == "+0 x1\n"
+    assert run(procs.fake_clock(test, "n1"))["skew_ms"] == 0
+
+
+def test_a_clock_change_that_cannot_take_effect_says_why() -> None:
+    remote = FakeRemote(library=None)
+    procs = NodeProcesses("svc", faketime=True)
+    test = {"remote": remote}
+    pid = run(procs.spawn(test, "n1", ["d"], log_path="l"))
+    assert "LD_PRELOAD" not in (remote.procs[pid].env or {})  # started anyway, without libfaketime
+    with pytest.raises(FaketimeError, match=r"svc n1 \(pid \d+\) runs without libfaketime: libfaketimeMT.so.1 not "
+                                            r"found on n1 .*scripts/setup.sh installs libfaketime"):
+        run(procs.set_fake_clock(test, "n1", offset_ms=1))
+
+    remote = FakeRemote()
+    procs = NodeProcesses("svc", faketime=True)
+    test = {"remote": remote}
+    run(procs.spawn(test, "n1", ["d"], log_path="l"))
+    remote.read_only = True
+    with pytest.raises(FaketimeError, match=r"svc n1: clock not changed: cannot write nodes/n1/faketime\.rc on n1"):
+        run(procs.set_fake_clock(test, "n1", offset_ms=1))
+    assert run(procs.fake_clock(test, "n1"))["offset_ms"] == 0  # the model did not move either
+
+    remote = FakeRemote()
+    procs = NodeProcesses("svc", faketime=True)
+    test = {"remote": remote}
+    pid = run(procs.spawn(test, "n1", ["d"], log_path="l"))
+    remote.procs[pid].env = {}  # e.g. a setuid program, for which the loader ignores LD_PRELOAD
+    with pytest.raises(FaketimeError, match=rf"has no libfaketime in /proc/{pid}/maps"):
+        run(procs.set_fake_clock(test, "n1", offset_ms=1))
+
+    with pytest.raises(FaketimeError, match="does not offer clock-faketime"):
+        plain = NodeProcesses("svc")
+        run(plain.spawn(test, "n2", ["d"], log_path="l"))
+        run(plain.set_fake_clock(test, "n2", offset_ms=1))
