@@ -34,7 +34,7 @@ from nemesis.accounting import Accounted
 from nemesis.clock import ClockNemesis
 from nemesis.disk import CORRUPT_MODES, FAULTS, REPAIRABLE_MODES, DiskNemesis
 from nemesis.failpoint import FailpointNemesis
-from nemesis.faults import GUIDED_NEEDS, NEMESES, ROLE_SELECTOR_NEEDS, ROWS, package_needs, row
+from nemesis.faults import GUIDED_NEEDS, NEMESES, ROLE_SELECTOR_NEEDS, ROWS, Need, need_met, package_needs, row
 from nemesis.packet import PacketNemesis
 from nemesis.packet_behavior import PRESETS
 from nemesis.partition import PartitionNemesis
@@ -327,7 +327,8 @@ def validate(names: Sequence[str], targets: Sequence[str], topo: Topology, rng: 
 @dataclass(frozen=True)
 class Missing:
     """A capability the spec asks of its system and the system does not offer: ``key`` and ``value`` say where the
-    spec asks (``nemesis.packages`` and the package, ``nemesis.targets[1]`` and the selector...)."""
+    spec asks (``nemesis.packages`` and the package, ``nemesis.targets[1]`` and the selector...).  ``capability``
+    is a name, or alternatives none of which is offered, spelt ``clock-admin or clock-faketime``."""
 
     key: str
     value: Any
@@ -344,8 +345,8 @@ def missing_capabilities(names: Sequence[str], offered: frozenset[str], *, targe
     role (``isolate-master``)."""
     out: list[Missing] = []
 
-    def need(key: str, value: Any, capabilities: Sequence[str]) -> None:
-        out.extend(Missing(key, value, c) for c in capabilities if c not in offered)
+    def need(key: str, value: Any, capabilities: Sequence[Need]) -> None:
+        out.extend(Missing(key, value, str(c)) for c in capabilities if not need_met(c, offered))
 
     for name in expand(names):
         need("nemesis.packages", name, package_needs(name))
