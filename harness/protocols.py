@@ -94,8 +94,20 @@ class DB(Protocol):
 
 @runtime_checkable
 class Kill(Protocol):
+    """A DB whose node processes the process nemesis may kill and start again (capability ``kill``): all it calls.
+
+    ``kill`` is SIGKILL, returning once the process is gone; ``start`` starts it on its existing data (a no-op if
+    it runs) and returns once it is up far enough to be signalled again -- not necessarily serving, since a node
+    restarted while its quorum is down may never be; ``alive`` says whether the process runs (a paused one does);
+    ``terminate`` asks for the system's own shutdown (SIGTERM), whose end ``alive`` tells; ``wait_ready`` waits
+    until a restarted node serves, raising ``TimeoutError`` naming the node when it does not within ``timeout_s``
+    (the DB's own bound when None)."""
+
     async def kill(self, test: dict[str, Any], node: str) -> None: ...
     async def start(self, test: dict[str, Any], node: str) -> None: ...
+    async def alive(self, test: dict[str, Any], node: str) -> bool: ...
+    async def terminate(self, test: dict[str, Any], node: str) -> None: ...
+    async def wait_ready(self, test: dict[str, Any], node: str, timeout_s: float | None = None) -> None: ...
 
 
 @runtime_checkable

@@ -14,7 +14,7 @@ from typing import Any
 
 from checker.history import Op
 from harness import generator as g
-from harness.node_processes import NodeProcesses
+from harness.node_processes import NodeProcessError, NodeProcesses
 from harness.testing.counter_service import CounterCode
 from system_under_test.protocol import ConnectionLost, RequestTimeout, RpcError, connect
 
@@ -52,17 +52,18 @@ class CounterDB:
         await self.start(test, node)
 
     async def start(self, test: dict[str, Any], node: str) -> None:
-        """Start the node's service (another one even if one runs: it would fail to bind) and wait until it
-        accepts connections.
+        """Start the node's service (a no-op if it runs) and wait until it accepts connections.
 
         Raises:
             NodeProcessError: it exited, or did not accept within ``start_timeout_s`` (with its log's tail).
         """
-        remote = test["remote"]
         argv = [sys.executable, "-m", "harness.testing.counter_service", "--host", "0.0.0.0", "--port", str(self.port)]
         await self.procs.spawn(test, node, argv, log_path=str(self._log(test, node)), cwd=str(REPO_ROOT),
-                               env={"PYTHONPATH": str(REPO_ROOT)}, if_alive="spawn")
-        addr = f"{remote.address(node)}:{self.port}"
+                               env={"PYTHONPATH": str(REPO_ROOT)})
+        await self._accepting(test, node, self.start_timeout_s)
+
+    async def _accepting(self, test: dict[str, Any], node: str, timeout_s: float) -> None:
+        addr = f"{test['remote'].address(node)}:{self.port}"
 
         async def accepting() -> str | None:
             try:
@@ -72,8 +73,26 @@ class CounterDB:
             conn.close("probe")
             return None
 
-        await self.procs.wait_until(test, node, accepting, "accepting connections", timeout_s=self.start_timeout_s,
+        await self.procs.wait_until(test, node, accepting, "accepting connections", timeout_s=timeout_s,
                                     log_path=str(self._log(test, node)), where=addr, interval_s=0.05)
+
+    async def alive(self, test: dict[str, Any], node: str) -> bool:
+        return await self.procs.alive(test, node)
+
+    async def terminate(self, test: dict[str, Any], node: str) -> None:
+        """SIGTERM (and SIGCONT, should it be paused); ``alive`` says when it has exited."""
+        await self.procs.terminate(test, node)
+
+    async def wait_ready(self, test: dict[str, Any], node: str, timeout_s: float | None = None) -> None:
+        """Until the service accepts connections.
+
+        Raises:
+            TimeoutError: not within ``timeout_s`` (default ``start_timeout_s``), naming the node.
+        """
+        try:
+            await self._accepting(test, node, timeout_s or self.start_timeout_s)
+        except NodeProcessError as exc:
+            raise TimeoutError(f"counter service {node} not ready: {exc}") from None
 
     async def kill(self, test: dict[str, Any], node: str) -> None:
         await self.procs.stop(test, node, grace_s=0.0)
