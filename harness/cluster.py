@@ -214,6 +214,34 @@ class SplitbrainDB:
     def client(self, test: Mapping[str, Any], timeout_s: float = 2.0) -> ControllerClient:
         return ControllerClient(self.controller_addrs(test), token=self.token, timeout_s=timeout_s)
 
+    # -- Clocks (clock-admin) ------------------------------------------------------------------
+
+    async def _admin(self, test: Mapping[str, Any], node: str, code: int, header: Mapping[str, Any]) -> dict[str, Any]:
+        conn = await connect(self.admin_addr(test, node), timeout_s=2.0)
+        try:
+            return dict((await conn.request(code, dict(header), timeout_s=5.0)).header)
+        finally:
+            conn.close()
+
+    @staticmethod
+    def _clock_reply(reply: Mapping[str, Any]) -> dict[str, Any]:
+        return {**reply, "skew_ms": (int(reply["wall_ns"]) - int(reply["host_wall_ns"])) / 1e6}
+
+    async def set_clock(self, test: dict[str, Any], node: str, *, offset_ms: float | None = None,
+                        rate: float | None = None, reset: bool = False) -> Mapping[str, Any]:
+        """Set ``node``'s process clock over ADMIN_CLOCK_SET (every cluster process reads time through
+        ``system_under_test/clock.py``); ``reset``: offset 0, rate 1.  Returns what the process then reports, with
+        ``skew_ms``.  Raises whatever the request met (unreachable, refused, no answer): the change is then not
+        known to have taken effect."""
+        change = {"offset_ms": 0.0, "rate": 1.0} if reset else {
+            k: v for k, v in (("offset_ms", offset_ms), ("rate", rate)) if v is not None}
+        return self._clock_reply(await self._admin(test, node, RequestCode.ADMIN_CLOCK_SET,
+                                                   {**change, "token": self.token}))
+
+    async def read_clock(self, test: dict[str, Any], node: str) -> Mapping[str, Any]:
+        """``node``'s process clock as it reports it (ADMIN_CLOCK_GET), with ``skew_ms``."""
+        return self._clock_reply(await self._admin(test, node, RequestCode.ADMIN_CLOCK_GET, {}))
+
     # -- argv --------------------------------------------------------------------------------
 
     def _dir(self, test: Mapping[str, Any], node: str) -> Path:

@@ -15,7 +15,7 @@ It acts only through ``test["remote"]`` (:class:`harness.control.base.Remote`: `
 Clocks (``faketime=True``): each process is started under libfaketime (Debian's ``libfaketime``, the thread-safe
 ``libfaketimeMT.so.1``, located on the node with ``dpkg -L``) reading ``<node_dir>/faketime.rc`` on every clock
 call (``FAKETIME_NO_CACHE=1``), so a line written there moves the running process's wall clock without a restart:
-:meth:`NodeProcesses.set_fake_clock` (the ``clock-faketime`` capability, :class:`harness.protocols.FaketimeClocks`).
+:meth:`NodeProcesses.set_clock` (the ``clock-faketime`` capability, :class:`harness.protocols.Clocks`).
 Monotonic clocks are left alone (``FAKETIME_DONT_FAKE_MONOTONIC=1``): stepping them back stalls timer loops.  What
 the file says is computed by the pure :class:`FakeClock`; docs/nemeses.md says which programs it affects.
 
@@ -339,8 +339,8 @@ class NodeProcesses:
         return {"offset_ms": clock.offset_s * 1000, "rate": clock.rate, "skew_ms": round(clock.skew_s(now) * 1000, 3),
                 "line": line, "file": path}
 
-    async def set_fake_clock(self, test: Mapping[str, Any], node: str, *, offset_ms: float | None = None,
-                             rate: float | None = None, reset: bool = False) -> dict[str, Any]:
+    async def set_clock(self, test: Mapping[str, Any], node: str, *, offset_ms: float | None = None,
+                        rate: float | None = None, reset: bool = False) -> dict[str, Any]:
         """Step the node's process clock to ``offset_ms`` and/or run it at ``rate`` from now on (``reset``: real
         time again), by rewriting its control file; what is now in force.
 
@@ -359,7 +359,7 @@ class NodeProcesses:
         self.clocks[node] = new
         return self._report(new, now, line, path)
 
-    async def fake_clock(self, test: Mapping[str, Any], node: str) -> dict[str, Any]:
+    async def read_clock(self, test: Mapping[str, Any], node: str) -> dict[str, Any]:
         """What the node's process clock is set to, with the control file's line as read back from the node.
 
         Raises:

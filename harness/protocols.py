@@ -6,8 +6,8 @@ Vocabulary (after Jepsen's ``core.clj``):
 * **DB** -- installs/starts the system on one node (``setup``) and removes it (``teardown``).  Optional
   capabilities are separate protocols: :class:`Kill` (``kill``/``start``), :class:`Pause`
   (``pause``/``resume``), :class:`Primary` (``primaries``), :class:`LogFiles` (``log_files``),
-  :class:`NodeHelpers` (``python``), :class:`RegisterClients` (``register_client``) and :class:`FaketimeClocks`
-  (``set_fake_clock``/``fake_clock``).
+  :class:`NodeHelpers` (``python``), :class:`RegisterClients` (``register_client``) and :class:`Clocks`
+  (``set_clock``/``read_clock``, offered through ``clock-admin`` or ``clock-faketime``).
 * **capability** -- what a system under test lets the harness do to it, by name: :data:`CAPABILITIES` is the one
   table of those names (a system adapter offers a set of them, :mod:`systems`; each nemesis fault needs some,
   :mod:`nemesis.faults`).
@@ -38,7 +38,7 @@ __all__ = [
     "CAPABILITIES",
     "DB",
     "Capability",
-    "FaketimeClocks",
+    "Clocks",
     "Checker",
     "Client",
     "HarnessError",
@@ -147,22 +147,28 @@ class RegisterClients(Protocol):
 
 
 @runtime_checkable
-class FaketimeClocks(Protocol):
-    """A DB whose node processes run under libfaketime, each reading its clock's offset and rate from a control file
-    the DB writes (capability ``clock-faketime``; :class:`harness.node_processes.NodeProcesses` implements it).
-    Only the wall clock (``CLOCK_REALTIME``) of programs that read it through the C library moves: not monotonic
-    clocks, and not Go programs such as etcd, which read the clock without the C library (docs/nemeses.md).
+class Clocks(Protocol):
+    """A DB that can set a running node process's clock: what the clock nemesis calls, whichever way the system lets
+    it in.  Two capabilities offer it:
 
-    ``set_fake_clock`` sets the offset (a step, like a stepped NTP clock), the rate (from now on, continuous), or
-    resets both and any drift; ``fake_clock`` reads what is in force.  Each returns ``offset_ms``, ``rate``,
-    ``skew_ms`` (the process's clock minus real time, as set) and the control file's line, and raises
-    :class:`harness.node_processes.FaketimeError` when the change did not or could not take effect (the file could
-    not be written, the process is not running, or it was not started under libfaketime)."""
+    * ``clock-admin`` -- the process reads time through a clock of its own that the system's admin interface sets
+      (our cluster: ``system_under_test/clock.py`` and its ADMIN_CLOCK_SET RPC; monotonic and wall time move);
+    * ``clock-faketime`` -- the process runs under libfaketime, reading its offset and rate from a control file the
+      DB writes (:class:`harness.node_processes.NodeProcesses`).  Only the wall clock (``CLOCK_REALTIME``) of programs
+      that read it through the C library moves: not monotonic clocks, and not Go programs such as etcd, which read
+      the clock without the C library (docs/nemeses.md).
 
-    async def set_fake_clock(self, test: dict[str, Any], node: str, *, offset_ms: float | None = None,
+    ``set_clock`` sets the offset (a step, like a stepped NTP clock), the rate (from now on, continuous), or resets
+    both; ``read_clock`` reads what is in force.  Each returns at least ``offset_ms``, ``rate`` and ``skew_ms`` (the
+    process's clock minus real time), and raises when the change did not or could not take effect (the node did not
+    answer or refused; for libfaketime :class:`harness.node_processes.FaketimeError`: the file could not be written,
+    the process is not running, or it was not started under libfaketime) -- so the nemesis reports it as not
+    taken, never as done."""
+
+    async def set_clock(self, test: dict[str, Any], node: str, *, offset_ms: float | None = None,
                              rate: float | None = None, reset: bool = False) -> Mapping[str, Any]: ...
 
-    async def fake_clock(self, test: dict[str, Any], node: str) -> Mapping[str, Any]: ...
+    async def read_clock(self, test: dict[str, Any], node: str) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -189,9 +195,9 @@ CAPABILITIES: Mapping[str, Capability] = {c.name: c for c in (
                           "drop them (partitions, packet faults)"),
     Capability("primaries", "it can say which nodes lead right now (role selectors such as masters)", Primary),
     Capability("log-files", "it names the log files to collect from each node", LogFiles),
-    Capability("clock-admin", "a running process's clock offset and rate can be set over its admin RPC"),
+    Capability("clock-admin", "a running process's clock offset and rate can be set over its admin RPC", Clocks),
     Capability("clock-faketime", "its processes run under libfaketime, so a running process's wall-clock offset and "
-                                 "rate can be set through a per-node control file", FaketimeClocks),
+                                 "rate can be set through a per-node control file", Clocks),
     Capability("failpoints", "named protocol steps can be armed at run time to crash, fail, delay or pause"),
     Capability("store-files", "a node's store files can be read, cut and corrupted while it is down"),
     Capability("registration", "its broker registration can be crashed at named steps (our cluster's broker)"),

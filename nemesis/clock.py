@@ -1,16 +1,18 @@
 """The clock nemesis: per-process clock faults, through whichever clock control the system offers.
 
-Containers and namespaces share the host's kernel clock, so the faults act on the process.  Two ways in, one per
-capability (the fault table's clock rows need either: :class:`nemesis.faults.AnyOf`):
+Containers and namespaces share the host's kernel clock, so the faults act on the process.  The nemesis calls one
+protocol, :class:`harness.protocols.Clocks` (``set_clock`` / ``read_clock``), which a system offers in one of two
+ways (the fault table's clock rows need either: :class:`nemesis.faults.AnyOf`):
 
 * ``clock-admin`` (our cluster): every cluster process reads time only through ``system_under_test/clock.py``,
-  whose offset and rate the admin RPC ADMIN_CLOCK_SET changes.
-* ``clock-faketime`` (a DB implementing :class:`harness.protocols.FaketimeClocks`, e.g. the counter self-test):
-  its processes run under libfaketime, and the DB rewrites a node's control file
-  (:mod:`harness.node_processes`).  Only the wall clock moves, and only in programs that read it through the C
-  library.  Honest faults: a node whose change did not take effect (not running, not under libfaketime, file not
-  written) is left out of ``nodes`` and named with the reason under ``not_taken``; if no node took it, the op
-  completes with an ``error``, so fault accounting counts it as not effective.
+  whose offset and rate the cluster's DB sets over the admin RPC ADMIN_CLOCK_SET.
+* ``clock-faketime`` (e.g. the counter self-test): its processes run under libfaketime, and the DB rewrites a
+  node's control file (:mod:`harness.node_processes`).  Only the wall clock moves, and only in programs that read
+  it through the C library.
+
+Honest faults: a node whose change did not take effect (not running, not answering, refused, not under
+libfaketime, file not written) is left out of ``nodes`` and named with the reason under ``not_taken``; if no node
+took it, the op completes with an ``error``, so fault accounting counts it as not effective.
 
 The host clock never changes.
 """
@@ -23,9 +25,8 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.protocols import FaketimeClocks
+from harness.protocols import Clocks
 from nemesis.base import NemesisBase, guard
-from system_under_test.protocol import RequestCode, connect
 
 __all__ = ["ClockNemesis"]
 
@@ -33,9 +34,7 @@ log = logging.getLogger("splitbrain.nemesis")
 
 
 class ClockNemesis(NemesisBase):
-    """Per-process clock faults through each node's injectable clock or its libfaketime control file, whichever
-    the DB offers (:class:`harness.protocols.FaketimeClocks` if it implements it, else the admin RPC; the host
-    clock is untouched).
+    """Per-process clock faults through the DB's :class:`~harness.protocols.Clocks` (the host clock is untouched).
 
     ``bump-clock`` {"targets", "delta_ms"}: jump by delta (forward or back).
     ``strobe-clock`` {"targets", "delta_ms", "period_ms", "duration_s"}: oscillate between +delta and 0.
@@ -44,50 +43,23 @@ class ClockNemesis(NemesisBase):
     """
 
     FS = frozenset({"bump-clock", "strobe-clock", "skew-clock", "reset-clock", "check-clock-offsets"})
+    db: Clocks
 
-    def __init__(self, db: Any, rng: random.Random) -> None:
+    def __init__(self, db: Clocks, rng: random.Random) -> None:
         super().__init__(db, rng)
         self._strobes: list[asyncio.Task[None]] = []
-        self.faketime = isinstance(db, FaketimeClocks)
-        """Whether clocks are set through libfaketime's control files (else over the admin RPC)."""
-
-    async def _rpc(self, test: dict[str, Any], node: str, code: int, header: dict[str, Any]) -> dict[str, Any]:
-        conn = await connect(self.db.admin_addr(test, node), timeout_s=2.0)
-        try:
-            token = {"token": self.db.token} if code == RequestCode.ADMIN_CLOCK_SET else {}
-            return (await conn.request(code, {**header, **token}, timeout_s=5.0)).header
-        finally:
-            conn.close()
-
-    async def set_clock(self, test: dict[str, Any], node: str, **change: float) -> dict[str, Any]:
-        return await self._rpc(test, node, RequestCode.ADMIN_CLOCK_SET, change)
-
-    async def read_clock(self, test: dict[str, Any], node: str) -> dict[str, Any]:
-        return await self._rpc(test, node, RequestCode.ADMIN_CLOCK_GET, {})
 
     async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
         value = op.get("value") or {}
         f = op["f"]
-        if self.faketime:
-            return await self._invoke_faketime(test, op, f, value)
         if f == "reset-clock":
             return await guard(op, lambda: self._reset(test))
         if f == "check-clock-offsets":
             return await guard(op, lambda: self._offsets(test, self.topo.all))
         return await guard(op, lambda: self._fault(test, f, value))
 
-    # -- clock-faketime ------------------------------------------------------------------------------
-
-    async def _invoke_faketime(self, test: dict[str, Any], op: dict[str, Any], f: str,
-                               value: Mapping[str, Any]) -> dict[str, Any]:
-        if f == "reset-clock":
-            return await guard(op, lambda: self._fake_reset(test))
-        if f == "check-clock-offsets":
-            return await guard(op, lambda: self._fake_offsets(test, self.topo.all))
-        return await guard(op, lambda: self._fake_fault(test, f, value))
-
-    async def _fake_fault(self, test: dict[str, Any], f: str, value: Mapping[str, Any]) -> dict[str, Any]:
-        """Apply ``f`` to each target's libfaketime file.
+    async def _fault(self, test: dict[str, Any], f: str, value: Mapping[str, Any]) -> dict[str, Any]:
+        """Apply ``f`` to each target's clock.
 
         Raises:
             RuntimeError: it took effect on no target (the reason of each), so the op completes with an error.
@@ -98,15 +70,15 @@ class ClockNemesis(NemesisBase):
         for n in nodes:
             try:
                 if f == "bump-clock":
-                    current = float((await self.db.fake_clock(test, n))["offset_ms"])
-                    await self.db.set_fake_clock(test, n, offset_ms=current + float(value.get("delta_ms", 60_000)))
+                    current = float((await self.db.read_clock(test, n))["offset_ms"])
+                    await self.db.set_clock(test, n, offset_ms=current + float(value.get("delta_ms", 60_000)))
                 elif f == "skew-clock":
-                    await self.db.set_fake_clock(test, n, rate=float(value.get("rate", 2.0)))
+                    await self.db.set_clock(test, n, rate=float(value.get("rate", 2.0)))
                 else:  # strobe: check now that the node can take it; the task flips its offset
-                    await self.db.fake_clock(test, n)
+                    await self.db.read_clock(test, n)
                 done.append(n)
             except Exception as exc:
-                not_taken[n] = str(exc)
+                not_taken[n] = str(exc) or type(exc).__name__
         if not done:
             reasons = "; ".join(f"{n}: {why}" for n, why in not_taken.items()) or "no target"
             raise RuntimeError(f"{f} took effect on no node ({reasons})")
@@ -114,51 +86,10 @@ class ClockNemesis(NemesisBase):
             self._strobes.append(asyncio.get_running_loop().create_task(self._strobe(
                 test, done, float(value.get("delta_ms", 200)), float(value.get("period_ms", 100)) / 1000,
                 float(value.get("duration_s", 5)))))
-        out = {**dict(value), "nodes": done, "offsets": await self._fake_offsets(test, done)}
+        out = {**dict(value), "nodes": done, "offsets": await self._offsets(test, done)}
         if not_taken:
             out["not_taken"] = not_taken
         return out
-
-    async def _fake_offsets(self, test: dict[str, Any], nodes: Sequence[str]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for n in nodes:
-            try:
-                c = await self.db.fake_clock(test, n)
-                out[n] = {"offset_ms": c["offset_ms"], "rate": c["rate"], "skew_ms": c["skew_ms"], "line": c["line"]}
-            except Exception as exc:
-                out[n] = {"error": str(exc)}
-        return out
-
-    async def _fake_reset(self, test: dict[str, Any]) -> dict[str, Any]:
-        for t in self._strobes:
-            t.cancel()
-        self._strobes.clear()
-        failed: dict[str, str] = {}
-        for n in self.topo.all:
-            try:
-                await self.db.set_fake_clock(test, n, reset=True)
-            except Exception as exc:  # a dead node has no clock to reset; its restart starts at true time
-                failed[n] = str(exc)
-        return {"reset": [n for n in self.topo.all if n not in failed], "unreachable": failed}
-
-    async def _fault(self, test: dict[str, Any], f: str, value: Mapping[str, Any]) -> dict[str, Any]:
-        nodes = await self.targets(test, str(value.get("targets", "one")))
-        if f == "bump-clock":
-            delta = float(value.get("delta_ms", 60_000))
-            for n in nodes:
-                current = float((await self.read_clock(test, n)).get("offset_ms", 0.0))
-                await self.set_clock(test, n, offset_ms=current + delta)
-        elif f == "skew-clock":
-            rate = float(value.get("rate", 2.0))
-            for n in nodes:
-                await self.set_clock(test, n, rate=rate)
-        else:  # strobe
-            delta = float(value.get("delta_ms", 200))
-            period = float(value.get("period_ms", 100)) / 1000
-            duration = float(value.get("duration_s", 5))
-            self._strobes.append(asyncio.get_running_loop().create_task(
-                self._strobe(test, nodes, delta, period, duration)))
-        return {**dict(value), "nodes": nodes, "offsets": await self._offsets(test, nodes)}
 
     async def _strobe(self, test: dict[str, Any], nodes: list[str], delta: float, period: float,
                       duration: float) -> None:
@@ -170,7 +101,7 @@ class ClockNemesis(NemesisBase):
             high = not high
             for n in nodes:
                 try:
-                    await self._set_offset(test, n, delta if high else 0.0)
+                    await self.db.set_clock(test, n, offset_ms=delta if high else 0.0)
                     if n in unreachable:
                         unreachable.discard(n)
                         log.info("strobe on %s: reachable again", n)
@@ -181,23 +112,16 @@ class ClockNemesis(NemesisBase):
             await asyncio.sleep(period)
         for n in nodes:
             try:
-                await self._set_offset(test, n, 0.0)
+                await self.db.set_clock(test, n, offset_ms=0.0)
             except Exception as exc:
                 log.info("strobe reset on %s: %s", n, exc)
-
-    async def _set_offset(self, test: dict[str, Any], node: str, offset_ms: float) -> None:
-        if self.faketime:
-            await self.db.set_fake_clock(test, node, offset_ms=offset_ms)
-        else:
-            await self.set_clock(test, node, offset_ms=offset_ms)
 
     async def _offsets(self, test: dict[str, Any], nodes: Sequence[str]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for n in nodes:
             try:
-                c = await self.read_clock(test, n)
-                out[n] = {"offset_ms": c.get("offset_ms"), "rate": c.get("rate"),
-                          "skew_ms": (int(c["wall_ns"]) - int(c["host_wall_ns"])) / 1e6}
+                c = await self.db.read_clock(test, n)
+                out[n] = {k: c[k] for k in ("offset_ms", "rate", "skew_ms", "line") if k in c}
             except Exception as exc:
                 out[n] = {"error": str(exc)}
         return out
@@ -209,7 +133,7 @@ class ClockNemesis(NemesisBase):
         failed: dict[str, str] = {}
         for n in self.topo.all:
             try:
-                await self.set_clock(test, n, offset_ms=0.0, rate=1.0)
+                await self.db.set_clock(test, n, reset=True)
             except Exception as exc:  # a dead node has no clock to reset; its restart starts at true time
                 failed[n] = str(exc)
         return {"reset": [n for n in self.topo.all if n not in failed], "unreachable": failed}

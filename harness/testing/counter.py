@@ -25,7 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 class CounterDB:
     """Starts one counter service per node through the test's Remote (``test["remote"]``); Kill, Pause (SIGSTOP and
-    SIGCONT), LogFiles and FaketimeClocks (what the ``counter`` system adapter offers).  Its processes are tracked by
+    SIGCONT), LogFiles and Clocks (what the ``counter`` system adapter offers).  Its processes are tracked by
     :class:`~harness.node_processes.NodeProcesses`, which starts them under libfaketime unless ``faketime`` is
     False (the service is Python, whose ``time.time()`` goes through the C library, so libfaketime moves it).
 
@@ -110,12 +110,12 @@ class CounterDB:
     def log_files(self, test: dict[str, Any], node: str) -> Mapping[str, str]:
         return {str(self._log(test, node)): "counter.log"}
 
-    async def set_fake_clock(self, test: dict[str, Any], node: str, *, offset_ms: float | None = None,
-                             rate: float | None = None, reset: bool = False) -> Mapping[str, Any]:
-        return await self.procs.set_fake_clock(test, node, offset_ms=offset_ms, rate=rate, reset=reset)
+    async def set_clock(self, test: dict[str, Any], node: str, *, offset_ms: float | None = None,
+                        rate: float | None = None, reset: bool = False) -> Mapping[str, Any]:
+        return await self.procs.set_clock(test, node, offset_ms=offset_ms, rate=rate, reset=reset)
 
-    async def fake_clock(self, test: dict[str, Any], node: str) -> Mapping[str, Any]:
-        return await self.procs.fake_clock(test, node)
+    async def read_clock(self, test: dict[str, Any], node: str) -> Mapping[str, Any]:
+        return await self.procs.read_clock(test, node)
 
 
 class CounterClient:

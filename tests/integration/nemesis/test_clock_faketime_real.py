@@ -181,7 +181,7 @@ async def etcd_under_faketime(tmp: Path) -> dict[str, Any]:
     try:
         await procs.spawn(test, "e1", member_argv("e1", {"e1": remote.address("e1")}, str(d / "etcd.data")),
                           log_path=str(log))
-        day = await procs.set_fake_clock(test, "e1", offset_ms=86_400_000)
+        day = await procs.set_clock(test, "e1", offset_ms=86_400_000)
         env = {k: v for k, v in (line.split("=", 1) for line in (await remote.exec(
             "e1", ["cat", f"/proc/{procs.pids['e1']}/environ"])).stdout.split("\0") if "=" in line)
             if k.startswith(("LD_PRELOAD", "FAKETIME"))}

@@ -257,27 +257,27 @@ def test_faketime_spawn_preloads_the_library_with_a_control_file_at_real_time() 
     assert env["FAKETIME_TIMESTAMP_FILE"] == "nodes/n1/faketime.rc" and env["FAKETIME_NO_CACHE"] == "1"
     assert env["FAKETIME_DONT_FAKE_MONOTONIC"] == "1"
     assert remote.files["nodes/n1/faketime.rc"] == "+0 x1\n"
-    got = run(procs.set_fake_clock(test, "n1", offset_ms=60_000))
+    got = run(procs.set_clock(test, "n1", offset_ms=60_000))
     assert got["offset_ms"] == 60_000 and got["rate"] == 1 and got["skew_ms"] == pytest.approx(60_000)
     assert remote.files["nodes/n1/faketime.rc"] == "+60.000000 x1\n" == got["line"] + "\n"
-    assert run(procs.fake_clock(test, "n1"))["line"] == "+60.000000 x1"
-    run(procs.set_fake_clock(test, "n1", reset=True))
+    assert run(procs.read_clock(test, "n1"))["line"] == "+60.000000 x1"
+    run(procs.set_clock(test, "n1", reset=True))
     assert remote.files["nodes/n1/faketime.rc"] == "+0.000000 x1\n"
     run(procs.stop(test, "n1"))
     assert ["rm", "-f", f"/dev/shm/faketime_shm_{pid}", f"/dev/shm/sem.faketime_sem_{pid}"] in remote.execs
     with pytest.raises(FaketimeError, match="svc n1 is not running"):
-        run(procs.set_fake_clock(test, "n1", offset_ms=1))
+        run(procs.set_clock(test, "n1", offset_ms=1))
 
 
 def test_a_restarted_process_starts_at_real_time_again() -> None:
     remote, procs = FakeRemote(), NodeProcesses("svc", faketime=True)
     test = {"remote": remote}
     run(procs.spawn(test, "n1", ["d"], log_path="l"))
-    run(procs.set_fake_clock(test, "n1", offset_ms=5_000, rate=3))
+    run(procs.set_clock(test, "n1", offset_ms=5_000, rate=3))
     run(procs.stop(test, "n1"))
     run(procs.spawn(test, "n1", ["d"], log_path="l"))
     assert remote.files["nodes/n1/faketime.rc"] == "+0 x1\n"
-    assert run(procs.fake_clock(test, "n1"))["skew_ms"] == 0
+    assert run(procs.read_clock(test, "n1"))["skew_ms"] == 0
 
 
 def test_a_clock_change_that_cannot_take_effect_says_why() -> None:
@@ -288,7 +288,7 @@ def test_a_clock_change_that_cannot_take_effect_says_why() -> None:
     assert "LD_PRELOAD" not in (remote.procs[pid].env or {})  # started anyway, without libfaketime
     with pytest.raises(FaketimeError, match=r"svc n1 \(pid \d+\) runs without libfaketime: libfaketimeMT.so.1 not "
                                             r"found on n1 .*scripts/setup.sh installs libfaketime"):
-        run(procs.set_fake_clock(test, "n1", offset_ms=1))
+        run(procs.set_clock(test, "n1", offset_ms=1))
 
     remote = FakeRemote()
     procs = NodeProcesses("svc", faketime=True)
@@ -296,8 +296,8 @@ def test_a_clock_change_that_cannot_take_effect_says_why() -> None:
     run(procs.spawn(test, "n1", ["d"], log_path="l"))
     remote.read_only = True
     with pytest.raises(FaketimeError, match=r"svc n1: clock not changed: cannot write nodes/n1/faketime\.rc on n1"):
-        run(procs.set_fake_clock(test, "n1", offset_ms=1))
-    assert run(procs.fake_clock(test, "n1"))["offset_ms"] == 0  # the model did not move either
+        run(procs.set_clock(test, "n1", offset_ms=1))
+    assert run(procs.read_clock(test, "n1"))["offset_ms"] == 0  # the model did not move either
 
     remote = FakeRemote()
     procs = NodeProcesses("svc", faketime=True)
@@ -305,9 +305,9 @@ def test_a_clock_change_that_cannot_take_effect_says_why() -> None:
     pid = run(procs.spawn(test, "n1", ["d"], log_path="l"))
     remote.procs[pid].env = {}  # e.g. a setuid program, for which the loader ignores LD_PRELOAD
     with pytest.raises(FaketimeError, match=rf"has no libfaketime in /proc/{pid}/maps"):
-        run(procs.set_fake_clock(test, "n1", offset_ms=1))
+        run(procs.set_clock(test, "n1", offset_ms=1))
 
     with pytest.raises(FaketimeError, match="does not offer clock-faketime"):
         plain = NodeProcesses("svc")
         run(plain.spawn(test, "n2", ["d"], log_path="l"))
-        run(plain.set_fake_clock(test, "n2", offset_ms=1))
+        run(plain.set_clock(test, "n2", offset_ms=1))

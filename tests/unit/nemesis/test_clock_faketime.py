@@ -1,4 +1,4 @@
-"""The clock nemesis on a system offering ``clock-faketime``: it sets clocks through the DB's FaketimeClocks, and a
+"""The clock nemesis through the DB's Clocks (both ``clock-admin`` and ``clock-faketime`` offer it), and a
 change that does not take effect on a node is reported as such (left out of ``nodes``, named under ``not_taken``;
 an ``error`` when no node took it, so accounting counts the fault as not effective)."""
 
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from harness.node_processes import FaketimeError
-from harness.protocols import FaketimeClocks
+from harness.protocols import Clocks
 from nemesis.accounting import judge
 from nemesis.clock import ClockNemesis
 
@@ -30,8 +30,8 @@ class FakeClockDB:
         if node in self.refuse:
             raise FaketimeError(self.refuse[node])
 
-    async def set_fake_clock(self, test: dict[str, Any], node: str, *, offset_ms: float | None = None,
-                             rate: float | None = None, reset: bool = False) -> Mapping[str, Any]:
+    async def set_clock(self, test: dict[str, Any], node: str, *, offset_ms: float | None = None,
+                        rate: float | None = None, reset: bool = False) -> Mapping[str, Any]:
         self._check(node)
         self.calls.append((node, {"offset_ms": offset_ms, "rate": rate, "reset": reset}))
         c = self.clocks[node]
@@ -41,9 +41,9 @@ class FakeClockDB:
             c["offset_ms"] = offset_ms
         if rate is not None:
             c["rate"] = rate
-        return await self.fake_clock(test, node)
+        return await self.read_clock(test, node)
 
-    async def fake_clock(self, test: dict[str, Any], node: str) -> Mapping[str, Any]:
+    async def read_clock(self, test: dict[str, Any], node: str) -> Mapping[str, Any]:
         self._check(node)
         c = self.clocks[node]
         return {**c, "skew_ms": c["offset_ms"], "line": f"{c['offset_ms'] / 1000:+.6f} x{c['rate']:g}"}
@@ -53,11 +53,10 @@ def invoke(nem: ClockNemesis, f: str, value: Any = None) -> dict[str, Any]:
     return asyncio.run(nem.invoke({}, {"type": "invoke", "process": "nemesis", "f": f, "value": value}))
 
 
-def test_a_faketime_db_gets_its_clocks_set_through_the_control_file_not_the_admin_rpc() -> None:
+def test_the_nemesis_sets_clocks_only_through_the_dbs_clocks() -> None:
     db = FakeClockDB()
-    assert isinstance(db, FaketimeClocks)
+    assert isinstance(db, Clocks)
     nem = ClockNemesis(db, random.Random(1))
-    assert nem.faketime
     out = invoke(nem, "bump-clock", {"targets": "all", "delta_ms": 30_000})
     assert "error" not in out and out["value"]["nodes"] == ["c1", "c2"]
     out = invoke(nem, "bump-clock", {"targets": "c1", "delta_ms": 30_000})  # bumps add up
