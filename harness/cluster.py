@@ -33,15 +33,18 @@ from pathlib import Path
 from typing import Any
 
 from harness.node_processes import NodeProcesses
+from harness.protocols import FailpointRefused, FailpointUnreachable
 from harness.spec import SpecError, TestSpec
 from system_under_test.client.controller_client import ControllerClient
 from system_under_test.lease_timing import DEFAULT_LEASE_TIMEOUT_MS
-from system_under_test.protocol import RequestCode, connect
+from system_under_test.protocol import RequestCode, RpcError, connect
 
 log = logging.getLogger("splitbrain.cluster")
 
 CONTROLLER_PORT = 9101
 BROKER_PORT = 10911
+PROBE_BROKER_SET = "nemesis-probe"
+"""The broker set :meth:`SplitbrainDB.probe_write` applies ids in: no broker of a test belongs to it."""
 
 
 @dataclass(frozen=True)
@@ -213,6 +216,49 @@ class SplitbrainDB:
 
     def client(self, test: Mapping[str, Any], timeout_s: float = 2.0) -> ControllerClient:
         return ControllerClient(self.controller_addrs(test), token=self.token, timeout_s=timeout_s)
+
+    # -- Failpoints ------------------------------------------------------------------------------
+
+    async def set_failpoint(self, test: dict[str, Any], node: str, name: str, action: str | None) -> None:
+        """Arm (``action``) or disarm (None) failpoint ``name`` on ``node`` over ADMIN_FAILPOINT_ARM / _DISARM.
+
+        Raises:
+            FailpointUnreachable: no connection, nothing sent.
+            FailpointRefused: the node answered with an error.
+            Exception: anything else (a timeout, a lost connection): sent, no answer -- it may still be applied.
+        """
+        try:
+            conn = await connect(self.admin_addr(test, node), timeout_s=2.0)
+        except Exception as exc:
+            raise FailpointUnreachable(str(exc)) from exc
+        try:
+            if action is not None:
+                header = {"name": name, "action": action, "token": self.token}
+                await conn.request(RequestCode.ADMIN_FAILPOINT_ARM, header, timeout_s=5.0)
+            else:
+                await conn.request(RequestCode.ADMIN_FAILPOINT_DISARM, {"name": name, "token": self.token},
+                                   timeout_s=5.0)
+        except RpcError as exc:
+            raise FailpointRefused(str(exc)) from exc
+        finally:
+            conn.close()
+
+    async def probe_write(self, test: dict[str, Any]) -> bool:
+        """One harmless replicated controller write: ApplyBrokerId of a fresh id in the broker set
+        :data:`PROBE_BROKER_SET`, which no broker ever joins.  It makes the controller leader decide, propose,
+        persist, commit, apply and reply -- every step a controller or Raft failpoint sits on."""
+        client = self.client(test, timeout_s=1.0)
+        try:
+            cluster = self.options.cluster_name
+            broker_id = await client.get_next_broker_id(cluster, PROBE_BROKER_SET)
+            await client.apply_broker_id(cluster, PROBE_BROKER_SET, broker_id, f"probe{secrets.token_hex(4)}",
+                                         "127.0.0.1:1")
+            return True
+        except Exception as exc:  # the leader may be the process a nemesis is crashing
+            log.debug("probe write: %r", exc)
+            return False
+        finally:
+            await client.close()
 
     # -- Clocks (clock-admin) ------------------------------------------------------------------
 

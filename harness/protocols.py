@@ -41,6 +41,9 @@ __all__ = [
     "Clocks",
     "Checker",
     "Client",
+    "FailpointRefused",
+    "FailpointUnreachable",
+    "Failpoints",
     "HarnessError",
     "InvalidCompletion",
     "Kill",
@@ -171,6 +174,32 @@ class Clocks(Protocol):
     async def read_clock(self, test: dict[str, Any], node: str) -> Mapping[str, Any]: ...
 
 
+class FailpointUnreachable(HarnessError):
+    """A failpoint request was not sent: no connection to the node (so it certainly did not take effect)."""
+
+
+class FailpointRefused(HarnessError):
+    """The node answered a failpoint request with a refusal (an unknown name, a malformed action)."""
+
+
+@runtime_checkable
+class Failpoints(Protocol):
+    """A DB whose processes carry named failpoints -- protocol steps that can be made to crash, fail, delay or pause
+    at run time (capability ``failpoints``; our cluster: ``splitbrain admin failpoint list``).  What the failpoint
+    and disk nemeses call.
+
+    ``set_failpoint`` arms ``name`` with ``action`` (``1*crash``...) on ``node``, or disarms it (``action`` None;
+    ``name`` ``*``: all).  It raises :class:`FailpointUnreachable` when nothing was sent and
+    :class:`FailpointRefused` when the node said no; any other exception means the request went out and no answer
+    came, so it may still take effect (a stopped process reads it when resumed) -- the nemesis treats that node as
+    possibly armed.  ``probe_write`` makes one harmless write through the system's replicated write path, so that a
+    failpoint on that path is reached (a quiet cluster writes nothing by itself); True if it completed."""
+
+    async def set_failpoint(self, test: dict[str, Any], node: str, name: str, action: str | None) -> None: ...
+    async def alive(self, test: dict[str, Any], node: str) -> bool: ...
+    async def probe_write(self, test: dict[str, Any]) -> bool: ...
+
+
 @dataclass(frozen=True)
 class Capability:
     """One thing a system may let the harness do to it.
@@ -198,7 +227,8 @@ CAPABILITIES: Mapping[str, Capability] = {c.name: c for c in (
     Capability("clock-admin", "a running process's clock offset and rate can be set over its admin RPC", Clocks),
     Capability("clock-faketime", "its processes run under libfaketime, so a running process's wall-clock offset and "
                                  "rate can be set through a per-node control file", Clocks),
-    Capability("failpoints", "named protocol steps can be armed at run time to crash, fail, delay or pause"),
+    Capability("failpoints", "named protocol steps can be armed at run time to crash, fail, delay or pause",
+               Failpoints),
     Capability("store-files", "a node's store files can be read, cut and corrupted while it is down"),
     Capability("registration", "its broker registration can be crashed at named steps (our cluster's broker)"),
     Capability("event-observation", "its nodes report their events while running (guided mode and coverage)"),

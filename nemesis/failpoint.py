@@ -1,9 +1,10 @@
-"""The failpoint nemesis: arm and disarm the cluster's named failpoints, and crash a process at one step.
+"""The failpoint nemesis: arm and disarm a system's named failpoints, and crash a process at one step.
 
-A failpoint is a named step in a cluster process (``splitbrain admin failpoint list``) that the admin RPC
-ADMIN_FAILPOINT_ARM makes crash, fail, delay or pause.  :func:`admin_failpoints` is that RPC for many nodes
-(the disk nemesis arms its faults through it too); ``crash-at`` arms ``1*crash``, makes the step happen,
-waits for the process to die there and restarts it.
+A failpoint is a named step in a process (our cluster: ``splitbrain admin failpoint list``) that the system can be
+told to make crash, fail, delay or pause; the DB says how (:class:`harness.protocols.Failpoints`; our cluster's DB
+sends its admin RPC).  :func:`admin_failpoints` arms or disarms one on many nodes and says, per node, what is known
+of the outcome (the disk nemesis arms its faults through it too); ``crash-at`` arms ``1*crash``, makes the step
+happen, waits for the process to die there and restarts it.
 """
 
 from __future__ import annotations
@@ -13,10 +14,17 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from harness.protocols import FailpointRefused, Failpoints, FailpointUnreachable, Kill
 from nemesis.base import NemesisBase, guard, restart_and_wait
-from system_under_test.protocol import RequestCode, RpcError, connect
 
-__all__ = ["PROBE_BROKER_SET", "UNKNOWN", "FailpointNemesis", "KnowsPaused", "admin_failpoints", "trigger_for"]
+__all__ = ["UNKNOWN", "FailpointDB", "FailpointNemesis", "KnowsPaused", "admin_failpoints", "trigger_for"]
+
+
+class FailpointDB(Failpoints, Kill, Protocol):
+    """What the failpoint nemesis calls: :class:`~harness.protocols.Failpoints`, and for ``crash-at`` also
+    :class:`~harness.protocols.Kill` to start the process that died at the step (the fault table's ``crash-at`` row
+    needs both capabilities, so validation refuses it on a system without ``kill``)."""
+
 
 log = logging.getLogger("splitbrain.nemesis")
 
@@ -31,6 +39,7 @@ class FailpointNemesis(NemesisBase):
     is disarmed and reported."""
 
     FS = frozenset({"arm-failpoint", "disarm-failpoint", "crash-at"})
+    db: FailpointDB
 
     async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
         if op["f"] == "crash-at":
@@ -55,7 +64,7 @@ class FailpointNemesis(NemesisBase):
         while pending and loop.time() - t0 < timeout_s:
             if trigger == "controller-write" and loop.time() >= next_write:
                 next_write = loop.time() + 0.5
-                writes["ok" if await self._controller_write(test) else "failed"] += 1
+                writes["ok" if await self.db.probe_write(test) else "failed"] += 1
             await asyncio.sleep(0.1)
             for n in sorted(pending):
                 if not await self.db.alive(test, n):
@@ -74,32 +83,11 @@ class FailpointNemesis(NemesisBase):
             out["writes"] = writes
         return out
 
-    async def _controller_write(self, test: dict[str, Any]) -> bool:
-        """One harmless replicated controller write: ApplyBrokerId of a fresh id in the broker set
-        :data:`PROBE_BROKER_SET`, which no broker ever joins.  It makes the controller leader decide,
-        propose, persist, commit, apply and reply -- every step a controller or Raft failpoint sits on."""
-        client = self.db.client(test, timeout_s=1.0)
-        try:
-            cluster = self.db.options.cluster_name
-            broker_id = await client.get_next_broker_id(cluster, PROBE_BROKER_SET)
-            code = f"probe{self.rng.randrange(10**9)}"
-            await client.apply_broker_id(cluster, PROBE_BROKER_SET, broker_id, code, "127.0.0.1:1")
-            return True
-        except Exception as exc:  # the leader may be the process we are crashing
-            log.debug("crash-at trigger write: %r", exc)
-            return False
-        finally:
-            await client.close()
-
     async def _go(self, test: dict[str, Any], f: str, value: Mapping[str, Any]) -> dict[str, Any]:
         nodes = await self.targets(test, str(value.get("targets", "all")))
         results = await admin_failpoints(self.db, test, nodes, f, str(value.get("name", "*")),
                                          str(value.get("action", "1*crash")))
         return {**dict(value), "results": results}
-
-
-PROBE_BROKER_SET = "nemesis-probe"
-"""The broker set the crash-at trigger applies ids in: no broker of the test belongs to it."""
 
 
 def trigger_for(name: str, trigger: str) -> str:
@@ -122,9 +110,9 @@ UNKNOWN = "unknown: "
 """The prefix of an admin result whose request was sent but never answered (:func:`admin_failpoints`)."""
 
 
-async def admin_failpoints(db: Any, test: dict[str, Any], nodes: Sequence[str], f: str, name: str,
+async def admin_failpoints(db: Failpoints, test: dict[str, Any], nodes: Sequence[str], f: str, name: str,
                            action: str = "1*crash") -> dict[str, str]:
-    """``arm-failpoint`` / ``disarm-failpoint`` ``name`` on each node over its admin RPC; per node
+    """``arm-failpoint`` / ``disarm-failpoint`` ``name`` on each node through the DB; per node
     "ok", "unreachable: ..." (no connection: nothing was sent), "error: ..." (the node refused) or
     "unknown: ..." (sent, no answer: a node that was slow, or stopped by something other than this DB, applies it
     when it gets to it, seconds later -- so such an arm must be treated as possibly in effect, never as one that did
@@ -137,22 +125,12 @@ async def admin_failpoints(db: Any, test: dict[str, Any], nodes: Sequence[str], 
             results[n] = "skipped: paused (it would read the request only when resumed, and act on it then)"
             continue
         try:
-            conn = await connect(db.admin_addr(test, n), timeout_s=2.0)
-        except Exception as exc:
-            results[n] = f"unreachable: {exc}"
-            continue
-        try:
-            if f == "arm-failpoint":
-                header = {"name": name, "action": action, "token": db.token}
-                await conn.request(RequestCode.ADMIN_FAILPOINT_ARM, header, timeout_s=5.0)
-            else:
-                await conn.request(RequestCode.ADMIN_FAILPOINT_DISARM, {"name": name, "token": db.token},
-                                   timeout_s=5.0)
+            await db.set_failpoint(test, n, name, action if f == "arm-failpoint" else None)
             results[n] = "ok"
-        except RpcError as exc:
+        except FailpointUnreachable as exc:
+            results[n] = f"unreachable: {exc}"
+        except FailpointRefused as exc:
             results[n] = f"error: {exc}"
         except Exception as exc:  # timeout, connection lost: the request may still be read and applied
             results[n] = f"{UNKNOWN}{exc}"
-        finally:
-            conn.close()
     return results

@@ -88,6 +88,7 @@ _KILL = ("kill",)
 _PAUSE = ("pause",)
 _CLOCK: tuple[Need, ...] = (AnyOf(("clock-admin", "clock-faketime")),)  # our admin RPC, or libfaketime's file
 _FAILPOINTS = ("failpoints",)
+_CRASH_AT = ("failpoints", "kill")  # arm 1*crash, then start the process that died at the step
 _DISK_ARM = ("failpoints", "store-files")  # store.write / before_fsync / read failpoints on the store's paths
 _DISK_CUT = ("kill", "store-files")  # kill the broker, then cut or corrupt its store files while it is down
 _REGISTRATION = ("registration",)  # drives our broker's registration through its failpoints
@@ -188,7 +189,7 @@ ROWS: tuple[FaultRow, ...] = (
              evidence="arm-results", needs=_FAILPOINTS),
     FaultRow("disarm-failpoint", "failpoint", fault=False, value="failpoint", heal=_DISARM, needs=_FAILPOINTS),
     FaultRow("crash-at", "failpoint", value="failpoint", heal=_DISARM, packages=("protocol-crash",),
-             evidence="crash-report", needs=_FAILPOINTS),
+             evidence="crash-report", needs=_CRASH_AT),
     # registration
     FaultRow("registration-crash", "registration", value="registration", packages=("registration-crash",),
              evidence="registration-crash", needs=_REGISTRATION),
