@@ -297,6 +297,18 @@ class SplitbrainDB:
         """A broker's store directory on its node (the disk nemesis operates on it while the broker is down)."""
         return str(self._dir(test, node) / "store")
 
+    def store_tool(self, test: Mapping[str, Any], node: str) -> list[str]:
+        """The node-side tool that damages ``node``'s store while the broker is down (the disk nemesis appends
+        ``lose-unfsynced`` or ``corrupt --mode M --seed S``): :mod:`systems.splitbrain.store_tool`, which knows the
+        commit log's format."""
+        return [self.python, "-m", "systems.splitbrain.store_tool", "--store", self.store_dir(test, node)]
+
+    @property
+    def lazy_store(self) -> bool:
+        """Whether the brokers' stores sit on lazyfs (``cluster.store_fs: lazyfs``), which can drop the writes a broker
+        never fsynced (:meth:`lazyfs_crash`)."""
+        return self.options.store_fs == "lazyfs"
+
     def argv(self, test: Mapping[str, Any], node: str) -> list[str]:
         o = self.options
         d = self._dir(test, node)

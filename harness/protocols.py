@@ -53,6 +53,7 @@ __all__ = [
     "Pause",
     "Primary",
     "RegisterClients",
+    "StoreFiles",
     "NodeHelpers",
     "ValidatingClient",
     "ValidatingNemesis",
@@ -200,6 +201,23 @@ class Failpoints(Protocol):
     async def probe_write(self, test: dict[str, Any]) -> bool: ...
 
 
+@runtime_checkable
+class StoreFiles(Protocol):
+    """A DB whose nodes' stores can be damaged while the process is down (capability ``store-files``; the disk
+    nemesis).  ``store_tool`` is the argv of the system's own node-side tool for ``node``'s store -- it knows the
+    store's format; the nemesis appends ``lose-unfsynced`` or ``corrupt --mode M --seed S`` and reads the one JSON
+    line it prints (our cluster: :mod:`systems.splitbrain.store_tool`).  ``lazy_store`` says whether the stores sit
+    on a lazy file system (:mod:`nemesis.lazyfs`) that can itself drop every write never fsynced, which
+    ``lazyfs_crash`` makes it do for a node that is down."""
+
+    def store_tool(self, test: Mapping[str, Any], node: str) -> list[str]: ...
+
+    @property
+    def lazy_store(self) -> bool: ...
+
+    async def lazyfs_crash(self, test: dict[str, Any], node: str) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class Capability:
     """One thing a system may let the harness do to it.
@@ -229,7 +247,7 @@ CAPABILITIES: Mapping[str, Capability] = {c.name: c for c in (
                                  "rate can be set through a per-node control file", Clocks),
     Capability("failpoints", "named protocol steps can be armed at run time to crash, fail, delay or pause",
                Failpoints),
-    Capability("store-files", "a node's store files can be read, cut and corrupted while it is down"),
+    Capability("store-files", "a node's store files can be read, cut and corrupted while it is down", StoreFiles),
     Capability("registration", "its broker registration can be crashed at named steps (our cluster's broker)"),
     Capability("event-observation", "its nodes report their events while running (guided mode and coverage)"),
     Capability("node-helpers", "its nodes can run this repository's Python helpers (the packet shaper where the "

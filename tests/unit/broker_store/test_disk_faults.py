@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nemesis import disk
+from nemesis.disk_kinds import REPAIRABLE_MODES, TAIL_BYTES
 from system_under_test import failpoints
 from system_under_test.broker.store import (
     FP_BEFORE_FSYNC,
@@ -29,6 +29,7 @@ from system_under_test.broker.store import (
     decode_many,
 )
 from system_under_test.broker.store.commitlog import FP_READ, read_synced_file
+from systems.splitbrain import store_tool as disk
 
 SYNC = StoreConfig(segment_bytes=4096, max_message_bytes=2048, flush_policy=FlushPolicy.SYNC, background_flush=False)
 ASYNC = StoreConfig(segment_bytes=4096, max_message_bytes=2048, flush_policy=FlushPolicy.ASYNC, background_flush=False)
@@ -139,13 +140,13 @@ def test_node_tool_prints_one_json_object_and_rejects_bad_input(store_dir: str, 
     log = opened(store_dir)
     log.append(recs(20))
     log.close()
-    assert disk.main(["corrupt", "--store", store_dir, "--mode", "truncate-tail", "--seed", "4"]) == 0
+    assert disk.main(["--store", store_dir, "corrupt", "--mode", "truncate-tail", "--seed", "4"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["mode"] == "truncate-tail" and out["size_after"] == out["offset"] < out["size_before"]
-    assert disk.main(["lose-unfsynced", "--store", os.path.join(store_dir, "nope")]) == 2
+    assert disk.main(["--store", os.path.join(store_dir, "nope"), "lose-unfsynced"]) == 2
     assert "--store" in capsys.readouterr().err
     empty = tempfile.mkdtemp()
-    assert disk.main(["corrupt", "--store", empty, "--mode", "bitflip"]) == 1
+    assert disk.main(["--store", empty, "corrupt", "--mode", "bitflip"]) == 1
     assert "empty" in capsys.readouterr().err
 
 
@@ -170,7 +171,7 @@ def test_every_corruption_is_detected_never_silently_read(n: int, size: int, mod
         try:
             recovery = log.recover(0)
         except StoreCorruption as exc:
-            assert mode not in disk.REPAIRABLE_MODES
+            assert mode not in REPAIRABLE_MODES
             assert report["file"].split("/")[1] in str(exc)
             log.close(sync=False)
             return
@@ -179,7 +180,7 @@ def test_every_corruption_is_detected_never_silently_read(n: int, size: int, mod
         body = log.read(0, 1 << 20) if log.max_offset else b""
         got = [r.record.body for r in decode_many(body, 0).records]
         assert got == [r.body for r in written[: len(got)]]
-        if mode in disk.REPAIRABLE_MODES:
+        if mode in REPAIRABLE_MODES:
             assert len(got) == n - 1  # exactly the damaged last record is gone
         log.close(sync=False)
 
@@ -187,9 +188,9 @@ def test_every_corruption_is_detected_never_silently_read(n: int, size: int, mod
 def test_tail_modes_stay_inside_the_last_bytes() -> None:
     segs = [("commitlog/00000000000000000000", 4000), ("commitlog/00000000000000004000", 900)]
     for seed in range(50):
-        for mode in disk.REPAIRABLE_MODES:
+        for mode in REPAIRABLE_MODES:
             c = disk.plan_corruption(segs, mode, random.Random(seed))
-            assert c.file.endswith("4000") and 900 - disk.TAIL_BYTES <= c.offset < 900
+            assert c.file.endswith("4000") and 900 - TAIL_BYTES <= c.offset < 900
     with pytest.raises(ValueError, match="unknown mode"):
         disk.plan_corruption(segs, "melt", random.Random(0))
     with pytest.raises(ValueError, match="empty"):

@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nemesis import disk
 from system_under_test.broker.store import (
     CommitLog,
     FlushPolicy,
@@ -29,6 +28,7 @@ from system_under_test.broker.store import (
 )
 from system_under_test.broker.store import commitlog as commitlog_mod
 from system_under_test.broker.store.commitlog import LOST_FILE, SYNCED_FILE, read_synced_file
+from systems.splitbrain import store_tool as disk
 
 SYNC = StoreConfig(segment_bytes=4096, max_message_bytes=2048, flush_policy=FlushPolicy.SYNC, background_flush=False)
 ASYNC = StoreConfig(segment_bytes=4096, max_message_bytes=2048, flush_policy=FlushPolicy.ASYNC, background_flush=False)

@@ -15,7 +15,7 @@ class FakeDB:
     def __init__(self, dropped: dict[str, int], down: frozenset[str] = frozenset()) -> None:
         nodes = SimpleNamespace(controllers=("c1",), broker_sets=(("b1", "b2", "b3"),))
         self.spec = SimpleNamespace(nodes=nodes)
-        self.options = SimpleNamespace(store_fs="lazyfs")
+        self.lazy_store = True
         self.dropped, self.down = dropped, set(down)
         self.steps: list[tuple[str, str]] = []
 
