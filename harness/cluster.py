@@ -170,6 +170,8 @@ class SplitbrainDB:
     procs: NodeProcesses = field(default_factory=lambda: NodeProcesses("node", error=TimeoutError))
     """Each node's controller or broker process (pid, and whether this DB paused it)."""
     lazyfs_pids: dict[str, int] = field(default_factory=dict)  # node -> its store's lazyfs daemon (store_fs: lazyfs)
+    _kept_conns: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
+    """(purpose, node) -> an admin connection the observer's frequent requests reuse (:meth:`_kept`)."""
 
     @property
     def pids(self) -> dict[str, int]:
@@ -216,6 +218,38 @@ class SplitbrainDB:
 
     def client(self, test: Mapping[str, Any], timeout_s: float = 2.0) -> ControllerClient:
         return ControllerClient(self.controller_addrs(test), token=self.token, timeout_s=timeout_s)
+
+    # -- NodeEvents (event-observation) and the brokers' runtime info ---------------------------
+
+    async def _kept(self, test: Mapping[str, Any], node: str, purpose: str, code: int,
+                    header: Mapping[str, Any]) -> dict[str, Any]:
+        """One admin request to ``node`` on a connection kept per (purpose, node) -- the observer asks every node
+        several times a second -- opened on demand, closed and forgotten when a request fails (the next call dials
+        again)."""
+        key = (purpose, node)
+        conn = self._kept_conns.get(key)
+        if conn is None or conn.closed:
+            conn = await connect(self.admin_addr(test, node), timeout_s=0.5)
+            self._kept_conns[key] = conn
+        try:
+            return dict((await conn.request(code, dict(header), timeout_s=1.0)).header)
+        except Exception:
+            conn.close()
+            self._kept_conns.pop(key, None)
+            raise
+
+    async def node_events(self, test: Mapping[str, Any], node: str, since: int) -> Mapping[str, Any]:
+        """The node's event log after ``since`` (ADMIN_EVENTS; :mod:`system_under_test.node_events`)."""
+        return await self._kept(test, node, "events", RequestCode.ADMIN_EVENTS, {"since": since})
+
+    async def runtime_info(self, test: Mapping[str, Any], node: str) -> Mapping[str, Any]:
+        """A broker's runtime info (GET_BROKER_RUNTIME_INFO: its set, id, role and, for a master, ``slave_lag``)."""
+        return await self._kept(test, node, "runtime", RequestCode.GET_BROKER_RUNTIME_INFO, {})
+
+    def close_observation(self) -> None:
+        for conn in self._kept_conns.values():
+            conn.close()
+        self._kept_conns.clear()
 
     # -- Failpoints ------------------------------------------------------------------------------
 

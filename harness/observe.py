@@ -17,8 +17,8 @@ outside, less finely: if the system can say who leads (``primaries``), the obser
 at once is what a partition of a leader looks like from outside).  Client outcomes are read from the history
 for every system.  That is all guided mode and coverage have to go on for such a system (docs/systems.md).
 
-:class:`Observer` is the shell: it polls every node's ``ADMIN_EVENTS`` (every ``interval_s``) -- or the
-system's primaries --, tails the history for client outcomes, appends each observed event to ``events.jsonl``
+:class:`Observer` is the shell: it asks every node for its events through the DB (every ``interval_s``;
+:class:`harness.protocols.NodeEvents`, our cluster's DB sends ADMIN_EVENTS) -- or the system for its primaries --, tails the history for client outcomes, appends each observed event to ``events.jsonl``
 and to :attr:`Observer.events` (which the guided nemesis reads), and tells listeners.  :func:`place`,
 :func:`primary_events` and :class:`ClientOutcomes` are pure.
 """
@@ -32,11 +32,11 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from harness.protocols import Primary
+from harness.protocols import NodeEvents, Primary
 
 __all__ = ["ClientOutcomes", "Observer", "place", "primary_events", "read_events", "reports_events"]
 
@@ -73,8 +73,17 @@ def primary_events(was: frozenset[str], now: frozenset[str], *, recv_ns: int, ro
 
 
 def reports_events(db: Any) -> bool:
-    """Whether ``db``'s nodes answer our admin event RPC (the ``event-observation`` capability)."""
-    return hasattr(db, "admin_addr") and hasattr(db, "role")
+    """Whether ``db``'s nodes report their own events (the ``event-observation`` capability,
+    :class:`harness.protocols.NodeEvents`)."""
+    return isinstance(db, NodeEvents)
+
+
+@runtime_checkable
+class BrokerRuntime(Protocol):
+    """A DB that can ask a broker for its runtime info (our cluster: each master's ``slave_lag``), which the
+    observer samples into :mod:`harness.lag`'s replication-lag figures."""
+
+    async def runtime_info(self, test: Mapping[str, Any], node: str) -> Mapping[str, Any]: ...
 
 
 @dataclass
@@ -115,8 +124,9 @@ class Observer:
 
     Args:
         test: the test map (``remote`` resolves node addresses).
-        db: the system: ours answers ``ADMIN_EVENTS`` (``admin_addr(test, node)``, ``role(node)``); another is
-            watched through its ``primaries(test)`` if it has them, else only client outcomes are observed.
+        db: the system: one whose nodes report events (:class:`harness.protocols.NodeEvents`, ours) is asked for
+            them; another is watched through its ``primaries(test)`` if it has them, else only client outcomes are
+            observed.
         now_ns: the run's clock (the history writer's ``now_ns``).
         run_dir: where ``events.jsonl`` goes; the history is tailed from ``history.jsonl`` there (or drained
             from ``history_tap``, the list the history writer appends each record to).
@@ -136,14 +146,12 @@ class Observer:
         self.polls = 0
         self.poll_errors = 0
         self._since: dict[str, tuple[str | None, int]] = {n: (None, 0) for n in self.nodes}
-        self._conns: dict[str, Any] = {}
         self._clients = ClientOutcomes()
         self._history_pos = 0
         self._fh: Any = None
         self._tasks: list[asyncio.Task[None]] = []
         self.lag_interval_s = lag_interval_s
         self.lag_samples: list[dict[str, Any]] = []  # harness.lag's samples: each master's word on each slave
-        self._lag_conns: dict[str, Any] = {}
         self._broker_nodes: dict[tuple[Any, Any], str] = {}  # (broker set, broker id) -> node, as last answered
         self.history_tap = history_tap  # the history writer's records as they are written, instead of the file
         self.admin = reports_events(db)
@@ -157,7 +165,8 @@ class Observer:
         if self.watch_primaries:
             self._tasks.append(loop.create_task(self._primaries_loop()))
         self._tasks.append(loop.create_task(self._history_loop()))
-        if self.admin and self.lag_interval_s > 0 and any(self.db.role(n) == "broker" for n in self.nodes):
+        if (isinstance(self.db, NodeEvents) and isinstance(self.db, BrokerRuntime) and self.lag_interval_s > 0
+                and any(self.db.role(n) == "broker" for n in self.nodes)):
             self._tasks.append(loop.create_task(self._lag_loop()))
         return self
 
@@ -171,11 +180,9 @@ class Observer:
         self._tasks = []
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.poll_once(), 5.0)
-        for conn in [*self._conns.values(), *self._lag_conns.values()]:
+        if self.admin:
             with contextlib.suppress(Exception):
-                conn.close()
-        self._conns.clear()
-        self._lag_conns.clear()
+                self.db.close_observation()
         if self._fh is not None:
             self._fh.close()
             self._fh = None
@@ -232,27 +239,7 @@ class Observer:
             await asyncio.sleep(self.lag_interval_s)
 
     async def _runtime_info(self, node: str) -> dict[str, Any]:
-        from system_under_test.protocol import RequestCode
-
-        _, reply = await self._ask(self._lag_conns, node, RequestCode.GET_BROKER_RUNTIME_INFO, {})
-        return dict(reply)
-
-    async def _ask(self, conns: dict[str, Any], node: str, code: Any,
-                   header: dict[str, Any]) -> tuple[Any, Mapping[str, Any]]:
-        """One request to ``node``'s admin address on the connection kept in ``conns`` (opened on demand; closed
-        and forgotten when the request fails, so the next round dials again).  Returns (connection, reply header)."""
-        from system_under_test.protocol import connect
-
-        conn = conns.get(node)
-        if conn is None or conn.closed:
-            conn = await connect(self.db.admin_addr(self.test, node), timeout_s=0.5)
-            conns[node] = conn
-        try:
-            return conn, (await conn.request(code, header, timeout_s=1.0)).header
-        except Exception:
-            conn.close()
-            conns.pop(node, None)
-            raise
+        return dict(await self.db.runtime_info(self.test, node))
 
     async def poll_once(self) -> None:
         """Ask every node (or the system, for its primaries) once and read the history written since the last
@@ -283,11 +270,9 @@ class Observer:
                 listener(e)
 
     async def _poll_node(self, node: str) -> list[dict[str, Any]]:
-        from system_under_test.protocol import RequestCode
-
         self.polls += 1
         boot, since = self._since[node]
-        conn, reply = await self._ask(self._conns, node, RequestCode.ADMIN_EVENTS, {"since": since})
+        reply = await self.db.node_events(self.test, node, since)
         recv = self.now_ns()
         out: list[dict[str, Any]] = []
         role = self.db.role(node)
@@ -295,7 +280,7 @@ class Observer:
             if boot is not None:
                 out.append({"time": recv, "node": node, "role": role, "kind": "node-restart"})
             if since:  # a new process: its log starts again at 1
-                reply = (await conn.request(RequestCode.ADMIN_EVENTS, {"since": 0}, timeout_s=1.0)).header
+                reply = await self.db.node_events(self.test, node, 0)
                 recv = self.now_ns()
         for e in reply.get("events") or []:
             out.append(place(e, node=node, role=role, recv_ns=recv, node_now_ns=int(reply.get("now_ns", 0))))

@@ -54,6 +54,7 @@ __all__ = [
     "Primary",
     "RegisterClients",
     "StoreFiles",
+    "NodeEvents",
     "NodeHelpers",
     "ValidatingClient",
     "ValidatingNemesis",
@@ -218,6 +219,24 @@ class StoreFiles(Protocol):
     async def lazyfs_crash(self, test: dict[str, Any], node: str) -> dict[str, Any]: ...
 
 
+@runtime_checkable
+class NodeEvents(Protocol):
+    """A DB whose nodes report their own events while running (capability ``event-observation``; the observer,
+    :mod:`harness.observe`, and through it guided mode and coverage).
+
+    ``node_events`` asks ``node`` for the events it logged after sequence number ``since`` and returns the node's
+    answer: ``boot`` (an id that changes when the process restarts, so its log starts again at 1), ``events`` (each
+    with ``kind``, its fields and ``mono_ns``, the node's monotonic clock when it happened), ``next`` (the
+    ``since`` of the next call) and ``now_ns`` (the node's monotonic clock when it answered).  ``role`` names the
+    node's role (``controller``, ``broker``...), which coverage counts separately.  ``close_observation`` releases
+    whatever connections the calls kept open.  A node that does not answer raises; the observer counts it and asks
+    again next round."""
+
+    def role(self, node: str) -> str: ...
+    async def node_events(self, test: Mapping[str, Any], node: str, since: int) -> Mapping[str, Any]: ...
+    def close_observation(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Capability:
     """One thing a system may let the harness do to it.
@@ -249,7 +268,8 @@ CAPABILITIES: Mapping[str, Capability] = {c.name: c for c in (
                Failpoints),
     Capability("store-files", "a node's store files can be read, cut and corrupted while it is down", StoreFiles),
     Capability("registration", "its broker registration can be crashed at named steps (our cluster's broker)"),
-    Capability("event-observation", "its nodes report their events while running (guided mode and coverage)"),
+    Capability("event-observation", "its nodes report their events while running (guided mode and coverage)",
+               NodeEvents),
     Capability("node-helpers", "its nodes can run this repository's Python helpers (the packet shaper where the "
                                "kernel lacks netem)", NodeHelpers),
     Capability("register-client", "it makes clients of per-key read/write/cas registers with linearizable and "
