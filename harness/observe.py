@@ -18,8 +18,9 @@ at once is what a partition of a leader looks like from outside).  Client outcom
 for every system.  That is all guided mode and coverage have to go on for such a system (docs/systems.md).
 
 :class:`Observer` is the shell: it asks every node for its events through the DB (every ``interval_s``;
-:class:`harness.protocols.NodeEvents`, our cluster's DB sends ADMIN_EVENTS) -- or the system for its primaries --, tails the history for client outcomes, appends each observed event to ``events.jsonl``
-and to :attr:`Observer.events` (which the guided nemesis reads), and tells listeners.  :func:`place`,
+:class:`harness.protocols.NodeEvents`, our cluster's DB sends ADMIN_EVENTS) -- or the system for its
+primaries --, tails the history for client outcomes, appends each observed event to ``events.jsonl`` and to
+:attr:`Observer.events` (which the guided nemesis reads), and tells listeners.  :func:`place`,
 :func:`primary_events` and :class:`ClientOutcomes` are pure.
 """
 
