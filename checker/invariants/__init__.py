@@ -32,7 +32,10 @@ time (below what the observer saw in ops that had completed before this one was 
 complete in either order, ``_check.check_monotonic``); no write acknowledged by a broker already fenced or by a
 master already superseded when the send was invoked; each ApplyBrokerId register code applied with at most one
 id and each id with at most one register code; a broker whose own claim of an id was applied holds that id from
-then on (``broker-id-leaked``).
+then on (``broker-id-leaked``); a broker's own lease never counts from later than the controller leader's record
+of the heartbeat that renewed it (``lease-outlives-controller``: the two lease events, paired by heartbeat ``H``,
+are written by the simulator, whose time axis is exact; a real run's node logs do not carry them,
+docs/anomalies.md).
 """
 
 from __future__ import annotations

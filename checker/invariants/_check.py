@@ -27,6 +27,10 @@ INVARIANT_TYPES: dict[str, str] = {
                         "ok) was later seen holding another id: the applied id is leaked",
     "role-reapplied": "a broker took the master role of a master epoch it already held in the same incarnation (a "
                       "role notification whose master epoch is not newer than the broker's must be ignored)",
+    "lease-outlives-controller": "a broker counted its own lease from a moment later than the one at which the "
+                                 "controller leader recorded the heartbeat that renewed it, so (at equal clock rates) "
+                                 "its lease runs out after the controller's: it may still act as master after the "
+                                 "controller let its lease lapse, fenced it and elected another",
 }
 
 
@@ -262,9 +266,46 @@ def check_role_reapplied(obs: Sequence[Observation]) -> list[Anomaly]:
     return out
 
 
+def check_lease_outlived(obs: Sequence[Observation]) -> list[Anomaly]:
+    """A broker's own lease never counts from later than the controller's lease of it.
+
+    The design (``broker/lease.py``): the controller leader counts its lease of a broker from when it recorded the
+    broker's heartbeat and may fence the broker and elect another master once that lease runs out; the broker must
+    stop acting as master no later than that without hearing from the controller, so it counts its own lease from
+    when the acknowledged heartbeat was *sent* -- before the controller's record, in real time.  Each
+    ``lease-renewed`` log event (the broker's lease moved; ``lease_from``: the moment it now counts from, on the run's
+    time axis) is paired by ``heartbeat`` with the leader's ``lease-granted`` event of the same heartbeat (its
+    ``time``: the controller's record); a ``lease_from`` later than that is ``lease-outlives-controller``, the later
+    by how much the broker's lease outlives the controller's when both clocks run at the same rate.
+
+    The rule compares starts, not ends, so it holds whatever the clocks' rates: a broker whose clock runs slow
+    outlives the controller's lease by drift, which the design does not bound (``lease_timing.py`` states no drift
+    tolerance) and this check does not judge.  It needs both moments on one exact time axis -- the simulator's;
+    a renewal without its grant (the controller's log lost it) is not judged.  Reported once per broker set and
+    node: the first such renewal, with how many there were and the largest overlap."""
+    granted = {o.heartbeat: o for o in obs if o.kind == "lease-granted" and o.heartbeat is not None}
+    late: dict[tuple[str, str], list[tuple[int, Observation, Observation]]] = {}
+    for r in sorted((o for o in obs if o.kind == "lease-renewed" and o.node is not None), key=lambda o: o.time):
+        g = granted.get(r.heartbeat) if r.heartbeat is not None else None
+        if g is not None and r.lease_from is not None and r.lease_from > g.time:
+            late.setdefault((r.broker_name, str(r.node)), []).append((r.lease_from - g.time, g, r))
+    out = []
+    for (name, node), found in late.items():
+        first, g, r = found[0]
+        worst = max(m for m, _, _ in found)
+        out.append(_mk("lease-outlives-controller", g, r,
+                       {"lease_from": f"<= {g.time} (when {g.observer} recorded heartbeat {r.heartbeat})"},
+                       {"node": node, "broker_id": r.broker_id, "lease_from": r.lease_from,
+                        "overlap_ms": first / 1e6, "renewals": len(found), "max_overlap_ms": worst / 1e6},
+                       f"lease-outlives-controller: {node} of {name} counted its lease from {first / 1e6:g} ms "
+                       f"after {g.observer} recorded heartbeat {r.heartbeat} ({len(found)} such renewal(s), up to "
+                       f"{worst / 1e6:g} ms): its lease outlives the controller's by that much"))
+    return out
+
+
 CHECKS: tuple[Callable[[Sequence[Observation]], list[Anomaly]], ...] = (
     check_broker_ids, check_masters, check_monotonic, check_stale_writes, check_apply_broker_id,
-    check_applied_id_kept, check_role_reapplied,
+    check_applied_id_kept, check_role_reapplied, check_lease_outlived,
 )
 
 EVENT_CHECKS: tuple[Callable[[Sequence[Observation]], list[Anomaly]], ...] = (check_role_reapplied,)

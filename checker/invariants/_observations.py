@@ -17,6 +17,8 @@ KINDS: dict[str, str] = {
     "broker-epoch": "a broker epoch observed for a broker id",
     "applied-broker-id": "an ApplyBrokerId event applied: register code -> broker id",
     "own-id-applied": "a broker (node) was answered that its ApplyBrokerId claim of a broker id was applied",
+    "lease-renewed": "log: an acknowledged heartbeat moved a broker's own lease; it now counts from lease_from",
+    "lease-granted": "log: the controller leader recorded a broker's heartbeat, renewing its lease of the broker",
 }
 
 HISTORY_F_KINDS = {"broker-id": "broker-id", "metadata-snapshot": "metadata", "replica-info": "metadata",
@@ -24,7 +26,8 @@ HISTORY_F_KINDS = {"broker-id": "broker-id", "metadata-snapshot": "metadata", "r
 LOG_EVENT_KINDS = {"broker-id": "broker-id", "became-master": "became-master", "accepted-write": "accepted-write",
                    "fenced": "fenced", "unfenced": "unfenced", "broker-epoch": "broker-epoch",
                    "applied-broker-id": "applied-broker-id", "metadata": "metadata",
-                   "own-id-applied": "own-id-applied"}
+                   "own-id-applied": "own-id-applied", "lease-renewed": "lease-renewed",
+                   "lease-granted": "lease-granted"}
 
 
 class ObservationError(ValueError):
@@ -57,6 +60,10 @@ class Observation:
     # history ops: when the op was invoked (the observation holds somewhere in [invoke_time, time]); None for log
     # events, which happen at ``time``
     invoke_time: int | None = None
+    # lease-renewed / lease-granted: the heartbeat's name (``<sender>#<request number>``), which pairs the two
+    heartbeat: str | None = None
+    # lease-renewed: when the broker's own lease now counts from, ns on the run's time axis
+    lease_from: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -79,6 +86,9 @@ def _from_fields(kind: str, d: Mapping[str, Any], *, time: int, observer: str, o
                  invoke_time: int | None = None, broker_name: Any = None) -> Observation:
     where = f"op {op}" if op is not None else f"log event {dict(d)!r}"
     rc = d.get("register_code")
+    hb = d.get("heartbeat")
+    if hb is not None and not isinstance(hb, str):
+        raise ObservationError(f"{where}: field 'heartbeat' must be a string, got {hb!r}")
     bs = broker_name or d.get("broker_name")
     if not isinstance(bs, str) or not bs:
         raise ObservationError(f"{where}: field 'broker_name' must be a non-empty string, got {bs!r}")
@@ -88,7 +98,7 @@ def _from_fields(kind: str, d: Mapping[str, Any], *, time: int, observer: str, o
         master_id=_opt_int(d, "master_broker_id", where), master_epoch=_opt_int(d, "master_epoch", where),
         sync_state_set_epoch=_opt_int(d, "sync_state_set_epoch", where),
         broker_epoch=_opt_int(d, "broker_epoch", where), register_code=None if rc is None else str(rc),
-        invoke_time=invoke_time,
+        invoke_time=invoke_time, heartbeat=hb, lease_from=_opt_int(d, "lease_from", where),
     )
 
 

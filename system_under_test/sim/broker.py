@@ -117,9 +117,9 @@ from system_under_test.protocol.codes import RequestCode, ResponseCode, is_defin
 from system_under_test.sim.controller import CLUSTER_ID
 from system_under_test.sim.ctlclient import ControllerClient
 from system_under_test.sim.ha import HaClose, HaMaster, HaSlave, HaTransfer
-from system_under_test.sim.network import Network, Reply, Request, SimNode
+from system_under_test.sim.network import Network, Reply, Request, SimNode, request_key
 from system_under_test.sim.store import Item, SimStore
-from system_under_test.sim.world import World
+from system_under_test.sim.world import NS_PER_MS, World
 
 __all__ = ["BrokerOptions", "SimBroker", "TORN_META"]
 
@@ -476,7 +476,7 @@ class SimBroker(SimNode):
         if self.broker_id == 0:
             return
         self._clear_durable_loss_if_refilled()
-        sent = self.now_ms()
+        sent, sent_world = self.now_ms(), self.world.now_ms
         header = self.heartbeat_header()
         timeout = max(200, self.opts.heartbeat_interval_ms * 2)
         for c in self.controllers:
@@ -487,16 +487,17 @@ class SimBroker(SimNode):
             def done(rep: Reply | None, c: str = c) -> None:
                 self.hb_inflight.discard(c)
                 if rep is not None:
-                    self._on_heartbeat_result(rep, sent)
+                    self._on_heartbeat_result(rep, sent, sent_world, c)
 
             self.call(c, RequestCode.BROKER_HEARTBEAT, header, done, timeout_ms=timeout)
 
-    def _on_heartbeat_result(self, res: Reply, sent_ms: int) -> None:
+    def _on_heartbeat_result(self, res: Reply, sent_ms: int, sent_world_ms: int, controller: str) -> None:
         stale = False
         if res.code == _SUCCESS:
             epoch = res.header.get("broker_epoch")
             if epoch == self.broker_epoch:
-                self._on_heartbeat_reply(res.header, sent_ms)
+                self._on_heartbeat_reply(res.header, sent_ms, sent_world_ms, request_key(self.name, res.req_id),
+                                         controller)
                 return
             stale = type(epoch) is int and epoch > self.broker_epoch
             if not stale:
@@ -506,10 +507,13 @@ class SimBroker(SimNode):
             self.fenced = True
             self._register()
 
-    def _on_heartbeat_reply(self, h: dict[str, Any], sent_ms: int) -> None:
+    def _on_heartbeat_reply(self, h: dict[str, Any], sent_ms: int, sent_world_ms: int, heartbeat: str,
+                            controller: str) -> None:
         renewed = renewed_at(self.last_renew_ms, sent_ms, self.now_ms())
         if renewed is None:
             return
+        if renewed > self.last_renew_ms:
+            self._log_renewal(renewed, sent_world_ms, heartbeat, controller)
         self.last_renew_ms = renewed
         fenced = bool(h.get("fenced"))
         if fenced != self.fenced:
@@ -521,6 +525,17 @@ class SimBroker(SimNode):
             self.ha.deactivate(f"controller reports master epoch {epoch} > ours {self.master_epoch}")
         if (type(epoch) is int and epoch > self.master_epoch) or h.get("master_id") is None:
             self.poll_now()
+
+    def _log_renewal(self, renewed: int, sent_world_ms: int, heartbeat: str, controller: str) -> None:
+        """The lease moved: log when it now counts from, on the run's time axis (``lease_from``, ns), for the
+        ``lease-outlives-controller`` invariant.  Only when this clock kept one rate from the heartbeat's send to its
+        reply: across a skew or a reset the broker's readings of that time do not map to one moment (a clock set back
+        reads the same again later), and the design makes no promise about drift (docs/anomalies.md); the event
+        then carries no ``lease_from`` and is not judged."""
+        where = self.world_ms_at(renewed) if self.clock_since <= sent_world_ms else None
+        fields = {} if where is None else {"lease_from": int(where * NS_PER_MS)}
+        self.world.node_event(self.identity, "lease-renewed", broker_name=self.opts.broker_name,
+                              broker_id=self.broker_id, heartbeat=heartbeat, controller=controller, **fields)
 
     def lease_valid(self) -> bool:
         now = self.now_ms()

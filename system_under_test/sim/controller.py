@@ -37,7 +37,7 @@ from system_under_test.controller.state_machine import KNOWN_BUGS, ApplyResult, 
 from system_under_test.protocol.codes import RequestCode, ResponseCode
 from system_under_test.raft.core import RaftCore
 from system_under_test.raft.types import Entry, EntryKind, HardState, Message, ProposalDropped, RaftConfig, Role
-from system_under_test.sim.network import Network, Request, SimNode
+from system_under_test.sim.network import Network, Request, SimNode, request_key
 from system_under_test.sim.world import World
 
 __all__ = ["CLUSTER_ID", "ControllerTiming", "SimController"]
@@ -288,6 +288,10 @@ class SimController(SimNode):
         except ValueError as exc:
             self.reply(req, ResponseCode.CONTROLLER_INVALID_REQUEST, {"message": str(exc)})
             return
+        if code == RequestCode.BROKER_HEARTBEAT and d.code == ResponseCode.SUCCESS:
+            # decide recorded the lease just now: the moment the controller's lease of the broker counts from
+            self.world.node_event(self.name, "lease-granted", broker_name=str(req.header["broker_name"]),
+                                  broker_id=int(req.header["broker_id"]), heartbeat=request_key(req.src, req.req_id))
         if not d.events:
             self.reply(req, d.code, d.header, d.body)
             return

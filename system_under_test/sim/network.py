@@ -30,7 +30,7 @@ from typing import Any
 
 from system_under_test.sim.world import World
 
-__all__ = ["Network", "PacketFault", "Reply", "Request", "SimNode"]
+__all__ = ["Network", "PacketFault", "Reply", "Request", "SimNode", "request_key"]
 
 
 @dataclass(slots=True)
@@ -43,6 +43,13 @@ class Request:
     header: dict[str, Any]
     body: Any = None
     oneway: bool = False
+
+
+def request_key(src: str, req_id: int) -> str:
+    """A request's name in the run's node events: its sender and the sender's request number (unique per node for
+    the whole run: the number is not reset by a restart).  The broker's ``lease-renewed`` and the controller's
+    ``lease-granted`` events name the heartbeat this way, so a checker can pair them."""
+    return f"{src}#{req_id}"
 
 
 @dataclass(slots=True)
@@ -194,9 +201,28 @@ class SimNode:
             self.world.now_ms - self._clock_since) * self.clock_rate)
 
     def set_clock_rate(self, rate: float) -> None:
+        """Run this node's clock at ``rate`` from now on, from its present reading -- except rate 1, which is the
+        world's clock itself (the nemesis's reset puts the clock back on the world's time: a jump, back after a fast
+        clock, forward after a slow one)."""
         base = self.now_ms()
-        self._clock_base, self._clock_since = base, self.world.now_ms
+        self._clock_base, self._clock_since = (self.world.now_ms if rate == 1.0 else base), self.world.now_ms
         self.clock_rate = rate
+
+    @property
+    def clock_since(self) -> int:
+        """The world ms at which this node's clock last changed rate (0: never)."""
+        return self._clock_since
+
+    def world_ms_at(self, local_ms: int) -> float | None:
+        """The world time (ms, not rounded) at which this node's clock, as it runs since :attr:`clock_since`, reads
+        ``local_ms``; None for a reading below the clock's reading at that change.  For a reading made since that
+        change it is never later than when it was made (the reading is rounded down).  A reading made before the
+        change is the caller's to exclude (after a jump back the same reading comes again, later): the
+        simulator's checkers only place readings of the present rate (``lease-renewed``, :mod:`checker.invariants`).
+        """
+        if local_ms < self._clock_base:
+            return None
+        return self._clock_since + (local_ms - self._clock_base) / self.clock_rate
 
     def timer(self, delay_ms: int, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` after ``delay_ms`` of this node's clock, in this incarnation only."""
