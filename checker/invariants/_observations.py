@@ -74,7 +74,7 @@ class Observation:
 
     @property
     def where(self) -> str:
-        return f"op {self.op}" if self.op is not None else f"log of {self.observer} at t={self.time}"
+        return f"op {self.op}" if self.op is not None else f"log of {self.observer} at {self.time / 1e9:.3f} s"
 
     @property
     def start(self) -> int:
