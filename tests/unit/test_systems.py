@@ -64,7 +64,7 @@ def _raw(**extra: Any) -> dict[str, Any]:
 
 def test_built_in_systems_load_and_splitbrain_offers_every_capability_but_a_register_client() -> None:
     assert systems.names()[:3] == ("splitbrain", "counter", "etcd")
-    assert systems.get("splitbrain").capabilities == frozenset(CAPABILITIES) - {"register-client"}
+    assert systems.get("splitbrain").capabilities == frozenset(CAPABILITIES) - {"register-client", "queue-client"}
     assert systems.get("counter").capabilities == {"kill", "pause", "log-files"}
     for name in systems.BUILT_IN:
         assert systems.get(name).name == name
