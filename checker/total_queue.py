@@ -23,7 +23,10 @@ total-queue detection rules:
 
 * ``lost-write`` (invalidates) -- an acknowledged send whose value no ok poll or drain of its queue returned,
   although an ok drain of that queue was invoked after the acknowledgement: the drain read everything left (a
-  queue) or everything (a log) and it was not there.
+  queue) or everything (a log) and it was not there.  For a *log* (``log``: the system keeps what was read, a
+  Redis stream) the rule is stronger and the same as for a set's final read: an acknowledged send missing from
+  the last ok drain invoked after its acknowledgement is lost even if a poll had read it -- the record was there
+  and vanished (``stats["lost_after_read"]`` counts those).
 * ``unseen`` (does not invalidate) -- an acknowledged send never read, with no ok drain of its queue invoked
   after its acknowledgement: nothing proves it gone.
 * ``unexpected`` (invalidates) -- a value read from a queue that no send to that queue carried, or only sends
@@ -77,6 +80,7 @@ class _Send:
     positions: set[Any] = field(default_factory=set)  # distinct positions it was read at
     unpositioned_reads: int = 0  # reads without a position: each one a delivery
     first_read: int | None = None  # op index of the first read that returned it
+    first_poll: Op | None = None  # the first ok poll that returned it
 
 
 @dataclass
@@ -85,6 +89,7 @@ class _Drain:
     done: Op
     records: int
     positions: tuple[Any, Any]  # the first and the last position it returned (None when empty)
+    values: frozenset[Any] = frozenset()  # what it returned (kept for a log only: a drain there reads everything)
 
 
 @dataclass
@@ -92,6 +97,7 @@ class TotalQueue:
     """The judgement's working state, fed one op at a time (:meth:`feed`), judged by :meth:`result`."""
 
     exactly_once: bool = False
+    log: bool = False
     max_records: int = _MAX_RECORDS
     sends: dict[str, dict[Any, _Send]] = field(default_factory=dict)  # queue -> value -> what happened
     unexpected: dict[str, dict[Any, list[Any]]] = field(default_factory=dict)  # queue -> value -> [index, value]
@@ -137,8 +143,9 @@ class TotalQueue:
         else:
             first = records[0][0] if records else None
             last = records[-1][0] if records else None
+            values = frozenset(_key(v) for _, v in records) if self.log else frozenset()
             self.drains.setdefault(q, []).append(
-                _Drain(inv.index if inv is not None else op.index, op, len(records), (first, last)))
+                _Drain(inv.index if inv is not None else op.index, op, len(records), (first, last), values))
         sent = self.sends.get(q, {})
         for position, value in records:
             v = _key(value)
@@ -148,6 +155,8 @@ class TotalQueue:
                 continue
             if got.first_read is None:
                 got.first_read = op.index
+            if got.first_poll is None and op.f == "poll":
+                got.first_poll = op
             if position is None:
                 got.unpositioned_reads += 1
             else:
@@ -199,19 +208,21 @@ def _ack_words(s: _Send) -> str:
     return f"acknowledged{by} at {_secs(ack.time)} (#{ack.index} p{ack.process}{more})"
 
 
-def _drain_words(d: _Drain, ack: Op) -> str:
+def _drain_words(d: _Drain, ack: Op, polled: str) -> str:
     span = "" if d.records == 0 else f" ({d.positions[0]!r} .. {d.positions[1]!r})"
     later = (d.done.time - ack.time) / NS_PER_S
-    return (f"the drain #{d.invoke}-#{d.done.index} (ok at {_secs(d.done.time)}, {later:.1f} s later) returned "
-            f"{d.records} records{span} without it, nor did any poll")
+    by = f" from {d.done.node}" if d.done.node is not None else ""
+    nor = "" if polled else ", nor did any poll"
+    return (f"the drain #{d.invoke}-#{d.done.index}{by} (ok at {_secs(d.done.time)}, {later:.1f} s later) returned "
+            f"{d.records} records{span} without it{polled}{nor}")
 
 
 def judge(state: TotalQueue) -> Result:
     """Classify every sent value of ``state`` (pure; see the module docstring for the rules)."""
     found: dict[str, list[Anomaly]] = {"lost-write": [], "unseen": [], "unexpected": [], "duplicate": []}
     counts = dict.fromkeys(found, 0)
-    n = dict.fromkeys(("attempted", "acknowledged", "failed", "indeterminate", "delivered", "lost", "unseen",
-                       "duplicated", "recovered", "unexpected"), 0)
+    n = dict.fromkeys(("attempted", "acknowledged", "failed", "indeterminate", "delivered", "lost", "lost_after_read",
+                       "unseen", "duplicated", "recovered", "unexpected"), 0)
 
     def keep(kind: str, a: Anomaly) -> None:
         counts[kind] += 1
@@ -248,17 +259,23 @@ def judge(state: TotalQueue) -> Result:
                     "duplicate", q, (ack.index, s.first_read or ack.index), f"{s.ok} delivery", deliveries,
                     f"{q}: {v!r} was sent once ({_ack_words(s)}) and delivered {deliveries} times"
                     + (f" at positions {sorted(map(str, s.positions))}" if s.positions else "")))
-            if s.ok and not read:
+            if s.ok and (not read or state.log):
                 ack = s.ack
                 assert ack is not None
                 after = [d for d in drains if d.invoke > ack.index]
-                if after:
+                d = after[-1] if after else None
+                if d is not None and (not read or v not in d.values):
                     n["lost"] += 1
-                    d = after[0]
+                    polled = ""
+                    if s.first_poll is not None:
+                        n["lost_after_read"] += 1
+                        p = s.first_poll
+                        polled = (f", although a poll had read it (#{p.index}" + (f" from {p.node}" if p.node else "")
+                                  + f" at {_secs(p.time)})")
                     keep("lost-write", Anomaly(
                         "lost-write", q, (s.invoke, ack.index, d.done.index), "read by a poll or the drain", None,
-                        f"{q}: {v!r}, {_ack_words(s)}, was never read: {_drain_words(d, ack)}"))
-                else:
+                        f"{q}: {v!r}, {_ack_words(s)}, is gone: {_drain_words(d, ack, polled)}"))
+                elif not read:
                     n["unseen"] += 1
                     keep("unseen", Anomaly(
                         "unseen", q, (s.invoke, ack.index), "read by a poll or the drain", None,
@@ -272,7 +289,7 @@ def judge(state: TotalQueue) -> Result:
     stats: dict[str, Any] = {
         **n, "polls": state.polls, "records_read": state.records_read,
         "drained_queues": sorted(state.drains), "queues": sorted(set(state.sends) | set(state.unexpected)),
-        "exactly_once": state.exactly_once, "positions": "opaque",
+        "exactly_once": state.exactly_once, "log": state.log, "positions": "opaque",
     }
     explanation = next((found[k][0].explanation for k in ("lost-write", "unexpected", "duplicate")
                         if found[k] and k in bad), None)
@@ -286,15 +303,17 @@ def _only_failed(s: _Send) -> bool:
     return s.ok == 0 and s.info == 0 and s.fail > 0
 
 
-def check_total_queue(history: Iterable[Any], *, exactly_once: bool = False,
+def check_total_queue(history: Iterable[Any], *, exactly_once: bool = False, log: bool = False,
                       max_records: int = _MAX_RECORDS) -> Result:
     """Judge a send/poll/drain history (``Op`` objects or history dicts, in history order) as a total queue.
 
     Args:
         exactly_once: the system promises each acknowledged send is delivered once: ``duplicate`` invalidates.
+        log: the system keeps what was read (a log: a drain returns every record from the start), so an
+            acknowledged send missing from the last ok drain of its queue is lost even if a poll had read it.
         max_records: anomaly records kept per type (``Result.counts`` has the full numbers).
 
     Raises:
         ValueError: a queue op without the value shape of the module docstring (naming the op).
     """
-    return TotalQueue(exactly_once=exactly_once, max_records=max_records).feed(history).result()
+    return TotalQueue(exactly_once=exactly_once, log=log, max_records=max_records).feed(history).result()

@@ -7,7 +7,7 @@ Vocabulary (after Jepsen's ``core.clj``):
   capabilities are separate protocols: :class:`Kill` (``kill``/``start``), :class:`Pause`
   (``pause``/``resume``), :class:`Primary` (``primaries``), :class:`LogFiles` (``log_files``),
   :class:`NodeHelpers` (``python``), :class:`RegisterClients` (``register_client``) and :class:`QueueClients`
-  (``queue_client``; with :class:`DeliveryPromise`).
+  (``queue_client``; with :class:`DeliveryPromise` and :class:`LogQueues`).
 * **capability** -- what a system under test lets the harness do to it, by name: :data:`CAPABILITIES` is the one
   table of those names (a system adapter offers a set of them, :mod:`systems`; each nemesis fault needs some,
   :mod:`nemesis.faults`).
@@ -51,6 +51,7 @@ __all__ = [
     "RegisterClients",
     "QueueClients",
     "DeliveryPromise",
+    "LogQueues",
     "NodeHelpers",
     "ValidatingClient",
     "ValidatingNemesis",
@@ -169,6 +170,16 @@ class DeliveryPromise(Protocol):
     duplicate an anomaly of the generic-queue workload; a DB without this attribute promises at-least-once."""
 
     exactly_once: bool
+
+
+@runtime_checkable
+class LogQueues(Protocol):
+    """A queue DB whose queues are logs (``log``: True): reading does not remove a record and a drain returns
+    every record from the start (a Redis stream).  The generic-queue workload then also counts as lost an
+    acknowledged send that a poll read but the final drain no longer holds; a DB without this attribute is a
+    queue (RabbitMQ: what a poll consumed is gone by design)."""
+
+    log: bool
 
 
 @dataclass(frozen=True)

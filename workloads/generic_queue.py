@@ -23,7 +23,9 @@ one drain is ok.  Op values (the protocol's contract)::
 The history is judged by :func:`checker.total_queue.check_total_queue` (Jepsen's total-queue): ``lost-write`` --
 an acknowledged send that no read returned although an ok drain ran after it -- and ``unexpected`` invalidate;
 ``duplicate`` invalidates only for a DB that promises exactly-once delivery
-(:class:`harness.protocols.DeliveryPromise`), else it is a statistic.  Positions are opaque, so none of the
+(:class:`harness.protocols.DeliveryPromise`), else it is a statistic.  For a DB whose queues are logs
+(:class:`harness.protocols.LogQueues`, a Redis stream) a send the final drain no longer holds is lost even if a poll
+had read it.  Positions are opaque, so none of the
 queue checker's offset anomalies (:mod:`checker.queue`) are claimed.
 """
 
@@ -37,12 +39,12 @@ from checker.compose import Result
 from checker.total_queue import QUEUE_FS, check_total_queue
 from harness import generator as g
 from harness.errors import SpecError
-from harness.protocols import DeliveryPromise, QueueClients
+from harness.protocols import DeliveryPromise, LogQueues, QueueClients
 from workloads.common import StatsChecker, invocation, option, parse_options
 from workloads.registry import Workload, WorkloadContext, register
 
 __all__ = ["GenericQueueGen", "GenericQueueOptions", "TotalQueueChecker", "build_generic_queue", "drain_all",
-           "promises_exactly_once", "queue_names"]
+           "is_log", "promises_exactly_once", "queue_names"]
 
 
 @dataclass(frozen=True)
@@ -100,14 +102,21 @@ def promises_exactly_once(db: Any) -> bool:
     return isinstance(db, DeliveryPromise) and db.exactly_once is True
 
 
+def is_log(db: Any) -> bool:
+    """Whether ``db``'s queues are logs (:class:`harness.protocols.LogQueues`): a drain reads every record."""
+    return isinstance(db, LogQueues) and db.log is True
+
+
 @dataclass(frozen=True)
 class TotalQueueChecker:
-    """:func:`checker.total_queue.check_total_queue` on the run's history."""
+    """:func:`checker.total_queue.check_total_queue` on the run's history, with the DB's delivery promise and
+    queue kind (log or queue)."""
 
     exactly_once: bool = False
+    log: bool = False
 
     def check(self, test: dict[str, Any], history: Sequence[Any], opts: Mapping[str, Any]) -> Result:
-        return check_total_queue(history, exactly_once=self.exactly_once)
+        return check_total_queue(history, exactly_once=self.exactly_once, log=self.log)
 
 
 @register("generic-queue", needs=("queue-client",))
@@ -124,15 +133,15 @@ def build_generic_queue(ctx: WorkloadContext) -> Workload:
                         "a workload the system can serve: generic-queue needs queue-client (a DB with "
                         "queue_client(timeout_s=...))")
     queues = queue_names(o.queues)
-    exactly_once = promises_exactly_once(ctx.db)
+    exactly_once, log = promises_exactly_once(ctx.db), is_log(ctx.db)
     required = ("send", "poll") if 0.0 < o.send_fraction < 1.0 else (("send",) if o.send_fraction else ("poll",))
     return Workload(
         name="generic-queue",
         client=ctx.db.queue_client(timeout_s=o.timeout_s),
         generator=GenericQueueGen.start(queues, o),
-        checkers={"total-queue": TotalQueueChecker(exactly_once), "stats": StatsChecker(required, QUEUE_FS)},
+        checkers={"total-queue": TotalQueueChecker(exactly_once, log), "stats": StatsChecker(required, QUEUE_FS)},
         fs=QUEUE_FS,
         final_generator=drain_all(queues),
         op_timeouts={"send": o.timeout_s + 2.0, "poll": o.timeout_s + 2.0, "drain": 4 * o.timeout_s + 10.0},
-        extra={"queues": queues, "exactly_once": exactly_once},
+        extra={"queues": queues, "exactly_once": exactly_once, "log": log},
     )

@@ -44,13 +44,31 @@ def test_a_lost_write_is_explained_by_its_acknowledgement_and_the_drain_that_mis
     assert r.valid is False and r.counts == {"lost-write": 1}
     a = r.anomalies["lost-write"][0]
     assert a.key == "q0" and a.ops == (0, 1, 5)
-    for words in ("q0: 'w0-0', acknowledged by n1 at 0.50 s (#1 p0, client on n2, position '1-0'), was never read",
-                  "the drain #4-#5 (ok at 4.50 s, 4.0 s later) returned 1 records ('2-0' .. '2-0') without it"):
+    for words in ("q0: 'w0-0', acknowledged by n1 at 0.50 s (#1 p0, client on n2, position '1-0'), is gone",
+                  "the drain #4-#5 (ok at 4.50 s, 4.0 s later) returned 1 records ('2-0' .. '2-0') without it, nor "
+                  "did any poll"):
         assert words in a.explanation, words
     assert r.stats["lost"] == 1 and r.stats["delivered"] == 1 and r.stats["explanation"] == a.explanation
     lines = summary_lines(results_to_json({"total-queue": r}))
     text = "\n".join(lines)  # the CLI's verdict: the kind, then the value, who acknowledged it and when
     assert "lost-write x1" in text and "q0: 'w0-0', acknowledged by n1 at 0.50 s" in text, text
+
+
+def test_on_a_log_a_send_a_poll_read_but_the_drain_lacks_is_lost_on_a_queue_it_was_consumed() -> None:
+    h = _H()
+    h.send(0, "q0", "w0-0", position="1-0", node="n1")
+    h.op(1, "poll", {"queue": "q0", "max": 4}, "ok", {"records": [["1-0", "w0-0"]]}, node="n1")
+    h.send(0, "q0", "w0-1", position="1-0", node="n2")
+    h.op(1, "drain", {"queue": "q0"}, "ok", {"records": [["1-0", "w0-1"]]}, node="n2")
+    as_queue = check_total_queue(h.ops)
+    assert as_queue.valid is True and as_queue.stats["delivered"] == 2
+    as_log = check_total_queue(h.ops, log=True)
+    assert as_log.valid is False and as_log.counts == {"lost-write": 1}
+    assert as_log.stats["lost"] == as_log.stats["lost_after_read"] == 1
+    text = as_log.anomalies["lost-write"][0].explanation
+    assert text.startswith("q0: 'w0-0', acknowledged by n1 at 0.50 s (#1 p0, position '1-0'), is gone: the drain "
+                           "#6-#7 from n2"), text
+    assert text.endswith("without it, although a poll had read it (#3 from n1 at 2.50 s)"), text
 
 
 def test_an_unread_send_without_a_later_drain_is_unseen_not_lost() -> None:
@@ -112,11 +130,13 @@ def _runs(draw: st.DrawFn) -> dict[str, Any]:
     n = draw(st.integers(0, 40))
     outcomes = draw(st.lists(st.sampled_from(["ok", "info+", "info-", "fail"]), min_size=n, max_size=n))
     dropped = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    vanish = draw(st.lists(st.booleans(), min_size=n, max_size=n))  # stored, then gone before the drain
     doubled = draw(st.lists(st.booleans(), min_size=n, max_size=n))
     phantoms = draw(st.integers(0, 3))
     h, log = _H(), []
     cursor, pos = 0, 0
     expect = {"lost": 0, "duplicated": 0, "recovered": 0, "unexpected": phantoms, "acknowledged": 0}
+    gone: set[str] = set()  # acknowledged values a poll read and the log then lost
     for i, out in enumerate(outcomes):
         v = f"w0-{i}"
         stored = out == "info+" or (out == "ok" and not dropped[i])
@@ -134,19 +154,27 @@ def _runs(draw: st.DrawFn) -> dict[str, Any]:
             batch = log[cursor:cursor + draw(st.integers(1, 4))]
             h.poll(1, "q", batch)
             cursor += len(batch)
+            gone |= {val for _, val in batch if vanish[int(val.split("-")[1])]
+                     and outcomes[int(val.split("-")[1])] == "ok" and not doubled[int(val.split("-")[1])]}
     for k in range(phantoms):
         pos += 1
         log.append([f"{pos}-0", f"phantom-{k}"])
-    h.poll(1, "q", log, f="drain")
-    return {"ops": h.ops, "expect": expect}
+    h.poll(1, "q", [r for r in log if r[1] not in gone], f="drain")
+    return {"ops": h.ops, "expect": expect, "gone": len(gone)}
 
 
 @settings(max_examples=200, deadline=None)
-@given(_runs(), st.booleans())
-def test_the_judgement_counts_what_the_simulated_queue_did(run: dict[str, Any], exactly_once: bool) -> None:
-    r = check_total_queue(run["ops"], exactly_once=exactly_once)
-    expect = run["expect"]
+@given(_runs(), st.booleans(), st.booleans())
+def test_the_judgement_counts_what_the_simulated_queue_did(run: dict[str, Any], exactly_once: bool,
+                                                           log: bool) -> None:
+    """As a queue, a value a poll read is delivered whatever the drain says; as a log, the drain must still
+    hold it, so the values that vanished after a poll are lost too."""
+    r = check_total_queue(run["ops"], exactly_once=exactly_once, log=log)
+    expect = {**run["expect"]}
+    if log:
+        expect["lost"] += run["gone"]
     assert {k: r.stats[k] for k in expect} == expect
+    assert r.stats["lost_after_read"] == (run["gone"] if log else 0)
     assert r.counts.get("lost-write", 0) == expect["lost"]
     bad = expect["lost"] + expect["unexpected"] + (expect["duplicated"] if exactly_once else 0)
     assert r.valid is (bad == 0)

@@ -20,6 +20,7 @@ class _QueueDB:
     """Just enough of a DB for the builder: it makes a (never opened) client, as an adapter's DB does."""
 
     exactly_once: bool = False
+    log: bool = False
 
     async def setup(self, test: dict[str, Any], node: str) -> None: ...
     async def teardown(self, test: dict[str, Any], node: str) -> None: ...
@@ -48,7 +49,7 @@ def test_it_builds_the_systems_client_and_the_total_queue_checker() -> None:
     wl = registry.build("generic-queue", _ctx({"queues": 3, "timeout_s": 1.5}))
     assert wl.client == ("client", 1.5)
     assert wl.fs == {"send", "poll", "drain"} and set(wl.checkers) == {"total-queue", "stats"}
-    assert wl.extra == {"queues": ("q0", "q1", "q2"), "exactly_once": False}
+    assert wl.extra == {"queues": ("q0", "q1", "q2"), "exactly_once": False, "log": False}
     assert all(t > 1.5 for t in wl.op_timeouts.values())
 
 
@@ -57,6 +58,11 @@ def test_a_db_that_promises_exactly_once_makes_duplicates_count() -> None:
     assert not promises_exactly_once(_NoQueueDB())
     wl = registry.build("generic-queue", _ctx({}, _QueueDB(exactly_once=True)))
     assert wl.checkers["total-queue"].exactly_once is True
+
+
+def test_a_db_whose_queues_are_logs_is_judged_as_a_log() -> None:
+    assert registry.build("generic-queue", _ctx({}, _QueueDB(log=True))).checkers["total-queue"].log is True
+    assert registry.build("generic-queue", _ctx({}, _QueueDB())).checkers["total-queue"].log is False
 
 
 @pytest.mark.parametrize(("options", "key"), [
