@@ -73,6 +73,10 @@ class ClusterOptions:
             clients, nemeses and checkers stay the harness's; None runs the harness's own checkout.  Resolved to
             a full sha and built before the run (:mod:`harness.revisions`, which also says how wire
             compatibility is checked); the resolved spec in ``test.yaml`` holds the sha.
+        system_options: options of another system under test (``system:`` other than ``splitbrain``), a map its
+            adapter reads and validates in ``make_db`` (SpecError on ``cluster.system_options.<key>``; e.g. Redis's
+            replication settings, :mod:`systems.redis.config`).  The hook is deliberately small: every other key
+            of this map is still our cluster's until issue 29 makes ``cluster:`` per adapter.
     """
 
     cluster_name: str = "splitbrain"
@@ -89,6 +93,7 @@ class ClusterOptions:
     version: str | None = None
     revision: str | None = None
     store_fs: str = "plain"
+    system_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 STORE_FS = ("plain", "lazyfs")
@@ -112,6 +117,7 @@ _CHECKS: dict[str, tuple[type, str]] = {
     "version": (str, _VERSION_WHAT),
     "revision": (str, "a git revision of this repository (a sha, tag, branch or e.g. HEAD~2)"),
     "store_fs": (str, "plain or lazyfs"),
+    "system_options": (dict, "a map of the system adapter's own options (docs/systems.md)"),
 }
 
 

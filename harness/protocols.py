@@ -6,7 +6,8 @@ Vocabulary (after Jepsen's ``core.clj``):
 * **DB** -- installs/starts the system on one node (``setup``) and removes it (``teardown``).  Optional
   capabilities are separate protocols: :class:`Kill` (``kill``/``start``), :class:`Pause`
   (``pause``/``resume``), :class:`Primary` (``primaries``), :class:`LogFiles` (``log_files``),
-  :class:`NodeHelpers` (``python``), :class:`RegisterClients` (``register_client``) and :class:`Clocks`
+  :class:`NodeHelpers` (``python``), :class:`RegisterClients` (``register_client``), :class:`QueueClients`
+  (``queue_client``; with :class:`DeliveryPromise` and :class:`LogQueues`) and :class:`Clocks`
   (``set_clock``/``read_clock``, offered through ``clock-admin`` or ``clock-faketime``).
 * **capability** -- what a system under test lets the harness do to it, by name: :data:`CAPABILITIES` is the one
   table of those names (a system adapter offers a set of them, :mod:`systems`; each nemesis fault needs some,
@@ -55,6 +56,9 @@ __all__ = [
     "RegisterClients",
     "StoreFiles",
     "NodeEvents",
+    "QueueClients",
+    "DeliveryPromise",
+    "LogQueues",
     "NodeHelpers",
     "ValidatingClient",
     "ValidatingNemesis",
@@ -237,6 +241,52 @@ class NodeEvents(Protocol):
     def close_observation(self) -> None: ...
 
 
+@runtime_checkable
+class QueueClients(Protocol):
+    """A DB that makes clients of named FIFO queues or streams (the generic ``generic-queue`` workload,
+    :mod:`workloads.generic_queue`, judged as a total queue by :mod:`checker.total_queue`).
+
+    The client's ops (``op["value"]`` of the invocation; the completion keeps it and adds the fields named)::
+
+        send   {"queue": Q, "value": V}   ok: + "position" (optional: the system's id of the record, opaque)
+        poll   {"queue": Q, "max": N}     ok: + "records": [[position, value], ...] (at most N, in the order read)
+        drain  {"queue": Q}               ok: + "records": every record (a log), or all that is left (a queue)
+
+    ``V`` is a string unique in the test.  A poll *consumes*: a log system (a Redis stream) advances this
+    client's own cursor past what it returned; a queue system (RabbitMQ) dequeues and acknowledges it.  The drain
+    runs in the final phase, after the heal; a log returns every record from its start, a queue everything left
+    until it is empty.  Two records at one position are one record read twice (a re-read log); ``null`` positions
+    are separate deliveries.
+
+    Completions: a poll or drain that errors is ``fail`` (a destructive queue redelivers what it delivered and
+    never had acknowledged: that shows up as a duplicate, never as a loss); a send that times out or loses its
+    connection is ``info`` (it may have happened); a send the system definitely refused is ``fail``.  A completion
+    may name, in ``node``, the node whose server took the op, and in ``client_node`` the worker's node, so that a
+    lost write is explained by who acknowledged it.  ``timeout_s`` bounds one request in the client; keep it below
+    the runner's op timeout so that the client, not the runner, decides between ``fail`` and ``info``.
+    """
+
+    def queue_client(self, *, timeout_s: float) -> Client: ...
+
+
+@runtime_checkable
+class DeliveryPromise(Protocol):
+    """A queue DB that says whether it promises exactly-once delivery (``exactly_once``): only then is a
+    duplicate an anomaly of the generic-queue workload; a DB without this attribute promises at-least-once."""
+
+    exactly_once: bool
+
+
+@runtime_checkable
+class LogQueues(Protocol):
+    """A queue DB whose queues are logs (``log``: True): reading does not remove a record and a drain returns
+    every record from the start (a Redis stream).  The generic-queue workload then also counts as lost an
+    acknowledged send that a poll read but the final drain no longer holds; a DB without this attribute is a
+    queue (RabbitMQ: what a poll consumed is gone by design)."""
+
+    log: bool
+
+
 @dataclass(frozen=True)
 class Capability:
     """One thing a system may let the harness do to it.
@@ -274,6 +324,8 @@ CAPABILITIES: Mapping[str, Capability] = {c.name: c for c in (
                                "kernel lacks netem)", NodeHelpers),
     Capability("register-client", "it makes clients of per-key read/write/cas registers with linearizable and "
                                   "serializable reads (the register workload)", RegisterClients),
+    Capability("queue-client", "it makes clients of named FIFO queues or streams: send, poll, drain (the "
+                               "generic-queue workload)", QueueClients),
 )}
 """The one table of capability names (see :class:`Capability`)."""
 

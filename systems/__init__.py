@@ -46,6 +46,7 @@ BUILT_IN: Mapping[str, str] = {
     "splitbrain": "systems.splitbrain:SYSTEM",
     "counter": "systems.counter:SYSTEM",
     "etcd": "systems.etcd.system:SYSTEM",
+    "redis": "systems.redis.system:SYSTEM",
 }
 """The adapters in this repository: system name -> ``module:attribute`` of its :class:`System`."""
 

@@ -69,6 +69,10 @@ WORKLOAD_OPS: Mapping[str, WorkloadOps] = {
         frozenset({"read", "write", "cas"}), frozenset(), None,
         "another system's registers (systems/): what a write needs there (a quorum of its members) has no reach "
         "model yet, so its writes are not judged while faults hold; its ops still count after the final heal"),
+    "generic-queue": WorkloadOps(
+        frozenset({"send", "poll", "drain"}), frozenset(), None,
+        "another system's queues (systems/): what a send needs there (its master, a quorum of sentinels ...) has no "
+        "reach model yet, so its sends are not judged while faults hold; its ops still count after the final heal"),
 }
 
 

@@ -65,7 +65,8 @@ def _raw(**extra: Any) -> dict[str, Any]:
 
 def test_built_in_systems_load_and_splitbrain_offers_every_capability_but_a_register_client_and_faketime() -> None:
     assert systems.names()[:3] == ("splitbrain", "counter", "etcd")
-    assert systems.get("splitbrain").capabilities == frozenset(CAPABILITIES) - {"register-client", "clock-faketime"}
+    assert systems.get("splitbrain").capabilities == frozenset(CAPABILITIES) - {"register-client", "queue-client",
+                                                                                "clock-faketime"}
     assert systems.get("counter").capabilities == {"kill", "pause", "log-files", "clock-faketime"}
     for name in systems.BUILT_IN:
         assert systems.get(name).name == name
@@ -102,8 +103,9 @@ def test_an_entry_point_that_cannot_serve_is_a_precise_error(plugins: dict[str, 
 
 
 def test_an_unknown_system_names_the_known_ones() -> None:
-    with pytest.raises(systems.UnknownSystem, match="no system called 'redis'; known: splitbrain, counter, etcd"):
-        systems.get("redis")
+    with pytest.raises(systems.UnknownSystem,
+                       match="no system called 'mongodb'; known: splitbrain, counter, etcd, redis"):
+        systems.get("mongodb")
 
 
 # -- the spec's system: key -----------------------------------------------------------------------------------------
@@ -117,9 +119,9 @@ def test_a_spec_without_system_is_our_cluster_and_its_resolved_yaml_is_unchanged
 
 def test_an_unknown_or_broken_system_is_a_spec_error_on_the_key_system(plugins: dict[str, str]) -> None:
     with pytest.raises(SpecError) as info:
-        spec_from_dict(_raw(system="redis"), file="s.yaml")
-    assert info.value.key == "system" and info.value.value == "redis"
-    assert "splitbrain, counter, etcd" in info.value.allowed and "fake" in info.value.allowed
+        spec_from_dict(_raw(system="mongodb"), file="s.yaml")
+    assert info.value.key == "system" and info.value.value == "mongodb"
+    assert "splitbrain, counter, etcd, redis" in info.value.allowed and "fake" in info.value.allowed
     with pytest.raises(SpecError) as info:
         spec_from_dict(_raw(system="broken"), file="s.yaml")
     assert info.value.key == "system" and "entry point 'broken'" in info.value.allowed

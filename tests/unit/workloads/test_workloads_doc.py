@@ -16,6 +16,7 @@ from harness.spec import load_spec
 from workloads import registry
 from workloads.broker_ids import BrokerIdsOptions
 from workloads.controller_register import RegisterOptions
+from workloads.generic_queue import GenericQueueOptions
 from workloads.membership import MembershipOptions
 from workloads.queue import QueueOptions
 from workloads.register import RegisterWorkloadOptions
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[3]
 DOC = (ROOT / "docs" / "workloads.md").read_text()
 OPTIONS: dict[str, type] = {"queue": QueueOptions, "controller-register": RegisterOptions,
                             "broker-ids": BrokerIdsOptions, "membership": MembershipOptions,
-                            "register": RegisterWorkloadOptions}
+                            "register": RegisterWorkloadOptions, "generic-queue": GenericQueueOptions}
 
 
 def _rows(table_header: str, text: str) -> list[list[str]]:

@@ -1,0 +1,48 @@
+"""Redis with Sentinel as a system adapter (``system: redis``): one Redis server and one sentinel per node of the
+spec's ``members`` role.
+
+It offers what :class:`systems.redis.db.RedisDB` really does:
+
+* ``kill`` and ``pause`` -- SIGKILL and restart of a node's Redis server on its data and config, SIGSTOP/SIGCONT
+  (its sentinel keeps running);
+* ``network`` -- servers and sentinels talk over their nodes' addresses, so the partition nemesis cuts them;
+* ``primaries`` -- the nodes whose server says ``role:master``, so ``isolate`` with ``targets: [primaries]`` cuts
+  the master off from the majority (the fault of Jepsen's Redis finding);
+* ``log-files`` -- each node's ``redis.log``, ``sentinel.log`` and both configs as last rewritten;
+* ``queue-client`` -- Redis Streams (the ``generic-queue`` workload, :mod:`systems.redis.client`).
+
+Its options are the spec's ``cluster: {system_options: {...}}`` (:func:`systems.redis.config.parse_options`:
+WAIT after each send, min-replicas-to-write, Sentinel timing); refused on ``cluster.system_options.<key>``.  Every
+other ``cluster:`` key means nothing to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from systems.redis.config import parse_options
+from systems.redis.db import RedisDB
+
+__all__ = ["SYSTEM", "RedisSystem"]
+
+
+@dataclass(frozen=True)
+class RedisSystem:
+    name: str = "redis"
+    roles: tuple[str, ...] = ("members",)
+    capabilities: frozenset[str] = frozenset({"kill", "pause", "network", "primaries", "log-files", "queue-client"})
+
+    def make_db(self, spec: Any, options: Any) -> RedisDB:
+        """A Sentinel deployment of the spec's members with ``options.system_options`` (``options``: the spec's
+        :class:`harness.cluster.ClusterOptions`).
+
+        Raises:
+            SpecError: a bad Redis option (``cluster.system_options.<key>``).
+        """
+        raw = getattr(options, "system_options", None) or {}
+        members = len(getattr(getattr(spec, "nodes", None), "members", ())) or 3
+        return RedisDB(options=parse_options(raw, file=getattr(spec, "source", "<spec>"), nodes=members), spec=spec)
+
+
+SYSTEM = RedisSystem()
