@@ -63,14 +63,17 @@ def shows(doc: Mapping[str, Any], kinds: frozenset[str], *, ignore: frozenset[st
 def failing_kinds(doc: Mapping[str, Any]) -> list[str]:
     """The anomaly kinds of the checkers whose verdict is false, sorted (pure).  Kinds a valid checker counted
     (the queue checker's ``unseen`` when its drain could not run, say) are not why a run is invalid; a failing
-    checker that names no kind counts as its own name."""
+    checker that names no kind counts as its own name -- except in a run that crashed (``crashed`` in its
+    results: the cluster did not come up, say), which is ``crashed`` plus whatever kinds were counted: its
+    ``*/stats`` checkers fail only because no op ran, and listing them hid why."""
     out: set[str] = set()
+    crashed = bool(doc.get("crashed"))
     checkers = doc.get("checkers")
     for name, entry in (checkers.items() if isinstance(checkers, Mapping) else ()):
         if isinstance(entry, Mapping) and entry.get("valid") is False:
             counted = [k for k, v in (entry.get("anomaly_counts") or {}).items() if v]
-            out.update(counted or [str(name)])
-    return sorted(out)
+            out.update(counted or ([] if crashed else [str(name)]))
+    return sorted(out | ({"crashed"} if crashed else set()))
 
 
 def anomaly_kinds(doc: Mapping[str, Any]) -> list[str]:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.node_processes import NodeProcesses
 from harness.spec import SpecError, TestSpec
 from system_under_test.client.controller_client import ControllerClient
 from system_under_test.lease_timing import DEFAULT_LEASE_TIMEOUT_MS
@@ -163,11 +164,20 @@ class SplitbrainDB:
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     python: str = sys.executable  # the interpreter on the nodes (helpers such as nemesis.netqueue)
     ready_timeout_s: float = 60.0
-    pids: dict[str, int] = field(default_factory=dict)
+    procs: NodeProcesses = field(default_factory=lambda: NodeProcesses("node", error=TimeoutError))
+    """Each node's controller or broker process (pid, and whether this DB paused it)."""
     lazyfs_pids: dict[str, int] = field(default_factory=dict)  # node -> its store's lazyfs daemon (store_fs: lazyfs)
-    paused: set[str] = field(default_factory=set)
-    """Nodes this DB stopped with SIGSTOP and has not continued: a request sent to one is read only when it resumes
-    (:func:`nemesis.failpoint.admin_failpoints` does not arm failpoints there)."""
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """node -> pid of its controller or broker."""
+        return self.procs.pids
+
+    @property
+    def paused(self) -> set[str]:
+        """Nodes this DB stopped with SIGSTOP and has not continued: a request sent to one is read only when it
+        resumes (:func:`nemesis.failpoint.admin_failpoints` does not arm failpoints there)."""
+        return self.procs.paused
 
     # -- topology --------------------------------------------------------------------------
 
@@ -331,50 +341,33 @@ class SplitbrainDB:
             await remote.unmount_host(node, self.store_dir(test, node))
 
     async def start(self, test: dict[str, Any], node: str) -> None:
-        remote = test["remote"]
         d = self._dir(test, node)
-        self.pids[node] = await remote.spawn(node, self.argv(test, node), log_path=str(d / "node.log"))
-        self.paused.discard(node)
-        log.info("started %s %s (pid %d)", self.role(node), node, self.pids[node])
+        pid = await self.procs.spawn(test, node, self.argv(test, node), log_path=str(d / "node.log"), if_alive="spawn")
+        log.info("started %s %s (pid %d)", self.role(node), node, pid)
 
     async def kill(self, test: dict[str, Any], node: str) -> None:
-        """SIGKILL and wait (bounded) until the process is really gone."""
-        await self._signal(test, node, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while await self.alive(test, node):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{node} still alive 10 s after SIGKILL (pid {self.pids.get(node)})")
-            await asyncio.sleep(0.02)
+        """SIGKILL and wait (bounded) until the process is really gone.
+
+        Raises:
+            TimeoutError: still alive 10 s after SIGKILL.
+        """
+        await self.procs.stop(test, node, grace_s=0.0, gone_within_s=10.0)
 
     async def terminate(self, test: dict[str, Any], node: str) -> None:
-        """SIGTERM: controlled shutdown (brokers move mastership away first)."""
-        await self._signal(test, node, signal.SIGTERM)
+        """SIGTERM (and SIGCONT, should it be paused): controlled shutdown (brokers move mastership away first)."""
+        await self.procs.terminate(test, node)
 
     async def pause(self, test: dict[str, Any], node: str) -> None:
-        await self._signal(test, node, signal.SIGSTOP)
-        if node in self.pids:
-            self.paused.add(node)
+        await self.procs.pause(test, node)
 
     async def resume(self, test: dict[str, Any], node: str) -> None:
-        await self._signal(test, node, signal.SIGCONT)
-        self.paused.discard(node)
+        await self.procs.resume(test, node)
 
     def is_paused(self, node: str) -> bool:
-        return node in self.paused
-
-    async def _signal(self, test: dict[str, Any], node: str, sig: int) -> None:
-        pid = self.pids.get(node)
-        if pid is None:
-            return
-        remote = test["remote"]
-        if sig in (signal.SIGKILL, signal.SIGTERM):
-            await remote.signal(node, pid, signal.SIGCONT)  # a paused process must be able to die/exit
-            self.paused.discard(node)
-        await remote.signal(node, pid, sig)
+        return self.procs.is_paused(node)
 
     async def alive(self, test: dict[str, Any], node: str) -> bool:
-        pid = self.pids.get(node)
-        return pid is not None and bool(await test["remote"].is_alive(node, pid))
+        return await self.procs.alive(test, node)
 
     async def teardown(self, test: dict[str, Any], node: str) -> None:
         try:

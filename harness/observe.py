@@ -10,9 +10,17 @@ a new boot id: it was restarted, or crashed at a failpoint and came back) and ``
 outcome of a client op ``f`` changed, e.g. sends went from ``ok`` to ``info``; read from the history as it
 is written).  Nothing is guessed from timing: every event is something a node or a client reported.
 
-:class:`Observer` is the shell: it polls every node's ``ADMIN_EVENTS`` (every ``interval_s``), tails the
-history for client outcomes, appends each observed event to ``events.jsonl`` and to :attr:`Observer.events`
-(which the guided nemesis reads), and tells listeners.  :func:`place` and :class:`ClientOutcomes` are pure.
+Systems that do not report events (etcd, Redis...: no ``event-observation`` capability) are observed from
+outside, less finely: if the system can say who leads (``primaries``), the observer asks it every
+``interval_s`` and turns each change into events (:func:`primary_events`): ``primary-change`` (a node
+``gained`` or ``lost`` leadership) and ``primaries`` (how many lead now: ``none``, ``one``, ``several`` -- two
+at once is what a partition of a leader looks like from outside).  Client outcomes are read from the history
+for every system.  That is all guided mode and coverage have to go on for such a system (docs/systems.md).
+
+:class:`Observer` is the shell: it polls every node's ``ADMIN_EVENTS`` (every ``interval_s``) -- or the
+system's primaries --, tails the history for client outcomes, appends each observed event to ``events.jsonl``
+and to :attr:`Observer.events` (which the guided nemesis reads), and tells listeners.  :func:`place`,
+:func:`primary_events` and :class:`ClientOutcomes` are pure.
 """
 
 from __future__ import annotations
@@ -28,7 +36,9 @@ from typing import Any
 
 import orjson
 
-__all__ = ["ClientOutcomes", "Observer", "place", "read_events"]
+from harness.protocols import Primary
+
+__all__ = ["ClientOutcomes", "Observer", "place", "primary_events", "read_events", "reports_events"]
 
 log = logging.getLogger("splitbrain.observe")
 
@@ -42,6 +52,29 @@ def place(event: Mapping[str, Any], *, node: str, role: str, recv_ns: int, node_
     out = {k: v for k, v in event.items() if k not in ("mono_ns",)}
     out.update({"time": max(0, recv_ns - age), "node": node, "role": role})
     return out
+
+
+def primary_count(primaries: frozenset[str]) -> str:
+    """``none``, ``one`` or ``several``: the detail of a ``primaries`` event."""
+    return "none" if not primaries else "one" if len(primaries) == 1 else "several"
+
+
+def primary_events(was: frozenset[str], now: frozenset[str], *, recv_ns: int, role: str) -> list[dict[str, Any]]:
+    """The events of the system's primaries changing from ``was`` to ``now`` (seen at run time ``recv_ns``): a
+    ``primary-change`` per node that ``gained`` or ``lost`` leadership (in node order, losses first), then a
+    ``primaries`` event if the count changed between none, one and several.  Pure; no change, no events."""
+    out: list[dict[str, Any]] = [
+        {"time": recv_ns, "node": n, "role": role, "kind": "primary-change", "change": change}
+        for change, nodes in (("lost", was - now), ("gained", now - was)) for n in sorted(nodes)]
+    if primary_count(was) != primary_count(now):
+        out.append({"time": recv_ns, "node": None, "role": role, "kind": "primaries", "count": primary_count(now),
+                    "nodes": sorted(now)})
+    return out
+
+
+def reports_events(db: Any) -> bool:
+    """Whether ``db``'s nodes answer our admin event RPC (the ``event-observation`` capability)."""
+    return hasattr(db, "admin_addr") and hasattr(db, "role")
 
 
 @dataclass
@@ -82,7 +115,8 @@ class Observer:
 
     Args:
         test: the test map (``remote`` resolves node addresses).
-        db: the cluster (``admin_addr(test, node)``, ``role(node)``).
+        db: the system: ours answers ``ADMIN_EVENTS`` (``admin_addr(test, node)``, ``role(node)``); another is
+            watched through its ``primaries(test)`` if it has them, else only client outcomes are observed.
         now_ns: the run's clock (the history writer's ``now_ns``).
         run_dir: where ``events.jsonl`` goes; the history is tailed from ``history.jsonl`` there (or drained
             from ``history_tap``, the list the history writer appends each record to).
@@ -112,13 +146,18 @@ class Observer:
         self._lag_conns: dict[str, Any] = {}
         self._broker_nodes: dict[tuple[Any, Any], str] = {}  # (broker set, broker id) -> node, as last answered
         self.history_tap = history_tap  # the history writer's records as they are written, instead of the file
+        self.admin = reports_events(db)
+        self.watch_primaries = not self.admin and isinstance(db, Primary)
+        self._primaries: frozenset[str] = frozenset()
 
     async def start(self) -> Observer:
         self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 -- closed in stop()
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._node_loop(n)) for n in self.nodes]
+        self._tasks = [loop.create_task(self._node_loop(n)) for n in self.nodes] if self.admin else []
+        if self.watch_primaries:
+            self._tasks.append(loop.create_task(self._primaries_loop()))
         self._tasks.append(loop.create_task(self._history_loop()))
-        if self.lag_interval_s > 0 and any(self.db.role(n) == "broker" for n in self.nodes):
+        if self.admin and self.lag_interval_s > 0 and any(self.db.role(n) == "broker" for n in self.nodes):
             self._tasks.append(loop.create_task(self._lag_loop()))
         return self
 
@@ -149,6 +188,22 @@ class Observer:
             except Exception:  # observation must never end the run; the node may be down or paused
                 self.poll_errors += 1
             await asyncio.sleep(self.interval_s)
+
+    async def _primaries_loop(self) -> None:
+        """A system without event reports: ask it who leads every ``interval_s`` (see the module docstring)."""
+        while True:
+            try:
+                self._emit_all(await self._poll_primaries())
+            except Exception:  # the system may not answer during a fault; the next round asks again
+                self.poll_errors += 1
+            await asyncio.sleep(self.interval_s)
+
+    async def _poll_primaries(self) -> list[dict[str, Any]]:
+        self.polls += 1
+        now = frozenset(await self.db.primaries(self.test))
+        out = primary_events(self._primaries, now, recv_ns=self.now_ns(), role="member")
+        self._primaries = now
+        return out
 
     async def _history_loop(self) -> None:
         while True:
@@ -200,8 +255,11 @@ class Observer:
             raise
 
     async def poll_once(self) -> None:
-        """Ask every node once and read the history written since the last poll."""
-        batches = await asyncio.gather(*(self._poll_node(n) for n in self.nodes), return_exceptions=True)
+        """Ask every node (or the system, for its primaries) once and read the history written since the last
+        poll."""
+        polls = ([self._poll_node(n) for n in self.nodes] if self.admin
+                 else [self._poll_primaries()] if self.watch_primaries else [])
+        batches = await asyncio.gather(*polls, return_exceptions=True)
         new: list[dict[str, Any]] = []
         for b in batches:
             if isinstance(b, list):

@@ -6,7 +6,8 @@ Vocabulary (after Jepsen's ``core.clj``):
 * **DB** -- installs/starts the system on one node (``setup``) and removes it (``teardown``).  Optional
   capabilities are separate protocols: :class:`Kill` (``kill``/``start``), :class:`Pause`
   (``pause``/``resume``), :class:`Primary` (``primaries``), :class:`LogFiles` (``log_files``),
-  :class:`NodeHelpers` (``python``) and :class:`RegisterClients` (``register_client``).
+  :class:`NodeHelpers` (``python``), :class:`RegisterClients` (``register_client``) and :class:`FaketimeClocks`
+  (``set_fake_clock``/``fake_clock``).
 * **capability** -- what a system under test lets the harness do to it, by name: :data:`CAPABILITIES` is the one
   table of those names (a system adapter offers a set of them, :mod:`systems`; each nemesis fault needs some,
   :mod:`nemesis.faults`).
@@ -37,6 +38,7 @@ __all__ = [
     "CAPABILITIES",
     "DB",
     "Capability",
+    "FaketimeClocks",
     "Checker",
     "Client",
     "HarnessError",
@@ -92,8 +94,20 @@ class DB(Protocol):
 
 @runtime_checkable
 class Kill(Protocol):
+    """A DB whose node processes the process nemesis may kill and start again (capability ``kill``): all it calls.
+
+    ``kill`` is SIGKILL, returning once the process is gone; ``start`` starts it on its existing data (a no-op if
+    it runs) and returns once it is up far enough to be signalled again -- not necessarily serving, since a node
+    restarted while its quorum is down may never be; ``alive`` says whether the process runs (a paused one does);
+    ``terminate`` asks for the system's own shutdown (SIGTERM), whose end ``alive`` tells; ``wait_ready`` waits
+    until a restarted node serves, raising ``TimeoutError`` naming the node when it does not within ``timeout_s``
+    (the DB's own bound when None)."""
+
     async def kill(self, test: dict[str, Any], node: str) -> None: ...
     async def start(self, test: dict[str, Any], node: str) -> None: ...
+    async def alive(self, test: dict[str, Any], node: str) -> bool: ...
+    async def terminate(self, test: dict[str, Any], node: str) -> None: ...
+    async def wait_ready(self, test: dict[str, Any], node: str, timeout_s: float | None = None) -> None: ...
 
 
 @runtime_checkable
@@ -132,6 +146,25 @@ class RegisterClients(Protocol):
     def register_client(self, *, read_mode: str, timeout_s: float) -> Client: ...
 
 
+@runtime_checkable
+class FaketimeClocks(Protocol):
+    """A DB whose node processes run under libfaketime, each reading its clock's offset and rate from a control file
+    the DB writes (capability ``clock-faketime``; :class:`harness.node_processes.NodeProcesses` implements it).
+    Only the wall clock (``CLOCK_REALTIME``) of programs that read it through the C library moves: not monotonic
+    clocks, and not Go programs such as etcd, which read the clock without the C library (docs/nemeses.md).
+
+    ``set_fake_clock`` sets the offset (a step, like a stepped NTP clock), the rate (from now on, continuous), or
+    resets both and any drift; ``fake_clock`` reads what is in force.  Each returns ``offset_ms``, ``rate``,
+    ``skew_ms`` (the process's clock minus real time, as set) and the control file's line, and raises
+    :class:`harness.node_processes.FaketimeError` when the change did not or could not take effect (the file could
+    not be written, the process is not running, or it was not started under libfaketime)."""
+
+    async def set_fake_clock(self, test: dict[str, Any], node: str, *, offset_ms: float | None = None,
+                             rate: float | None = None, reset: bool = False) -> Mapping[str, Any]: ...
+
+    async def fake_clock(self, test: dict[str, Any], node: str) -> Mapping[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class Capability:
     """One thing a system may let the harness do to it.
@@ -157,6 +190,8 @@ CAPABILITIES: Mapping[str, Capability] = {c.name: c for c in (
     Capability("primaries", "it can say which nodes lead right now (role selectors such as masters)", Primary),
     Capability("log-files", "it names the log files to collect from each node", LogFiles),
     Capability("clock-admin", "a running process's clock offset and rate can be set over its admin RPC"),
+    Capability("clock-faketime", "its processes run under libfaketime, so a running process's wall-clock offset and "
+                                 "rate can be set through a per-node control file", FaketimeClocks),
     Capability("failpoints", "named protocol steps can be armed at run time to crash, fail, delay or pause"),
     Capability("store-files", "a node's store files can be read, cut and corrupted while it is down"),
     Capability("registration", "its broker registration can be crashed at named steps (our cluster's broker)"),

@@ -50,6 +50,7 @@ from harness.protocols import (
     Client,
     LogFiles,
     Nemesis,
+    Primary,
 )
 from harness.spec import TestSpec, resolved_yaml
 from harness.store import (
@@ -427,11 +428,13 @@ def _report(r: _Run, doc: Mapping[str, Any], faults: Mapping[str, Any], code: in
 
 async def _start_observer(test: dict[str, Any], db: DB | None, nodes: Sequence[str], writer: HistoryWriter,
                           run: RunDir) -> Any:
-    """The run's event observer (:mod:`harness.observe`), for a DB whose nodes answer admin RPCs; also put in
-    ``test["observer"]`` for the guided nemesis.  None (and no events) for other DBs."""
-    if db is None or not hasattr(db, "admin_addr") or not hasattr(db, "role"):
+    """The run's event observer (:mod:`harness.observe`), for a DB whose nodes answer admin RPCs or that can say
+    who leads (``primaries``); also put in ``test["observer"]`` for the guided nemesis.  None (and no events) for
+    other DBs."""
+    from harness.observe import Observer, reports_events
+
+    if db is None or not (reports_events(db) or isinstance(db, Primary)):
         return None
-    from harness.observe import Observer
 
     tap: list[dict[str, Any]] = []
     try:

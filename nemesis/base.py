@@ -18,6 +18,7 @@ import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from harness.protocols import Kill
 from nemesis.accounting import STEP
 from nemesis.targets import RoleUnavailable, Topology, resolve, roles_of
 
@@ -112,7 +113,7 @@ class NemesisBase:
         await asyncio.gather(*(remote.exec(n, list(argv), timeout_s=20, check=check) for n in nodes))
 
 
-async def restart_and_wait(db: Any, test: dict[str, Any], node: str, timeout_s: float) -> dict[str, str]:
+async def restart_and_wait(db: Kill, test: dict[str, Any], node: str, timeout_s: float) -> dict[str, str]:
     """Start ``node`` again and wait until it serves: ``{"restarted": "ready"}``, or ``"refused"`` (a broker
     whose store refused to open) / ``"not ready"`` with ``log``: the refusal line, else the error's tail.
     Used after a fault that crashed the node on purpose (``crash-at``, the disk faults)."""

@@ -1,8 +1,18 @@
-"""The clock nemesis: per-process clock faults through each node's injectable clock.
+"""The clock nemesis: per-process clock faults, through whichever clock control the system offers.
 
-Containers and namespaces share the host's kernel clock, so the faults act on the process: every cluster
-process reads time only through ``system_under_test/clock.py``, whose offset and rate the admin RPC
-ADMIN_CLOCK_SET changes.  The host clock never changes.
+Containers and namespaces share the host's kernel clock, so the faults act on the process.  Two ways in, one per
+capability (the fault table's clock rows need either: :class:`nemesis.faults.AnyOf`):
+
+* ``clock-admin`` (our cluster): every cluster process reads time only through ``system_under_test/clock.py``,
+  whose offset and rate the admin RPC ADMIN_CLOCK_SET changes.
+* ``clock-faketime`` (a DB implementing :class:`harness.protocols.FaketimeClocks`, e.g. the counter self-test):
+  its processes run under libfaketime, and the DB rewrites a node's control file
+  (:mod:`harness.node_processes`).  Only the wall clock moves, and only in programs that read it through the C
+  library.  Honest faults: a node whose change did not take effect (not running, not under libfaketime, file not
+  written) is left out of ``nodes`` and named with the reason under ``not_taken``; if no node took it, the op
+  completes with an ``error``, so fault accounting counts it as not effective.
+
+The host clock never changes.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.protocols import FaketimeClocks
 from nemesis.base import NemesisBase, guard
 from system_under_test.protocol import RequestCode, connect
 
@@ -22,7 +33,9 @@ log = logging.getLogger("splitbrain.nemesis")
 
 
 class ClockNemesis(NemesisBase):
-    """Per-process clock faults through each node's injectable clock (the host clock is untouched).
+    """Per-process clock faults through each node's injectable clock or its libfaketime control file, whichever
+    the DB offers (:class:`harness.protocols.FaketimeClocks` if it implements it, else the admin RPC; the host
+    clock is untouched).
 
     ``bump-clock`` {"targets", "delta_ms"}: jump by delta (forward or back).
     ``strobe-clock`` {"targets", "delta_ms", "period_ms", "duration_s"}: oscillate between +delta and 0.
@@ -35,6 +48,8 @@ class ClockNemesis(NemesisBase):
     def __init__(self, db: Any, rng: random.Random) -> None:
         super().__init__(db, rng)
         self._strobes: list[asyncio.Task[None]] = []
+        self.faketime = isinstance(db, FaketimeClocks)
+        """Whether clocks are set through libfaketime's control files (else over the admin RPC)."""
 
     async def _rpc(self, test: dict[str, Any], node: str, code: int, header: dict[str, Any]) -> dict[str, Any]:
         conn = await connect(self.db.admin_addr(test, node), timeout_s=2.0)
@@ -53,11 +68,78 @@ class ClockNemesis(NemesisBase):
     async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
         value = op.get("value") or {}
         f = op["f"]
+        if self.faketime:
+            return await self._invoke_faketime(test, op, f, value)
         if f == "reset-clock":
             return await guard(op, lambda: self._reset(test))
         if f == "check-clock-offsets":
             return await guard(op, lambda: self._offsets(test, self.topo.all))
         return await guard(op, lambda: self._fault(test, f, value))
+
+    # -- clock-faketime ------------------------------------------------------------------------------
+
+    async def _invoke_faketime(self, test: dict[str, Any], op: dict[str, Any], f: str,
+                               value: Mapping[str, Any]) -> dict[str, Any]:
+        if f == "reset-clock":
+            return await guard(op, lambda: self._fake_reset(test))
+        if f == "check-clock-offsets":
+            return await guard(op, lambda: self._fake_offsets(test, self.topo.all))
+        return await guard(op, lambda: self._fake_fault(test, f, value))
+
+    async def _fake_fault(self, test: dict[str, Any], f: str, value: Mapping[str, Any]) -> dict[str, Any]:
+        """Apply ``f`` to each target's libfaketime file.
+
+        Raises:
+            RuntimeError: it took effect on no target (the reason of each), so the op completes with an error.
+        """
+        nodes = await self.targets(test, str(value.get("targets", "one")))
+        done: list[str] = []
+        not_taken: dict[str, str] = {}
+        for n in nodes:
+            try:
+                if f == "bump-clock":
+                    current = float((await self.db.fake_clock(test, n))["offset_ms"])
+                    await self.db.set_fake_clock(test, n, offset_ms=current + float(value.get("delta_ms", 60_000)))
+                elif f == "skew-clock":
+                    await self.db.set_fake_clock(test, n, rate=float(value.get("rate", 2.0)))
+                else:  # strobe: check now that the node can take it; the task flips its offset
+                    await self.db.fake_clock(test, n)
+                done.append(n)
+            except Exception as exc:
+                not_taken[n] = str(exc)
+        if not done:
+            reasons = "; ".join(f"{n}: {why}" for n, why in not_taken.items()) or "no target"
+            raise RuntimeError(f"{f} took effect on no node ({reasons})")
+        if f == "strobe-clock":
+            self._strobes.append(asyncio.get_running_loop().create_task(self._strobe(
+                test, done, float(value.get("delta_ms", 200)), float(value.get("period_ms", 100)) / 1000,
+                float(value.get("duration_s", 5)))))
+        out = {**dict(value), "nodes": done, "offsets": await self._fake_offsets(test, done)}
+        if not_taken:
+            out["not_taken"] = not_taken
+        return out
+
+    async def _fake_offsets(self, test: dict[str, Any], nodes: Sequence[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for n in nodes:
+            try:
+                c = await self.db.fake_clock(test, n)
+                out[n] = {"offset_ms": c["offset_ms"], "rate": c["rate"], "skew_ms": c["skew_ms"], "line": c["line"]}
+            except Exception as exc:
+                out[n] = {"error": str(exc)}
+        return out
+
+    async def _fake_reset(self, test: dict[str, Any]) -> dict[str, Any]:
+        for t in self._strobes:
+            t.cancel()
+        self._strobes.clear()
+        failed: dict[str, str] = {}
+        for n in self.topo.all:
+            try:
+                await self.db.set_fake_clock(test, n, reset=True)
+            except Exception as exc:  # a dead node has no clock to reset; its restart starts at true time
+                failed[n] = str(exc)
+        return {"reset": [n for n in self.topo.all if n not in failed], "unreachable": failed}
 
     async def _fault(self, test: dict[str, Any], f: str, value: Mapping[str, Any]) -> dict[str, Any]:
         nodes = await self.targets(test, str(value.get("targets", "one")))
@@ -88,7 +170,7 @@ class ClockNemesis(NemesisBase):
             high = not high
             for n in nodes:
                 try:
-                    await self.set_clock(test, n, offset_ms=delta if high else 0.0)
+                    await self._set_offset(test, n, delta if high else 0.0)
                     if n in unreachable:
                         unreachable.discard(n)
                         log.info("strobe on %s: reachable again", n)
@@ -99,9 +181,15 @@ class ClockNemesis(NemesisBase):
             await asyncio.sleep(period)
         for n in nodes:
             try:
-                await self.set_clock(test, n, offset_ms=0.0)
+                await self._set_offset(test, n, 0.0)
             except Exception as exc:
                 log.info("strobe reset on %s: %s", n, exc)
+
+    async def _set_offset(self, test: dict[str, Any], node: str, offset_ms: float) -> None:
+        if self.faketime:
+            await self.db.set_fake_clock(test, node, offset_ms=offset_ms)
+        else:
+            await self.set_clock(test, node, offset_ms=offset_ms)
 
     async def _offsets(self, test: dict[str, Any], nodes: Sequence[str]) -> dict[str, Any]:
         out: dict[str, Any] = {}

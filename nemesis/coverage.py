@@ -34,6 +34,7 @@ Point = tuple[str, str, tuple[str, ...]]
 
 _DETAIL: Mapping[str, str] = {
     "apply": "event", "sync-state-set": "change", "failpoint-fired": "name", "failpoint-armed": "name",
+    "primary-change": "change", "primaries": "count",  # systems watched from outside (harness.observe)
 }
 
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "EVIDENCE", "FAULTS", "GUIDED_NEEDS", "NEMESES", "ROLE_SELECTOR_NEEDS", "ROWS", "VALUE_SHAPES", "FaultRow",
-    "UnknownFault", "package_needs", "row",
+    "EVIDENCE", "FAULTS", "GUIDED_NEEDS", "NEMESES", "ROLE_SELECTOR_NEEDS", "ROWS", "VALUE_SHAPES", "AnyOf",
+    "FaultRow", "Need", "UnknownFault", "need_met", "need_names", "package_needs", "row",
 ]
 
 NEMESES = ("partition", "process", "clock", "packet", "failpoint", "disk", "registration")
@@ -56,12 +56,37 @@ _STOP_PACKET: tuple[Mapping[str, Any], ...] = ({"f": "stop-packet"},)
 _DISARM: tuple[Mapping[str, Any], ...] = ({"f": "disarm-failpoint", "value": {"targets": "all", "name": "*"}},)
 _STOP_DISK: tuple[Mapping[str, Any], ...] = ({"f": "stop-disk"},)
 
+@dataclass(frozen=True)
+class AnyOf:
+    """A need any one of several capabilities serves: the clock nemesis sets a process's clock over our admin RPC
+    (``clock-admin``) or through libfaketime's control file (``clock-faketime``), whichever the system offers."""
+
+    names: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return " or ".join(self.names)
+
+
+Need = str | AnyOf
+"""One entry of :attr:`FaultRow.needs`: a capability name, or alternatives (:class:`AnyOf`)."""
+
+
+def need_met(need: Need, offered: frozenset[str] | set[str]) -> bool:
+    """Whether ``offered`` serves ``need`` (pure)."""
+    return need in offered if isinstance(need, str) else any(n in offered for n in need.names)
+
+
+def need_names(need: Need) -> tuple[str, ...]:
+    """The capability names ``need`` mentions (one, or each alternative)."""
+    return (need,) if isinstance(need, str) else need.names
+
+
 # What the nemesis of each family asks of the system (names from harness.protocols.CAPABILITIES).
 _NET = ("network",)  # the backend cuts, delays and drops links between the nodes' addresses
 _PACKET = ("network", "node-helpers")  # without sch_netem, the shaper runs as `db.python -m nemesis.netqueue`
 _KILL = ("kill",)
 _PAUSE = ("pause",)
-_CLOCK = ("clock-admin",)  # our admin RPC sets a process's clock; libfaketime for other systems is not built yet
+_CLOCK: tuple[Need, ...] = (AnyOf(("clock-admin", "clock-faketime")),)  # our admin RPC, or libfaketime's file
 _FAILPOINTS = ("failpoints",)
 _DISK_ARM = ("failpoints", "store-files")  # store.write / before_fsync / read failpoints on the store's paths
 _DISK_CUT = ("kill", "store-files")  # kill the broker, then cut or corrupt its store files while it is down
@@ -70,8 +95,10 @@ _REGISTRATION = ("registration",)  # drives our broker's registration through it
 ROLE_SELECTOR_NEEDS: tuple[str, ...] = ("primaries",)
 """What a role selector (``masters``, ``controller-leader``, ``primaries``...: :data:`nemesis.targets.ROLE_POOLS`)
 needs: the system says who leads right now."""
-GUIDED_NEEDS: tuple[str, ...] = ("event-observation",)
-"""What ``nemesis.mode: guided`` needs: it chooses faults from the events the nodes report while running."""
+GUIDED_NEEDS: tuple[str, ...] = ("primaries",)
+"""What ``nemesis.mode: guided`` needs: it chooses faults from what it observes of the system while running --
+at least who leads, asked from outside (:mod:`harness.observe`); a system that also reports its own events
+(``event-observation``, our cluster) gives it far more to aim at and to count as coverage."""
 
 
 class UnknownFault(ValueError):
@@ -101,7 +128,8 @@ class FaultRow:
         evidence: for a fault, what its completion must show to count as effective (:data:`EVIDENCE`); a fault
             without it would be counted as effective whatever happened, so the tests require it.
         needs: the capabilities (:data:`harness.protocols.CAPABILITIES`) a system must offer for the nemesis to
-            perform it; a spec whose system lacks one is refused before the run instead of failing in it.
+            perform it, each a name or alternatives (:class:`AnyOf`: any one serves); a spec whose system lacks
+            one is refused before the run instead of failing in it.
     """
 
     f: str
@@ -112,7 +140,7 @@ class FaultRow:
     heal: tuple[Mapping[str, Any], ...] = ()
     packages: tuple[str, ...] = ()
     evidence: str | None = None
-    needs: tuple[str, ...] = ()
+    needs: tuple[Need, ...] = ()
 
     @property
     def self_healing(self) -> bool:
@@ -171,10 +199,10 @@ FAULTS: Mapping[str, FaultRow] = {r.f: r for r in ROWS}
 """``f`` -> its row."""
 
 
-def package_needs(package: str) -> tuple[str, ...]:
+def package_needs(package: str) -> tuple[Need, ...]:
     """The capabilities a nemesis package needs: those of every row naming it and of those rows' undo steps (once
     each, in table order; empty for a name no row names)."""
-    out: list[str] = []
+    out: list[Need] = []
     for r in ROWS:
         if package in r.packages:
             for need in (*r.needs, *(FAULTS[r.undo].needs if r.undo else ())):

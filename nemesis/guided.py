@@ -66,15 +66,18 @@ __all__ = [
 ]
 
 TRIGGERS = ("sync-state-set:", "apply:ElectMaster", "apply:AlterSyncStateSet", "become-master", "raft-leader",
-            "fenced", "failpoint-armed", "truncate", "node-restart", "client-outcome:")
-"""Label prefixes of the events that open a moment (see the module docstring)."""
+            "fenced", "failpoint-armed", "truncate", "node-restart", "client-outcome:", "primary-change:",
+            "primaries:")
+"""Label prefixes of the events that open a moment (see the module docstring); the last two are all a system
+watched from outside raises itself (:func:`harness.observe.primary_events`): a node gained or lost leadership,
+the count of leaders changed."""
 
 HOLD = "hold"
 UNDO_PREFIX = "undo:"
 AIM: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sync-state-set:", ("master", "primaries")), ("apply:AlterSyncStateSet", ("master", "primaries")),
     ("become-master", ("master", "primaries")), ("apply:ElectMaster", ("master", "primaries")),
-    ("raft-leader", ("controller-leader", "primaries")),
+    ("raft-leader", ("controller-leader", "primaries")), ("primary-change:gained", ("primaries",)),
 )
 """Trigger label prefix -> what a move must name (kind or selector) to aim at the node that raised it: right
 after a SyncStateSet shrink or a master election, hit the master; right after a leader election, the leader."""

@@ -34,7 +34,7 @@ from nemesis.accounting import Accounted
 from nemesis.clock import ClockNemesis
 from nemesis.disk import CORRUPT_MODES, FAULTS, REPAIRABLE_MODES, DiskNemesis
 from nemesis.failpoint import FailpointNemesis
-from nemesis.faults import GUIDED_NEEDS, NEMESES, ROLE_SELECTOR_NEEDS, ROWS, package_needs, row
+from nemesis.faults import GUIDED_NEEDS, NEMESES, ROLE_SELECTOR_NEEDS, ROWS, Need, need_met, package_needs, row
 from nemesis.packet import PacketNemesis
 from nemesis.packet_behavior import PRESETS
 from nemesis.partition import PartitionNemesis
@@ -177,7 +177,7 @@ class _Kind:
     """A package's vocabulary: every kind it may pick, the default choice, its fixed targets."""
 
     all: Callable[[], tuple[str, ...]]
-    default: Callable[[bool], tuple[str, ...]]  # has broker sets -> default kinds
+    default: Callable[[bool, bool], tuple[str, ...]]  # (has broker sets, has controllers) -> default kinds
     make: Callable[[_Options, float], StartFn]
     alternate: bool
     heal: tuple[dict[str, Any], ...]
@@ -186,8 +186,11 @@ class _Kind:
     any_kind: bool = False  # kinds are failpoint names: any well-formed name is allowed
 
 
-def _no_masters(kinds: tuple[str, ...], has_sets: bool) -> tuple[str, ...]:
-    return kinds if has_sets else tuple(k for k in kinds if "master" not in k)
+def _aimable(kinds: tuple[str, ...], has_sets: bool, has_controllers: bool) -> tuple[str, ...]:
+    """``kinds`` without those aimed at a role the topology lacks (``isolate-master*`` without broker sets,
+    ``isolate-controller-leader`` without controllers: an etcd or Redis spec of ``members``), so a default never
+    draws a fault that can only wait for its role and complete as not effective."""
+    return tuple(k for k in kinds if (has_sets or "master" not in k) and (has_controllers or "controller" not in k))
 
 
 def _heal(package: str) -> tuple[dict[str, Any], ...]:
@@ -203,21 +206,21 @@ def _heal(package: str) -> tuple[dict[str, Any], ...]:
 
 KINDS: dict[str, _Kind] = {  # by package name: the names a spec may use
     "partition": _Kind(lambda: tuple(k for k in PARTITION_KINDS if k != "grudge"),
-                       lambda s: _no_masters(PARTITION_DEFAULT, s), _partition, True, _heal("partition"),
+                       lambda s, c: _aimable(PARTITION_DEFAULT, s, c), _partition, True, _heal("partition"),
                        PartitionNemesis),
-    "kill": _Kind(lambda: ("kill", "terminate"), lambda s: ("kill",), _process, True, _heal("kill"), ProcessNemesis),
-    "pause": _Kind(lambda: ("pause",), lambda s: ("pause",), _process, True, _heal("pause"), ProcessNemesis),
-    "clock": _Kind(lambda: CLOCK_KINDS, lambda s: CLOCK_KINDS, _clock, True, _heal("clock"), ClockNemesis),
-    "packet": _Kind(lambda: tuple(PRESETS), lambda s: tuple(PRESETS), _packet, True, _heal("packet"), PacketNemesis),
-    "disk": _Kind(lambda: DISK_KINDS, lambda s: DISK_KINDS, _disk(REPAIRABLE_MODES), True, _heal("disk"),
+    "kill": _Kind(lambda: ("kill", "terminate"), lambda s, c: ("kill",), _process, True, _heal("kill"), ProcessNemesis),
+    "pause": _Kind(lambda: ("pause",), lambda s, c: ("pause",), _process, True, _heal("pause"), ProcessNemesis),
+    "clock": _Kind(lambda: CLOCK_KINDS, lambda s, c: CLOCK_KINDS, _clock, True, _heal("clock"), ClockNemesis),
+    "packet": _Kind(lambda: tuple(PRESETS), lambda s, c: tuple(PRESETS), _packet, True, _heal("packet"), PacketNemesis),
+    "disk": _Kind(lambda: DISK_KINDS, lambda s, c: DISK_KINDS, _disk(REPAIRABLE_MODES), True, _heal("disk"),
                   DiskNemesis, ("brokers:one", "masters")),
-    "disk-corrupt": _Kind(lambda: DISK_KINDS, lambda s: DISK_KINDS, _disk(CORRUPT_MODES), True, _heal("disk-corrupt"),
-                          DiskNemesis, ("brokers:one", "masters")),
+    "disk-corrupt": _Kind(lambda: DISK_KINDS, lambda s, c: DISK_KINDS, _disk(CORRUPT_MODES), True,
+                          _heal("disk-corrupt"), DiskNemesis, ("brokers:one", "masters")),
     "protocol-crash": _Kind(lambda: tuple(p for p, _ in PROTOCOL_POINTS),
-                            lambda s: tuple(p for p, t in PROTOCOL_POINTS if t != "masters" or s),
+                            lambda s, c: tuple(p for p, t in PROTOCOL_POINTS if t != "masters" or s),
                             lambda o, i: _protocol_crash(o, i, False), False, _heal("protocol-crash"),
                             FailpointNemesis, any_kind=True),
-    "registration-crash": _Kind(lambda: tuple(FAILPOINTS), lambda s: tuple(FAILPOINTS), _registration_crash, False,
+    "registration-crash": _Kind(lambda: tuple(FAILPOINTS), lambda s, c: tuple(FAILPOINTS), _registration_crash, False,
                                 _heal("registration-crash"), RegistrationCrashNemesis),
 }
 ALIASES = {"all": ["partition", "kill", "pause", "clock", "packet", "disk"], "leader-chaos": ["partition", "kill"]}
@@ -232,22 +235,24 @@ def expand(names: Sequence[str]) -> list[str]:
     return out
 
 
-def _options(name: str, raw: Mapping[str, Any] | None, targets: Sequence[str], has_sets: bool) -> _Options:
+def _options(name: str, raw: Mapping[str, Any] | None, targets: Sequence[str], has_sets: bool,
+             has_controllers: bool = True) -> _Options:
     kind = KINDS[name]
     raw = raw or {}
-    kinds = tuple(raw.get("kinds") or kind.default(has_sets))
+    kinds = tuple(raw.get("kinds") or kind.default(has_sets, has_controllers))
     tg = tuple(raw.get("targets") or kind.default_targets or targets or ("one",))
     return _Options(kinds, tg)
 
 
 def definitions(names: Sequence[str], *, targets: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None,
-                interval_s: float, has_broker_sets: bool) -> list[PackageDef]:
-    """The expanded packages with their options applied (validated names assumed)."""
+                interval_s: float, has_broker_sets: bool, has_controllers: bool = True) -> list[PackageDef]:
+    """The expanded packages with their options applied (validated names assumed); the default kinds leave out
+    those aimed at a role the topology lacks (:func:`_aimable`)."""
     out = []
     for name in expand(names):
         kind = KINDS[name]
         raw = (options or {}).get(name)
-        o = _options(name, raw, targets, has_broker_sets)
+        o = _options(name, raw, targets, has_broker_sets, has_controllers)
         if name == "protocol-crash" and raw and raw.get("targets"):
             start = _protocol_crash(o, interval_s, True)
         else:
@@ -322,7 +327,8 @@ def validate(names: Sequence[str], targets: Sequence[str], topo: Topology, rng: 
 @dataclass(frozen=True)
 class Missing:
     """A capability the spec asks of its system and the system does not offer: ``key`` and ``value`` say where the
-    spec asks (``nemesis.packages`` and the package, ``nemesis.targets[1]`` and the selector...)."""
+    spec asks (``nemesis.packages`` and the package, ``nemesis.targets[1]`` and the selector...).  ``capability``
+    is a name, or alternatives none of which is offered, spelt ``clock-admin or clock-faketime``."""
 
     key: str
     value: Any
@@ -339,8 +345,8 @@ def missing_capabilities(names: Sequence[str], offered: frozenset[str], *, targe
     role (``isolate-master``)."""
     out: list[Missing] = []
 
-    def need(key: str, value: Any, capabilities: Sequence[str]) -> None:
-        out.extend(Missing(key, value, c) for c in capabilities if c not in offered)
+    def need(key: str, value: Any, capabilities: Sequence[Need]) -> None:
+        out.extend(Missing(key, value, str(c)) for c in capabilities if not need_met(c, offered))
 
     for name in expand(names):
         need("nemesis.packages", name, package_needs(name))
@@ -373,7 +379,8 @@ def build(db: Any, names: Sequence[str], *, interval_s: float, targets: Sequence
     faults are off and the steps run as given; the nemeses of every f the schedule uses are added."""
     spec = db.spec
     has_sets = bool(spec.nodes.broker_sets)
-    defs = definitions(names, targets=targets, options=options, interval_s=interval_s, has_broker_sets=has_sets)
+    defs = definitions(names, targets=targets, options=options, interval_s=interval_s, has_broker_sets=has_sets,
+                       has_controllers=bool(spec.nodes.controllers))
     mode = getattr(getattr(spec, "nemesis", None), "mode", "random")
     if mode == "guided" and schedule is None and defs:
         return _build_guided(db, defs, interval_s=interval_s, seed=seed,

@@ -10,11 +10,19 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
+from harness.protocols import Kill, Pause
 from nemesis.base import NemesisBase, guard
 
-__all__ = ["ProcessNemesis"]
+__all__ = ["ProcessDB", "ProcessNemesis"]
+
+
+class ProcessDB(Kill, Pause, Protocol):
+    """All the process nemesis calls of a DB: :class:`~harness.protocols.Kill` and
+    :class:`~harness.protocols.Pause` (the capabilities ``kill`` and ``pause``).  A system offering only one of
+    them still gets this nemesis: validation refuses every op of the other (the fault table's ``needs``), so it
+    is never called."""
 
 Action = Callable[[dict[str, Any], str], Awaitable[Any]]
 """A DB method that acts on one node (``db.kill``, ``db.pause`` ...)."""
@@ -26,8 +34,9 @@ class ProcessNemesis(NemesisBase):
     ``restart`` (rolling: one node at a time, waiting until each is ready).  Value: a selector."""
 
     FS = frozenset({"kill", "start", "pause", "resume", "terminate", "restart"})
+    db: ProcessDB
 
-    def __init__(self, db: Any, rng: random.Random) -> None:
+    def __init__(self, db: ProcessDB, rng: random.Random) -> None:
         super().__init__(db, rng)
         self.down: set[str] = set()
         self.paused: set[str] = set()

@@ -7,16 +7,14 @@ before the read completed.  ``fail`` adds never count; ``info`` adds may or may 
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from checker.history import Op
 from harness import generator as g
+from harness.node_processes import NodeProcessError, NodeProcesses
 from harness.testing.counter_service import CounterCode
 from system_under_test.protocol import ConnectionLost, RequestTimeout, RpcError, connect
 
@@ -27,12 +25,25 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 class CounterDB:
     """Starts one counter service per node through the test's Remote (``test["remote"]``); Kill, Pause (SIGSTOP and
-    SIGCONT, what the ``counter`` system adapter offers) and LogFiles."""
+    SIGCONT), LogFiles and FaketimeClocks (what the ``counter`` system adapter offers).  Its processes are tracked by
+    :class:`~harness.node_processes.NodeProcesses`, which starts them under libfaketime unless ``faketime`` is
+    False (the service is Python, whose ``time.time()`` goes through the C library, so libfaketime moves it).
 
-    def __init__(self, port: int = 7400, *, start_timeout_s: float = 15.0) -> None:
+    Args:
+        spec: the run's spec when built by the adapter; the nemeses read the topology from ``db.spec``.
+    """
+
+    def __init__(self, port: int = 7400, *, start_timeout_s: float = 15.0, faketime: bool = True,
+                 spec: Any = None) -> None:
         self.port = port
         self.start_timeout_s = start_timeout_s
-        self.pids: dict[str, int] = {}
+        self.spec = spec
+        self.procs = NodeProcesses("counter service", faketime=faketime)
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """node -> pid of its counter service."""
+        return self.procs.pids
 
     def _log(self, test: dict[str, Any], node: str) -> Path:
         return Path(test["remote"].node_dir(node)) / "counter.log"
@@ -41,54 +52,70 @@ class CounterDB:
         await self.start(test, node)
 
     async def start(self, test: dict[str, Any], node: str) -> None:
-        remote = test["remote"]
+        """Start the node's service (a no-op if it runs) and wait until it accepts connections.
+
+        Raises:
+            NodeProcessError: it exited, or did not accept within ``start_timeout_s`` (with its log's tail).
+        """
         argv = [sys.executable, "-m", "harness.testing.counter_service", "--host", "0.0.0.0", "--port", str(self.port)]
-        self.pids[node] = await remote.spawn(node, argv, log_path=str(self._log(test, node)), cwd=str(REPO_ROOT),
-                                             env={"PYTHONPATH": str(REPO_ROOT)})
-        addr = f"{remote.address(node)}:{self.port}"
-        deadline = time.monotonic() + self.start_timeout_s
-        while True:
+        await self.procs.spawn(test, node, argv, log_path=str(self._log(test, node)), cwd=str(REPO_ROOT),
+                               env={"PYTHONPATH": str(REPO_ROOT)})
+        await self._accepting(test, node, self.start_timeout_s)
+
+    async def _accepting(self, test: dict[str, Any], node: str, timeout_s: float) -> None:
+        addr = f"{test['remote'].address(node)}:{self.port}"
+
+        async def accepting() -> str | None:
             try:
                 conn = await connect(addr, timeout_s=1.0)
-                conn.close("probe")
-                return
             except ConnectionLost as exc:
-                if time.monotonic() > deadline or not await remote.is_alive(node, self.pids[node]):
-                    raise RuntimeError(
-                        f"counter service on {node} ({addr}) not accepting connections after "
-                        f"{self.start_timeout_s}s (last error: {exc}); see {self._log(test, node)}"
-                    ) from None
-                await asyncio.sleep(0.05)
+                return f"connect: {exc}"
+            conn.close("probe")
+            return None
+
+        await self.procs.wait_until(test, node, accepting, "accepting connections", timeout_s=timeout_s,
+                                    log_path=str(self._log(test, node)), where=addr, interval_s=0.05)
+
+    async def alive(self, test: dict[str, Any], node: str) -> bool:
+        return await self.procs.alive(test, node)
+
+    async def terminate(self, test: dict[str, Any], node: str) -> None:
+        """SIGTERM (and SIGCONT, should it be paused); ``alive`` says when it has exited."""
+        await self.procs.terminate(test, node)
+
+    async def wait_ready(self, test: dict[str, Any], node: str, timeout_s: float | None = None) -> None:
+        """Until the service accepts connections.
+
+        Raises:
+            TimeoutError: not within ``timeout_s`` (default ``start_timeout_s``), naming the node.
+        """
+        try:
+            await self._accepting(test, node, timeout_s or self.start_timeout_s)
+        except NodeProcessError as exc:
+            raise TimeoutError(f"counter service {node} not ready: {exc}") from None
 
     async def kill(self, test: dict[str, Any], node: str) -> None:
-        pid = self.pids.pop(node, None)
-        if pid is not None:
-            await test["remote"].signal(node, pid, signal.SIGKILL)
+        await self.procs.stop(test, node, grace_s=0.0)
 
     async def pause(self, test: dict[str, Any], node: str) -> None:
-        pid = self.pids.get(node)
-        if pid is not None:
-            await test["remote"].signal(node, pid, signal.SIGSTOP)
+        await self.procs.pause(test, node)
 
     async def resume(self, test: dict[str, Any], node: str) -> None:
-        pid = self.pids.get(node)
-        if pid is not None:
-            await test["remote"].signal(node, pid, signal.SIGCONT)
+        await self.procs.resume(test, node)
 
     async def teardown(self, test: dict[str, Any], node: str) -> None:
-        pid = self.pids.pop(node, None)
-        if pid is None:
-            return
-        remote = test["remote"]
-        await remote.signal(node, pid, signal.SIGTERM)
-        for _ in range(60):
-            if not await remote.is_alive(node, pid):
-                return
-            await asyncio.sleep(0.05)
-        await remote.signal(node, pid, signal.SIGKILL)
+        """SIGTERM, SIGKILL after 3 s, and wait until it is gone."""
+        await self.procs.stop(test, node, grace_s=3.0)
 
     def log_files(self, test: dict[str, Any], node: str) -> Mapping[str, str]:
         return {str(self._log(test, node)): "counter.log"}
+
+    async def set_fake_clock(self, test: dict[str, Any], node: str, *, offset_ms: float | None = None,
+                             rate: float | None = None, reset: bool = False) -> Mapping[str, Any]:
+        return await self.procs.set_fake_clock(test, node, offset_ms=offset_ms, rate=rate, reset=reset)
+
+    async def fake_clock(self, test: dict[str, Any], node: str) -> Mapping[str, Any]:
+        return await self.procs.fake_clock(test, node)
 
 
 class CounterClient:

@@ -1,6 +1,6 @@
 """A tiny single-process counter + register TCP service: the target of the harness's own tests.
 
-It speaks the splitbrain wire protocol (:mod:`system_under_test.protocol.rpc`) with four
+It speaks the splitbrain wire protocol (:mod:`system_under_test.protocol.rpc`) with five
 private request codes in the 9000 range, which the broker never uses (they are test-only, so
 they live here and not in ``protocol/codes.py``):
 
@@ -8,6 +8,8 @@ they live here and not in ``protocol/codes.py``):
 * ``COUNTER_READ`` -> ``{"value": total}``
 * ``REGISTER_WRITE`` header ``{"value": int}`` -> ``{}``
 * ``REGISTER_READ`` -> ``{"value": int | None}``
+* ``CLOCK_READ`` -> ``{"wall_ns": the process's time.time_ns()}``: what its wall clock says, so a test can measure
+  a clock fault on it (under libfaketime, :mod:`harness.node_processes`)
 
 State is in memory: killing the process loses it (that is the point of a kill nemesis later).
 
@@ -22,6 +24,7 @@ import contextlib
 import enum
 import signal
 import sys
+import time
 from typing import Any
 
 from system_under_test.protocol import Connection, Frame, Reply, ResponseCode, RpcServer
@@ -36,6 +39,7 @@ class CounterCode(enum.IntEnum):
     COUNTER_READ = 9002
     REGISTER_WRITE = 9003
     REGISTER_READ = 9004
+    CLOCK_READ = 9005
 
 
 class CounterService:
@@ -61,6 +65,8 @@ class CounterService:
             return Reply()
         if frame.code == CounterCode.REGISTER_READ:
             return Reply(header={"value": self.register})
+        if frame.code == CounterCode.CLOCK_READ:
+            return Reply(header={"wall_ns": time.time_ns()})
         return Reply.error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"counter service: no code {frame.code}")
 
 

@@ -4,7 +4,8 @@ One unreplicated counter process per node (:mod:`harness.testing.counter_service
 of a machine (``splitbrain selftest``), which used to run only by calling its nodes controllers of our cluster with
 zero broker sets.  Its nodes still sit in the spec's ``controllers`` role (the ``nodes:`` map has no other yet), but
 it declares that role alone, so a counter spec needs no ``broker_sets``.  It offers what its DB implements: kill,
-pause and its log files; a spec asking it for any other fault is refused at validation.
+pause, its log files and clock faults through libfaketime (``clock-faketime``: the service is Python, so its wall
+clock moves); a spec asking it for any other fault is refused at validation.
 
 Not yet: the ``counter`` workload is built by :mod:`harness.testing.run_counter` itself, not by the workload
 registry, so ``splitbrain test`` cannot run a counter spec; the spec loads and its nemesis packages are checked.
@@ -24,12 +25,13 @@ __all__ = ["SYSTEM", "CounterSystem"]
 class CounterSystem:
     name: str = "counter"
     roles: tuple[str, ...] = ("controllers",)
-    capabilities: frozenset[str] = frozenset({"kill", "pause", "log-files"})
+    capabilities: frozenset[str] = frozenset({"kill", "pause", "log-files", "clock-faketime"})
     port: int = 7400
 
     def make_db(self, spec: Any, options: Any) -> CounterDB:
-        """One counter service per node; the spec's ``cluster:`` options mean nothing to it."""
-        return CounterDB(self.port)
+        """One counter service per node, each under libfaketime; the spec's ``cluster:`` options mean nothing to
+        it."""
+        return CounterDB(self.port, spec=spec)
 
 
 SYSTEM = CounterSystem()

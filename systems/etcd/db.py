@@ -19,21 +19,19 @@ seen and the tail of its log.
 from __future__ import annotations
 
 import asyncio
-import signal
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from harness.node_processes import NodeProcesses
 from systems.etcd.client import CLIENT_PORT, EtcdRegisterClient, post_json
 from systems.etcd.wire import EtcdError  # what ``status`` raises
 
 __all__ = ["PEER_PORT", "EtcdDB", "EtcdError", "EtcdStartError", "member_argv"]
 
 PEER_PORT = 2380
-_LOG_TAIL_LINES = 20
 
 
 class EtcdStartError(RuntimeError):
@@ -85,7 +83,12 @@ class EtcdDB:
         self.start_timeout_s = start_timeout_s
         self.token = token
         self.extra_args = tuple(extra_args)
-        self.pids: dict[str, int] = {}
+        self.procs = NodeProcesses("etcd member", error=EtcdStartError)
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """node -> pid of its member (:class:`~harness.node_processes.NodeProcesses` tracks them)."""
+        return self.procs.pids
 
     # -- paths and addresses -------------------------------------------------------------------------
 
@@ -117,35 +120,30 @@ class EtcdDB:
 
     async def teardown(self, test: dict[str, Any], node: str) -> None:
         """Stop the member (TERM, then KILL after 3 s) and remove its data dir; the log stays for collection."""
-        await self._stop(test, node, grace_s=3.0)
+        await self.procs.stop(test, node, grace_s=3.0)
         await test["remote"].exec(node, ["rm", "-rf", str(self.data_dir(test, node))], check=True)
 
     # -- Kill ----------------------------------------------------------------------------------------
 
     async def start(self, test: dict[str, Any], node: str) -> None:
         """Start the member on its existing data (a no-op if it runs); returns once it listens for clients."""
-        remote = test["remote"]
-        pid = self.pids.get(node)
-        if pid is not None and await remote.is_alive(node, pid):
+        if await self.procs.alive(test, node):
             return
-        self.pids[node] = await remote.spawn(node, self._argv(test, node), log_path=str(self.log_path(test, node)))
+        await self.procs.spawn(test, node, self._argv(test, node), log_path=str(self.log_path(test, node)),
+                               if_alive="spawn")
         await self._wait(test, node, "listening on its client port", self._listening)
 
     async def kill(self, test: dict[str, Any], node: str) -> None:
         """SIGKILL the member and wait until it is gone (so a restart does not find its files still held)."""
-        await self._stop(test, node, grace_s=0.0)
+        await self.procs.stop(test, node, grace_s=0.0)
 
     async def terminate(self, test: dict[str, Any], node: str) -> None:
         """SIGTERM (and SIGCONT, should it be paused): etcd's own shutdown; ``alive`` says when it is over."""
-        pid = self.pids.get(node)
-        if pid is not None:
-            await test["remote"].signal(node, pid, signal.SIGTERM)
-            await test["remote"].signal(node, pid, signal.SIGCONT)
+        await self.procs.terminate(test, node)
 
     async def alive(self, test: dict[str, Any], node: str) -> bool:
         """Whether the member's process runs (paused counts as running)."""
-        pid = self.pids.get(node)
-        return pid is not None and bool(await test["remote"].is_alive(node, pid))
+        return await self.procs.alive(test, node)
 
     async def wait_ready(self, test: dict[str, Any], node: str, timeout_s: float | None = None) -> None:
         """Until the member listens for clients (as ``start`` waits; see the module docstring for why not healthy).
@@ -168,14 +166,10 @@ class EtcdDB:
     # -- Pause ---------------------------------------------------------------------------------------
 
     async def pause(self, test: dict[str, Any], node: str) -> None:
-        pid = self.pids.get(node)
-        if pid is not None:
-            await test["remote"].signal(node, pid, signal.SIGSTOP)
+        await self.procs.pause(test, node)
 
     async def resume(self, test: dict[str, Any], node: str) -> None:
-        pid = self.pids.get(node)
-        if pid is not None:
-            await test["remote"].signal(node, pid, signal.SIGCONT)
+        await self.procs.resume(test, node)
 
     # -- Primary -------------------------------------------------------------------------------------
 
@@ -204,24 +198,6 @@ class EtcdDB:
 
     # -- internals -----------------------------------------------------------------------------------
 
-    async def _stop(self, test: dict[str, Any], node: str, *, grace_s: float) -> None:
-        pid = self.pids.pop(node, None)
-        if pid is None:
-            return
-        remote = test["remote"]
-        if grace_s > 0:
-            await remote.signal(node, pid, signal.SIGTERM)
-            await remote.signal(node, pid, signal.SIGCONT)  # a paused member cannot act on TERM
-            deadline = time.monotonic() + grace_s
-            while time.monotonic() < deadline and await remote.is_alive(node, pid):
-                await asyncio.sleep(0.05)
-        await remote.signal(node, pid, signal.SIGKILL)
-        deadline = time.monotonic() + 5.0
-        while await remote.is_alive(node, pid):
-            if time.monotonic() > deadline:
-                raise EtcdStartError(f"etcd member {node} (pid {pid}) still alive 5 s after SIGKILL")
-            await asyncio.sleep(0.02)
-
     async def _listening(self, test: dict[str, Any], node: str) -> str | None:
         """None once the client port accepts a connection, else what was seen."""
         try:
@@ -245,28 +221,8 @@ class EtcdDB:
 
     async def _wait(self, test: dict[str, Any], node: str, what: str,
                     probe: Callable[[dict[str, Any], str], Awaitable[str | None]]) -> None:
-        remote, pid = test["remote"], self.pids.get(node)
-        deadline = time.monotonic() + self.start_timeout_s
-        last = "not probed yet"
-        while True:
-            seen = await probe(test, node)
-            if seen is None:
-                return
-            last = seen
-            dead = pid is None or not await remote.is_alive(node, pid)
-            if dead or time.monotonic() > deadline:
-                why = "exited" if dead else f"not {what} after {self.start_timeout_s:g} s"
-                raise EtcdStartError(f"etcd member {node} ({self.client_url(test, node)}) {why} (last seen: {last}); "
-                                     f"{self.log_path(test, node)} ends with:\n{await self._log_tail(test, node)}")
-            await asyncio.sleep(0.1)
+        await self.procs.wait_until(test, node, lambda: probe(test, node), what, timeout_s=self.start_timeout_s,
+                                    log_path=str(self.log_path(test, node)), where=self.client_url(test, node))
 
     async def _wait_healthy(self, test: dict[str, Any], node: str) -> None:
         await self._wait(test, node, "healthy", self._healthy)
-
-    async def _log_tail(self, test: dict[str, Any], node: str) -> str:
-        try:
-            res = await test["remote"].exec(node, ["tail", "-n", str(_LOG_TAIL_LINES), str(self.log_path(test, node))])
-        except Exception as exc:
-            return f"(cannot read the log: {exc!r})"
-        return res.stdout.rstrip() or res.stderr.rstrip() or "(empty)"
-

@@ -21,12 +21,13 @@ __all__ = ["SYSTEM", "SplitbrainSystem"]
 
 @dataclass(frozen=True)
 class SplitbrainSystem:
-    """Offers every capability but ``register-client``: each nemesis package was written against this cluster, and
-    its own workloads (queue, controller-register, ...) speak its protocol; it has no generic register client."""
+    """Offers every capability but ``register-client`` and ``clock-faketime``: each nemesis package was written
+    against this cluster, and its own workloads (queue, controller-register, ...) speak its protocol; it has no
+    generic register client, and its clocks are set over its admin RPC (``clock-admin``), not through libfaketime."""
 
     name: str = "splitbrain"
     roles: tuple[str, ...] = ("controllers", "broker_sets")
-    capabilities: frozenset[str] = frozenset(CAPABILITIES) - {"register-client"}
+    capabilities: frozenset[str] = frozenset(CAPABILITIES) - {"register-client", "clock-faketime"}
 
     def make_db(self, spec: Any, options: Any) -> SplitbrainDB:
         """``spec``: a :class:`harness.spec.TestSpec`; ``options``: its :class:`harness.cluster.ClusterOptions`."""

@@ -23,7 +23,8 @@ PACKAGES = ("system_under_test", "checker", "harness", "nemesis", "workloads", "
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("system under test", ("system_under_test",)),
     ("checkers", ("checker",)),
-    ("harness core", ("harness.generator", "harness.protocols", "harness.errors", "harness.extra_brokers")),
+    ("harness core", ("harness.generator", "harness.protocols", "harness.errors", "harness.extra_brokers",
+                      "harness.node_processes")),
     ("nemeses", ("nemesis",)),
     ("workloads", ("workloads",)),
     ("spark analysis", ("spark_analysis",)),

@@ -20,6 +20,7 @@ from harness.commands._parts import refuse_missing_capabilities, validate_spec
 from harness.protocols import CAPABILITIES, DB
 from harness.spec import SpecError, load_spec, resolved_yaml, spec_from_dict
 from nemesis import faults, packages
+from nemesis.schedule import Step
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,10 @@ def _raw(**extra: Any) -> dict[str, Any]:
 # -- the registry ---------------------------------------------------------------------------------------------------
 
 
-def test_built_in_systems_load_and_splitbrain_offers_every_capability_but_a_register_client() -> None:
+def test_built_in_systems_load_and_splitbrain_offers_every_capability_but_a_register_client_and_faketime() -> None:
     assert systems.names()[:3] == ("splitbrain", "counter", "etcd")
-    assert systems.get("splitbrain").capabilities == frozenset(CAPABILITIES) - {"register-client"}
-    assert systems.get("counter").capabilities == {"kill", "pause", "log-files"}
+    assert systems.get("splitbrain").capabilities == frozenset(CAPABILITIES) - {"register-client", "clock-faketime"}
+    assert systems.get("counter").capabilities == {"kill", "pause", "log-files", "clock-faketime"}
     for name in systems.BUILT_IN:
         assert systems.get(name).name == name
 
@@ -158,13 +159,13 @@ def yaml_of(spec: Any) -> dict[str, Any]:
 def test_every_package_row_selector_and_mode_needs_only_known_capabilities() -> None:
     for r in faults.ROWS:
         assert r.needs, f"fault table row {r.f!r} names no capability it needs"
-        assert set(r.needs) <= set(CAPABILITIES), (r.f, r.needs)
+        assert {c for need in r.needs for c in faults.need_names(need)} <= set(CAPABILITIES), (r.f, r.needs)
         if r.undo is not None:
             assert set(faults.FAULTS[r.undo].needs) <= set(r.needs), (r.f, r.undo)
     for name in packages.KINDS:
         needs = faults.package_needs(name)
         assert needs, f"package {name!r} needs nothing: no fault table row names it"
-        assert set(needs) <= set(CAPABILITIES), (name, needs)
+        assert {c for need in needs for c in faults.need_names(need)} <= set(CAPABILITIES), (name, needs)
     assert set(faults.ROLE_SELECTOR_NEEDS) | set(faults.GUIDED_NEEDS) <= set(CAPABILITIES)
 
 
@@ -176,10 +177,22 @@ def test_missing_capabilities_expands_aliases_and_reads_selectors_modes_and_step
         ("nemesis.packages", "partition", "network"),
         ("nemesis.targets[1]", "masters+slaves:one", "primaries"),
         ("nemesis.options.kill.targets[0]", "controller-leader", "primaries"),
-        ("nemesis.mode", "guided", "event-observation"),
+        ("nemesis.mode", "guided", "primaries"),
     ]
     assert packages.missing_capabilities(["all", "protocol-crash", "registration-crash", "disk-corrupt"],
                                          frozenset(CAPABILITIES), targets=["primaries"], guided=True) == []
+
+
+def test_a_need_with_alternatives_is_met_by_any_one_of_them() -> None:
+    clock = faults.AnyOf(("clock-admin", "clock-faketime"))
+    assert faults.package_needs("clock") == (clock,)
+    assert faults.need_met(clock, frozenset({"clock-faketime"})) and faults.need_met(clock, frozenset({"clock-admin"}))
+    assert not faults.need_met(clock, frozenset({"kill"}))
+    assert packages.missing_capabilities(["clock"], frozenset({"clock-faketime"})) == []
+    assert packages.missing_capabilities(["clock"], frozenset({"kill"})) == [
+        packages.Missing("nemesis.packages", "clock", "clock-admin or clock-faketime")]
+    steps = (Step(1.0, "skew-clock", {"targets": "one", "rate": 2}), Step(2.0, "reset-clock"))
+    assert packages.missing_capabilities([], frozenset({"clock-faketime"}), schedule=steps) == []
 
 
 def test_validate_spec_refuses_a_package_the_system_cannot_serve(plugins: dict[str, str]) -> None:
@@ -189,7 +202,7 @@ def test_validate_spec_refuses_a_package_the_system_cannot_serve(plugins: dict[s
         validate_spec(spec_from_dict(_raw(system="fake", nemesis={"packages": ["kill", "clock"],
                                                                   "targets": ["one"]}), file="s.yaml"))
     assert (info.value.key, info.value.value) == ("nemesis.packages", "clock")
-    assert "needs clock-admin, which 'fake' does not offer" in info.value.allowed
+    assert "needs clock-admin or clock-faketime, which 'fake' does not offer" in info.value.allowed
     with pytest.raises(SpecError) as info:
         validate_spec(spec_from_dict(_raw(system="fake", nemesis={"packages": ["kill"], "targets": ["primaries"]}),
                                      file="s.yaml"))

@@ -35,15 +35,19 @@ SPEC = {
 }
 
 
-def test_splitbrain_test_runs_an_etcd_spec_and_writes_a_verdict(tmp_path: Path) -> None:
+def _run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[Path]]:
     spec = tmp_path / "etcd-short.yaml"
     spec.write_text(yaml.safe_dump(SPEC), encoding="utf-8")
     results = tmp_path / "results"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "test", str(spec), "--results", str(results),
-                           "--quiet"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+                           "--quiet", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    return proc, [p for p in (results / "etcd-short").glob("*/results.json") if not p.parent.is_symlink()]
+
+
+def test_splitbrain_test_runs_an_etcd_spec_and_writes_a_verdict(tmp_path: Path) -> None:
+    proc, runs = _run(tmp_path)
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
-    runs = [p for p in (results / "etcd-short").glob("*/results.json") if not p.parent.is_symlink()]  # not latest
     assert len(runs) == 1, proc.stdout[-2000:]
     doc = json.loads(runs[0].read_text(encoding="utf-8"))
     assert doc["valid"] in (True, False, "unknown")
@@ -54,3 +58,21 @@ def test_splitbrain_test_runs_an_etcd_spec_and_writes_a_verdict(tmp_path: Path) 
     assert resolved["system"] == "etcd" and resolved["nodes"]["members"] == ["m1", "m2", "m3"]
     assert {p.name for p in (runs[0].parent / "nodes").iterdir()} == {"m1", "m2", "m3"}
     assert all((runs[0].parent / "nodes" / n / "etcd.log").exists() for n in ("m1", "m2", "m3"))
+
+
+def test_guided_mode_watches_etcd_from_outside(tmp_path: Path) -> None:
+    """etcd reports no events of its own: guided mode runs on who leads (asked every round) and the clients'
+    outcomes, and writes the schedule it chose."""
+    proc, runs = _run(tmp_path, "--nemesis-mode", "guided")
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert len(runs) == 1, proc.stdout[-2000:]
+    run = runs[0].parent
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text(encoding="utf-8").splitlines()]
+    gained = [e for e in events if e["kind"] == "primary-change" and e["change"] == "gained"]
+    assert gained and {e["node"] for e in gained} <= {"m1", "m2", "m3"}
+    assert any(e["kind"] == "client-outcome" for e in events)
+    doc = json.loads(runs[0].read_text(encoding="utf-8"))
+    assert doc["nemesis_mode"] == "guided" and doc["coverage"]["points"] > 0
+    steps = yaml.safe_load((run / "schedule.yaml").read_text(encoding="utf-8"))
+    assert steps and all(s["f"] in {"start-partition", "stop-partition", "kill", "start", "pause", "resume"}
+                         for s in steps)

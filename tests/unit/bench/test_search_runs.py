@@ -50,6 +50,10 @@ def test_kinds_a_valid_checker_counted_are_not_why_a_run_is_invalid() -> None:
     assert sr.shows(doc, frozenset(), ignore=IGNORE) is False
     crashed = _doc(False, {}, {"queue/stats": {"valid": False, "anomaly_counts": {}}})
     assert sr.failing_kinds(crashed) == ["queue/stats"] and sr.shows(crashed, frozenset(), ignore=IGNORE)
+    at_setup = {**crashed, "crashed": "TimeoutError: broker b1-2 exited during start"}
+    assert sr.failing_kinds(at_setup) == ["crashed"] and sr.shows(at_setup, frozenset(), ignore=IGNORE)
+    with_kind = {**at_setup, "checkers": {**crashed["checkers"], "q": {"valid": False, "anomaly_counts": {"lost": 2}}}}
+    assert sr.failing_kinds(with_kind) == ["crashed", "lost"]
 
 
 def test_detection_skips_the_records_of_ignored_kinds() -> None:
