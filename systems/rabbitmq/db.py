@@ -199,8 +199,13 @@ class RabbitDB:
         return {str(self.log_path(test, node)): "rabbitmq.log"}
 
     def queue_client(self, *, timeout_s: float) -> RabbitQueueClient:
-        """A queue client (:mod:`systems.rabbitmq.client`) declaring this DB's queue type."""
-        return RabbitQueueClient(self.amqp_port, queue_type_name=self.qtype.name, timeout_s=timeout_s)
+        """A queue client (:mod:`systems.rabbitmq.client`) declaring this DB's queue type.
+
+        A whole drain is bounded by ``3 * timeout_s + 6`` s, below the generic-queue workload's drain op timeout
+        (``4 * timeout_s + 10``), so that the client, not the runner, ends a drain that does not finish (as a
+        ``fail``, with nothing acked); one basic.get per message drains about 600 messages a second here."""
+        return RabbitQueueClient(self.amqp_port, queue_type_name=self.qtype.name, timeout_s=timeout_s,
+                                 drain_bound_s=3 * timeout_s + 6)
 
     # -- internals -------------------------------------------------------------------------------------
 
