@@ -46,6 +46,8 @@ BUILT_IN: Mapping[str, str] = {
     "splitbrain": "systems.splitbrain:SYSTEM",
     "counter": "systems.counter:SYSTEM",
     "etcd": "systems.etcd.system:SYSTEM",
+    "rabbitmq": "systems.rabbitmq.system:SYSTEM",
+    "rabbitmq-mirrored": "systems.rabbitmq.system:MIRRORED",
 }
 """The adapters in this repository: system name -> ``module:attribute`` of its :class:`System`."""
 

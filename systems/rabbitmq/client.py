@@ -18,6 +18,10 @@ type, the first time it uses it on a connection; declaring is idempotent):
   never a loss.  ``fail`` if it failed before taking anything.
 * ``drain {"queue": Q}`` -- basic.get until the queue says empty, then one ack for all: ``ok`` with ``records``.
   ``fail`` if it fails before the queue said empty (nothing was acked, so everything taken is delivered again).
+  A drain is the one op that may go to another node: when its own broker takes no connection or cannot declare
+  the queue (after a partition, ``autoheal`` can leave a node's broker stopped for good), it tries the other
+  nodes in order; ``node`` then names the node that served it and ``client_node`` the worker's own.  Sends and
+  polls never do: a client on each side of a partition talking to its own side is what the test is about.
 """
 
 from __future__ import annotations
@@ -83,23 +87,34 @@ class RabbitQueueClient:
         self._conn: AbstractConnection | None = None
         self._channel: AbstractChannel | None = None
         self._declared: set[str] = set()
+        self.others: tuple[tuple[str, str], ...] = ()
+        """The other nodes (name, address) a drain may go to, in the test's order."""
+        self._fallbacks: dict[str, RabbitQueueClient] = {}
 
     async def open(self, test: dict[str, Any], node: str) -> RabbitQueueClient:
+        client = self._bound(node, test["remote"].address(node))
+        client.others = tuple((n, test["remote"].address(n)) for n in test.get("nodes", ()) if n != node)
+        return client
+
+    def _bound(self, node: str, address: str) -> RabbitQueueClient:
         return RabbitQueueClient(self.port, queue_type_name=self.qtype.name, timeout_s=self.timeout_s,
-                                 drain_bound_s=self.drain_bound_s, node=node, address=test["remote"].address(node))
+                                 drain_bound_s=self.drain_bound_s, node=node, address=address)
 
     async def setup(self, test: dict[str, Any]) -> None:
         return None
 
     async def invoke(self, test: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
         comp = await self._invoke(op)
-        return comp if self.node is None else {**comp, "node": self.node}
+        return comp if self.node is None or "node" in comp else {**comp, "node": self.node}
 
     async def teardown(self, test: dict[str, Any]) -> None:
         return None
 
     async def close(self, test: dict[str, Any]) -> None:
         await self._reset()
+        for other in self._fallbacks.values():
+            await other._reset()
+        self._fallbacks.clear()
 
     # -- ops -----------------------------------------------------------------------------------------
 
@@ -114,10 +129,25 @@ class RabbitQueueClient:
             channel = await self._ready(value["queue"])
         except _NotSent as exc:
             await self._reset()
+            if op["f"] == "drain" and self.others:
+                return await self._drain_elsewhere(op, str(exc))
             return {**op, "type": "fail", "error": str(exc)}
         if op["f"] == "send":
             return await self._send(op, channel, value)
         return await self._take(op, channel, value)
+
+    async def _drain_elsewhere(self, op: dict[str, Any], why: str) -> dict[str, Any]:
+        """The drain through the first other node that serves it (see the module docstring)."""
+        errors = [why]
+        for node, address in self.others:
+            other = self._fallbacks.get(node)
+            if other is None:
+                other = self._fallbacks[node] = self._bound(node, address)
+            done = await other._invoke(op)
+            if done["type"] == "ok":
+                return {**done, "node": node, "client_node": self.node}
+            errors.append(str(done.get("error")))
+        return {**op, "type": "fail", "error": "; ".join(errors)}
 
     async def _send(self, op: dict[str, Any], channel: AbstractChannel, value: Mapping[str, Any]) -> dict[str, Any]:
         try:

@@ -104,6 +104,8 @@ def test_mirrored_queues_through_every_node_a_kill_and_a_restart(tmp_path: Path)
             out["send_to_killed"] = await clients["n2"].invoke(test, op("send", queue="q0", value="k1"))
             out["send_to_killed_again"] = await clients["n2"].invoke(test, op("send", queue="q0", value="k2"))
             out["send_survivor"] = await until_ok(clients["n1"], op("send", queue="q0", value="s1"))
+            await until_ok(clients["n3"], op("send", queue="q1", value="d1"))
+            out["drain_elsewhere"] = await clients["n2"].invoke(test, op("drain", queue="q1"))
             await db.start(test, "n2")
             out["send_restarted"] = await until_ok(clients["n2"], op("send", queue="q0", value="r1"))
             out["final"] = await until_ok(clients["n3"], op("drain", queue="q0"))
@@ -124,6 +126,10 @@ def test_mirrored_queues_through_every_node_a_kill_and_a_restart(tmp_path: Path)
     assert out["send_to_killed"]["type"] in ("info", "fail")
     assert out["send_to_killed_again"]["type"] == "fail", out["send_to_killed_again"]
     assert out["send_survivor"]["type"] == "ok" and out["send_restarted"]["type"] == "ok"
+    # A drain whose own broker is down goes to another node, and says so.
+    elsewhere = out["drain_elsewhere"]
+    assert elsewhere["type"] == "ok" and elsewhere["value"]["records"] == [[None, "d1"]], elsewhere
+    assert elsewhere["client_node"] == "n2" and elsewhere["node"] in ("n1", "n3")
     final = [v for _, v in out["final"]["value"]["records"]]
     assert {"s1", "r1"} <= set(final) <= {"s1", "r1", "k1"}, final
     assert_cleaned_up(out)

@@ -115,3 +115,26 @@ def test_a_send_that_cannot_connect_is_a_definite_fail_naming_the_node() -> None
 
     done = asyncio.run(go())
     assert done["type"] == "fail" and done["node"] == "n1" and done["error"].startswith("connect on n1")
+
+
+def test_a_drain_whose_broker_is_down_tries_the_other_nodes_and_says_which_failed() -> None:
+    class Remote:
+        def address(self, node: str) -> str:
+            return {"n1": "127.0.0.1", "n2": "127.0.0.2"}[node]
+
+    async def go() -> tuple[dict[str, Any], dict[str, Any]]:
+        test = {"remote": Remote(), "nodes": ["n1", "n2"]}
+        client = await RabbitQueueClient(port=1, timeout_s=0.5).open(test, "n1")
+        assert client.others == (("n2", "127.0.0.2"),)
+        try:
+            drain = await client.invoke({}, {"process": 0, "type": "invoke", "f": "drain", "value": {"queue": "q0"}})
+            poll = await client.invoke({}, {"process": 0, "type": "invoke", "f": "poll",
+                                            "value": {"queue": "q0", "max": 1}})
+            return drain, poll
+        finally:
+            await client.close({})
+
+    drain, poll = asyncio.run(go())
+    assert drain["type"] == "fail" and drain["node"] == "n1"
+    assert "connect on n1 (127.0.0.1:1)" in drain["error"] and "connect on n2 (127.0.0.2:1)" in drain["error"]
+    assert poll["type"] == "fail" and "n2" not in poll["error"]  # only a drain goes elsewhere
