@@ -47,6 +47,8 @@ BUILT_IN: Mapping[str, str] = {
     "counter": "systems.counter:SYSTEM",
     "etcd": "systems.etcd.system:SYSTEM",
     "redis": "systems.redis.system:SYSTEM",
+    "rabbitmq": "systems.rabbitmq.system:SYSTEM",
+    "rabbitmq-mirrored": "systems.rabbitmq.system:MIRRORED",
 }
 """The adapters in this repository: system name -> ``module:attribute`` of its :class:`System`."""
 

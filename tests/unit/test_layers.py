@@ -83,6 +83,7 @@ CORES: tuple[Core, ...] = (
     Core("spark_analysis/runfiles.py", also=frozenset({"pyspark"}), allowed=frozenset({"datetime"}),
          why_allowed="parses the timestamps a run recorded; never reads the clock"),
     Core("workloads/models.py"),
+    Core("systems/rabbitmq/config.py"),
 )
 
 

@@ -1,0 +1,287 @@
+"""``RabbitDB``: a RabbitMQ cluster of the test's nodes, one broker per node, started through the test's Remote.
+
+Implements the harness's DB protocol and the optional ``Kill``, ``Pause``, ``LogFiles`` and ``QueueClients``
+(``queue_client``), plus what the process nemesis calls beyond ``Kill`` (``terminate``, ``alive``,
+``wait_ready``).  Debian's ``rabbitmq-server`` (3.10) on Debian's Erlang (25).
+
+Each node's files live under ``<node_dir>/rabbitmq/``: its own ``rabbitmq.conf`` (:func:`config.rabbitmq_conf`:
+AMQP on the node's address, ``classic_config`` peer discovery listing every node, the partition-handling mode),
+``advanced.config`` (``net_ticktime``, so a cut link is noticed in seconds), an empty plugin list, the mnesia
+and Raft data, and ``home/.erlang.cookie``, the cookie every node shares.  The broker is ``rabbit@<address>``
+with long names.  Each node runs its own ``epmd`` (Erlang's port mapper), started by the DB and tracked like
+the broker, so nothing is left behind when the run ends; the broker's console log is ``<node_dir>/rabbitmq.log``.
+
+Cluster formation.  The first node of ``test["nodes"]`` (the seed) boots alone; every other node waits until the
+seed takes AMQP connections and then starts, finds the seed through peer discovery and joins it.  Two nodes
+booting at once could each form a cluster of one that never merges, which this order rules out.  The seed's
+``setup`` then waits (``rabbitmqctl await_online_nodes``) until every node is in, and sets the queue type's policy
+(mirrored queues: ``ha-mode: all``), so when the runner's setups are done the cluster is whole.
+
+Restarts.  ``start`` (after ``kill``) starts the broker on its data and waits until it takes AMQP connections.  A
+node restarted while it cannot reach the others waits for them before it listens (mnesia), so a restart during a
+partition can take until the partition heals; the wait is bounded by ``start_timeout_s``.  A broker that exits or
+misses the bound is a :class:`RabbitStartError` naming the node, what was awaited and the tail of its log.
+
+``primaries`` is not offered: RabbitMQ has a leader (quorum) or master (mirrored) per queue, not per cluster, and
+the workload has several queues; asking needs ``rabbitmqctl``, an Erlang VM start per question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from systems.rabbitmq.client import RabbitQueueClient
+from systems.rabbitmq.config import (
+    AMQP_PORT,
+    advanced_config,
+    node_env,
+    node_name,
+    policy_argv,
+    queue_type,
+    rabbitmq_conf,
+)
+
+__all__ = ["EPMD_PORT", "RabbitDB", "RabbitStartError"]
+
+EPMD_PORT = 4369
+COOKIE = "SPLITBRAINRABBITMQCOOKIE"
+SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+"""Debian's start script itself: ``/usr/sbin/rabbitmq-server`` switches to the ``rabbitmq`` user, whose HOME and
+files are the system's, not the node's."""
+CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
+_LOG_TAIL_LINES = 20
+
+
+class RabbitStartError(RuntimeError):
+    """A broker did not come up (the message names the node, what was awaited, and ends with its log tail)."""
+
+
+class RabbitDB:
+    """One RabbitMQ broker per node of ``test["nodes"]`` (see the module docstring).
+
+    Args:
+        queue_type_name: ``quorum`` or ``mirrored`` (:data:`systems.rabbitmq.config.QUEUE_TYPES`).
+        partition_handling: RabbitMQ's ``cluster_partition_handling``; ``autoheal`` by default.
+        net_ticktime_s: the Erlang distribution's tick time.
+        start_timeout_s: bound of each readiness wait.
+        spec: the run's :class:`harness.spec.TestSpec` when built by the adapter; the nemeses read the topology
+            from ``db.spec``.
+    """
+
+    def __init__(self, *, queue_type_name: str = "quorum", partition_handling: str = "autoheal",
+                 net_ticktime_s: int = 4, amqp_port: int = AMQP_PORT, start_timeout_s: float = 90.0,
+                 server: str = SERVER, ctl: str = CTL, spec: Any = None) -> None:
+        self.qtype = queue_type(queue_type_name)
+        self.partition_handling = partition_handling
+        self.net_ticktime_s = net_ticktime_s
+        self.amqp_port = amqp_port
+        self.start_timeout_s = start_timeout_s
+        self.server = server
+        self.ctl = ctl
+        self.spec = spec
+        self.pids: dict[str, int] = {}
+        self.epmd_pids: dict[str, int] = {}
+
+    # -- paths -----------------------------------------------------------------------------------------
+
+    def base(self, test: dict[str, Any], node: str) -> Path:
+        return Path(test["remote"].node_dir(node)) / "rabbitmq"
+
+    def log_path(self, test: dict[str, Any], node: str) -> Path:
+        return Path(test["remote"].node_dir(node)) / "rabbitmq.log"
+
+    def _env(self, test: dict[str, Any], node: str) -> dict[str, str]:
+        return node_env(self.base(test, node), test["remote"].address(node))
+
+    def _write_files(self, test: dict[str, Any], node: str) -> None:
+        base, remote = self.base(test, node), test["remote"]
+        peers = [remote.address(n) for n in test["nodes"]]
+        (base / "home").mkdir(parents=True, exist_ok=True)
+        cookie = base / "home" / ".erlang.cookie"
+        cookie.write_text(COOKIE)
+        os.chmod(cookie, 0o400)  # Erlang refuses a cookie others can read
+        (base / "rabbitmq.conf").write_text(rabbitmq_conf(remote.address(node), peers,
+                                                          partition_handling=self.partition_handling,
+                                                          amqp_port=self.amqp_port))
+        (base / "advanced.config").write_text(advanced_config(net_ticktime_s=self.net_ticktime_s))
+        (base / "enabled_plugins").write_text("[].\n")
+
+    # -- DB --------------------------------------------------------------------------------------------
+
+    async def setup(self, test: dict[str, Any], node: str) -> None:
+        """A fresh broker (any old files removed) in a cluster of every node; see the module docstring."""
+        remote = test["remote"]
+        await remote.exec(node, ["rm", "-rf", str(self.base(test, node))], check=True)
+        await asyncio.to_thread(self._write_files, test, node)
+        await self._start_epmd(test, node)
+        seed = test["nodes"][0]
+        if node != seed:
+            await self._wait(test, seed, "taking AMQP connections (the seed, before its peers start)",
+                             self._listening)
+        await self.start(test, node)
+        if node == seed:
+            await self._ctl(test, node, [self.ctl, "-n", node_name(remote.address(node)), "--longnames",
+                                         "await_online_nodes", str(len(test["nodes"])),
+                                         "--timeout", str(int(self.start_timeout_s))], "every node joined")
+            argv = policy_argv(self.ctl, remote.address(node), self.qtype)
+            if argv is not None:
+                await self._ctl(test, node, argv, f"policy of {self.qtype.name} queues set")
+
+    async def teardown(self, test: dict[str, Any], node: str) -> None:
+        """Stop the broker (TERM, then KILL after 5 s) and its epmd, and remove its files; the log stays."""
+        await self._stop(test, node, grace_s=5.0)
+        epmd = self.epmd_pids.pop(node, None)
+        if epmd is not None:
+            await test["remote"].signal(node, epmd, signal.SIGKILL)
+        await test["remote"].exec(node, ["rm", "-rf", str(self.base(test, node))], check=True)
+
+    # -- Kill ------------------------------------------------------------------------------------------
+
+    async def start(self, test: dict[str, Any], node: str) -> None:
+        """Start the broker on its existing data (a no-op if it runs); returns once it takes AMQP connections."""
+        remote = test["remote"]
+        pid = self.pids.get(node)
+        if pid is not None and await remote.is_alive(node, pid):
+            return
+        self.pids[node] = await remote.spawn(node, [self.server], log_path=str(self.log_path(test, node)),
+                                             env=self._env(test, node))
+        await self._wait(test, node, "taking AMQP connections", self._listening)
+
+    async def kill(self, test: dict[str, Any], node: str) -> None:
+        """SIGKILL the broker and wait until it is gone."""
+        await self._stop(test, node, grace_s=0.0)
+
+    async def terminate(self, test: dict[str, Any], node: str) -> None:
+        """SIGTERM (and SIGCONT, should it be paused): RabbitMQ's own shutdown; ``alive`` says when it is over."""
+        pid = self.pids.get(node)
+        if pid is not None:
+            await test["remote"].signal(node, pid, signal.SIGTERM)
+            await test["remote"].signal(node, pid, signal.SIGCONT)
+
+    async def alive(self, test: dict[str, Any], node: str) -> bool:
+        """Whether the broker's process runs (paused counts as running)."""
+        pid = self.pids.get(node)
+        return pid is not None and bool(await test["remote"].is_alive(node, pid))
+
+    async def wait_ready(self, test: dict[str, Any], node: str, timeout_s: float | None = None) -> None:
+        """Until the broker takes AMQP connections.
+
+        Raises:
+            TimeoutError: not within ``timeout_s`` (default ``start_timeout_s``), naming the node.
+        """
+        try:
+            await asyncio.wait_for(self._wait(test, node, "taking AMQP connections", self._listening),
+                                   timeout_s or self.start_timeout_s)
+        except (RabbitStartError, TimeoutError) as exc:
+            raise TimeoutError(f"rabbitmq broker {node} not ready: {exc}") from None
+
+    # -- Pause -----------------------------------------------------------------------------------------
+
+    async def pause(self, test: dict[str, Any], node: str) -> None:
+        pid = self.pids.get(node)
+        if pid is not None:
+            await test["remote"].signal(node, pid, signal.SIGSTOP)
+
+    async def resume(self, test: dict[str, Any], node: str) -> None:
+        pid = self.pids.get(node)
+        if pid is not None:
+            await test["remote"].signal(node, pid, signal.SIGCONT)
+
+    # -- LogFiles, QueueClients ---------------------------------------------------------------------
+
+    def log_files(self, test: dict[str, Any], node: str) -> Mapping[str, str]:
+        return {str(self.log_path(test, node)): "rabbitmq.log"}
+
+    def queue_client(self, *, timeout_s: float) -> RabbitQueueClient:
+        """A queue client (:mod:`systems.rabbitmq.client`) declaring this DB's queue type.
+
+        A whole drain is bounded by ``3 * timeout_s + 6`` s, below the generic-queue workload's drain op timeout
+        (``4 * timeout_s + 10``), so that the client, not the runner, ends a drain that does not finish (as a
+        ``fail``, with nothing acked); one basic.get per message drains about 600 messages a second here."""
+        return RabbitQueueClient(self.amqp_port, queue_type_name=self.qtype.name, timeout_s=timeout_s,
+                                 drain_bound_s=3 * timeout_s + 6)
+
+    # -- internals -------------------------------------------------------------------------------------
+
+    async def _start_epmd(self, test: dict[str, Any], node: str) -> None:
+        """The node's own epmd, in the foreground so it is tracked (a broker would otherwise start a daemon one
+        that outlives the run)."""
+        remote = test["remote"]
+        self.epmd_pids[node] = await remote.spawn(node, ["epmd", "-port", str(EPMD_PORT)],
+                                                  log_path=str(self.base(test, node) / "epmd.log"))
+        deadline = time.monotonic() + 10.0
+        while await self._port_open(remote.address(node), EPMD_PORT) is not None:
+            if time.monotonic() > deadline or not await remote.is_alive(node, self.epmd_pids[node]):
+                raise RabbitStartError(f"rabbitmq: epmd on {node} not listening on {EPMD_PORT} within 10 s")
+            await asyncio.sleep(0.05)
+
+    async def _ctl(self, test: dict[str, Any], node: str, argv: list[str], what: str) -> None:
+        res = await test["remote"].exec(node, argv, env=self._env(test, node), timeout_s=self.start_timeout_s + 30)
+        if res.exit_code != 0:
+            raise RabbitStartError(
+                f"rabbitmq broker {node}: not {what}: {' '.join(argv[4:])} exited {res.exit_code}: "
+                f"{(res.stdout + res.stderr).strip()[-600:]}\n{self.log_path(test, node)} ends with:\n"
+                f"{await self._log_tail(test, node)}")
+
+    async def _stop(self, test: dict[str, Any], node: str, *, grace_s: float) -> None:
+        pid = self.pids.pop(node, None)
+        if pid is None:
+            return
+        remote = test["remote"]
+        if grace_s > 0:
+            await remote.signal(node, pid, signal.SIGTERM)
+            await remote.signal(node, pid, signal.SIGCONT)  # a paused broker cannot act on TERM
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline and await remote.is_alive(node, pid):
+                await asyncio.sleep(0.05)
+        await remote.signal(node, pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while await remote.is_alive(node, pid):
+            if time.monotonic() > deadline:
+                raise RabbitStartError(f"rabbitmq broker {node} (pid {pid}) still alive 5 s after SIGKILL")
+            await asyncio.sleep(0.02)
+
+    @staticmethod
+    async def _port_open(address: str, port: int) -> str | None:
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(address, port), 1.0)
+        except (OSError, TimeoutError) as exc:
+            return f"connect {address}:{port}: {type(exc).__name__}: {exc}"
+        writer.close()
+        return None
+
+    async def _listening(self, test: dict[str, Any], node: str) -> str | None:
+        """None once the AMQP port accepts a connection, else what was seen."""
+        return await self._port_open(test["remote"].address(node), self.amqp_port)
+
+    async def _wait(self, test: dict[str, Any], node: str, what: str,
+                    probe: Callable[[dict[str, Any], str], Awaitable[str | None]]) -> None:
+        remote = test["remote"]
+        deadline = time.monotonic() + self.start_timeout_s
+        last = "not probed yet"
+        while True:
+            seen = await probe(test, node)
+            if seen is None:
+                return
+            last = seen
+            pid = self.pids.get(node)
+            dead = pid is not None and not await remote.is_alive(node, pid)
+            if dead or time.monotonic() > deadline:
+                why = "exited" if dead else f"not {what} after {self.start_timeout_s:g} s"
+                raise RabbitStartError(f"rabbitmq broker {node} ({remote.address(node)}:{self.amqp_port}) {why} "
+                                       f"(last seen: {last}); {self.log_path(test, node)} ends with:\n"
+                                       f"{await self._log_tail(test, node)}")
+            await asyncio.sleep(0.2)
+
+    async def _log_tail(self, test: dict[str, Any], node: str) -> str:
+        try:
+            res = await test["remote"].exec(node, ["tail", "-n", str(_LOG_TAIL_LINES), str(self.log_path(test, node))])
+        except Exception as exc:
+            return f"(cannot read the log: {exc!r})"
+        return res.stdout.rstrip() or res.stderr.rstrip() or "(empty)"
