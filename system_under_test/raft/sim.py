@@ -14,9 +14,9 @@ Words:
   entry of an earlier term be acknowledged without the NOOP of its own term that follows it:
   with 4 the two travel together whenever fewer than 4 old entries are missing, so a leader
   that commits by counting replicas (Raft §5.4.2, figure 8; ``--bug old-term-commit``) was
-  not caught in 7,000 seeds of 200 steps.  Leader-aimed faults make the figure's leader changes
-  (a leader lost right after it appended) about three times as frequent (docs/simulation.md has
-  the measured figures).
+  not caught in 7,000 seeds of 200 steps.  At one entry per APPEND, leader-aimed faults made the
+  figure's leader changes (a leader lost right after it appended) about three times as frequent
+  (docs/simulation.md has the measured figures).
 * **disk** -- what a node has persisted.  Entries, snapshots and term/vote changes are written
   with ``must_sync`` and survive a crash; a commit-only hard-state change is buffered and is
   lost on a crash with probability 1/2.  A crash may also land between persisting a Ready and
