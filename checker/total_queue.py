@@ -27,8 +27,10 @@ total-queue detection rules:
   Redis stream) the rule is stronger and the same as for a set's final read: an acknowledged send missing from
   the last ok drain invoked after its acknowledgement is lost even if a poll had read it -- the record was there
   and vanished (``stats["lost_after_read"]`` counts those).
-* ``unseen`` (does not invalidate) -- an acknowledged send never read, with no ok drain of its queue invoked
-  after its acknowledgement: nothing proves it gone.
+* ``unseen`` (does not invalidate, but leaves the verdict ``unknown``) -- an acknowledged send never read, with
+  no ok drain of its queue invoked after its acknowledgement: nothing proves it gone, and nothing proves it kept.
+  A run whose drains all failed (the system never served again after the heal) is therefore ``unknown``, not
+  valid: it showed no loss only because it could not be read.
 * ``unexpected`` (invalidates) -- a value read from a queue that no send to that queue carried, or only sends
   that definitely failed.
 * ``duplicate`` (invalidates only when the system promises exactly-once delivery, ``exactly_once``) -- a value
@@ -44,7 +46,7 @@ Pure: the history in, a :class:`checker.compose.Result` out; O(ops + records rea
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from checker.compose import Anomaly, Result, result_from_anomalies
@@ -224,6 +226,8 @@ def judge(state: TotalQueue) -> Result:
     n = dict.fromkeys(("attempted", "acknowledged", "failed", "indeterminate", "delivered", "lost", "lost_after_read",
                        "unseen", "duplicated", "recovered", "unexpected"), 0)
 
+    unseen_queues: set[str] = set()
+
     def keep(kind: str, a: Anomaly) -> None:
         counts[kind] += 1
         if len(found[kind]) < state.max_records:
@@ -277,6 +281,7 @@ def judge(state: TotalQueue) -> Result:
                         f"{q}: {v!r}, {_ack_words(s)}, is gone: {_drain_words(d, ack, polled)}"))
                 elif not read:
                     n["unseen"] += 1
+                    unseen_queues.add(q)
                     keep("unseen", Anomaly(
                         "unseen", q, (s.invoke, ack.index), "read by a poll or the drain", None,
                         f"{q}: {v!r}, {_ack_words(s)}, was never read, but no drain of {q} was ok after it"))
@@ -295,8 +300,13 @@ def judge(state: TotalQueue) -> Result:
                         if found[k] and k in bad), None)
     if explanation is not None:
         stats["explanation"] = explanation
-    return result_from_anomalies({k: v for k, v in found.items() if v}, bad_types=bad, stats=stats,
-                                 counts={k: c for k, c in counts.items() if c})
+    result = result_from_anomalies({k: v for k, v in found.items() if v}, bad_types=bad, stats=stats,
+                                   counts={k: c for k, c in counts.items() if c})
+    if result.valid is True and n["unseen"]:
+        return replace(result, valid="unknown", error=(
+            f"{n['unseen']} acknowledged send(s) were never read and no drain of their queue "
+            f"({', '.join(sorted(unseen_queues))}) was ok after them: nothing proves them kept or lost"))
+    return result
 
 
 def _only_failed(s: _Send) -> bool:
