@@ -11,7 +11,8 @@ from checker.compose import results_to_json
 from harness.sim_check import check_run
 from harness.sim_shrink import plan_steps
 from system_under_test.sim import SimConfig, SimRun, run
-from system_under_test.sim.faults import CORRELATED_SPREAD_MS
+from system_under_test.sim.cluster import SimCluster
+from system_under_test.sim.faults import CORRELATED_SPREAD_MS, Burst
 
 BROKERS = ("b1-1", "b1-2", "b1-3")
 
@@ -56,3 +57,27 @@ def test_a_drawn_correlated_kill_replays_byte_for_byte_from_its_schedule() -> No
     played = run(cfg, plan_steps(drawn.schedule, cfg.seconds))
     assert played.schedule == drawn.schedule
     assert _bytes(played) == _bytes(drawn)
+
+
+def test_a_burst_never_starts_a_node_another_fault_holds_down() -> None:
+    """A burst's kill of a node that is already down changes nothing, so the burst drops that node's restart:
+    whatever took it down decides when it comes back (here nothing does until the final heal)."""
+    c = SimCluster(SimConfig(seed=3, seconds=10, faults=("clock",)), None)
+    w, nemesis = c.world, c.nemesis
+    seen: dict[str, bool] = {}
+
+    def strike() -> None:
+        c.brokers["b1-2"].crash()  # held down by another fault
+        nemesis._burst("correlated-kill", Burst(((0, {"f": "kill", "value": "b1-1"}, 1000),
+                                                 (100, {"f": "kill", "value": "b1-2"}, 500))), True)
+
+    def look() -> None:
+        seen.update({n: c.brokers[n].up for n in ("b1-1", "b1-2")})
+
+    w.at(c.main_start_ms + 3000, strike)
+    w.at(c.main_start_ms + 4500, look)
+    r = c.run()
+    assert seen == {"b1-1": True, "b1-2": False}
+    process = [(s["at_s"], s["f"], s["value"]) for s in r.schedule if s["f"] in ("kill", "start")]
+    assert process == [(3.0, "kill", "b1-1"), (4.0, "start", "b1-1"), (10.0, "start", "b1-2")], process
+    assert r.stats["faults"]["correlated-kill"] == 1
