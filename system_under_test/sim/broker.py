@@ -672,8 +672,8 @@ class SimBroker(SimNode):
                 self.ha_slave.handle_transfer(msg)
             return
         if isinstance(msg, HaClose):
-            self.ha.handle_close(msg)
-            if self.ha_slave is not None:
+            self.ha.handle_close(msg, src)
+            if self.ha_slave is not None and src == self.ha_slave.master_node:
                 self.ha_slave.handle_close(msg)
             return
         if not isinstance(msg, Request):

@@ -24,6 +24,13 @@ then undone; sometimes a second one joins the first (:class:`Nemesis` says when)
 * ``fsync`` -- ``start-disk`` ``slow-fsync`` or ``eio-fsync`` on a broker of the set (the master three times in
   four): while it holds, each append's fsync under SYNC takes 5-200 ms of simulated time, and with ``eio-fsync``
   then fails, so the append is rolled back and its send answered STORE_ERROR; healed by ``stop-disk``.  Not in
+  :data:`DEFAULT_FAULTS` either (same reason);
+* ``correlated-kill`` -- a rack or power failure: two or three brokers of the set crash within half a second of
+  each other (each :data:`CORRELATED_SPREAD_MS` at most after the one before), before the cluster has reacted to
+  the first crash (the master's 500-ms housekeeping that shrinks the SyncStateSet, the 1-s lease), and each
+  starts again after a hold of its own, so they come back in any order.  Written as plain ``kill``/``start``
+  steps, one per node and instant, so a schedule replays it.  Two independent ``kill`` faults never come that
+  close: a joining fault waits at least 200 ms, and only 30% of faults have one.  Not in
   :data:`DEFAULT_FAULTS` either (same reason).
 
 A drawn fault is a step ``{f, value}`` in the vocabulary of ``nemesis.schedule`` (:data:`DRAW`), performed
@@ -54,9 +61,10 @@ from system_under_test.sim.playback import FSYNC_FAULTS, REGCRASH_RESTART_MS, TA
 from system_under_test.sim.swarm import Intensity
 from system_under_test.sim.world import World
 
-__all__ = ["DEFAULT_FAULTS", "DRAW", "FAULT_KINDS", "UNDO_OF", "Cluster", "Nemesis"]
+__all__ = ["CORRELATED_SPREAD_MS", "DEFAULT_FAULTS", "DRAW", "FAULT_KINDS", "UNDO_OF", "Burst", "Cluster", "Nemesis"]
 
-FAULT_KINDS = ("kill", "pause", "partition", "packet", "clock", "registration-crash", "disk", "fsync")
+FAULT_KINDS = ("kill", "pause", "partition", "packet", "clock", "registration-crash", "disk", "fsync",
+               "correlated-kill")
 DEFAULT_FAULTS = ("kill", "pause", "partition", "packet", "clock")
 
 
@@ -85,6 +93,20 @@ Drawn = dict[str, Any]
 """A drawn step before its time is known: ``{f, value}``."""
 
 
+@dataclass(frozen=True)
+class Burst:
+    """A fault made of several steps at set offsets from its start, each undone after a hold of its own (a
+    correlated failure: :func:`_draw_correlated_kill`).  ``steps`` are ``(offset_ms, step, hold_ms)``, offsets
+    ascending from 0; each step's undo (:data:`UNDO_OF`) is performed ``hold_ms`` after the step itself."""
+
+    steps: tuple[tuple[int, Drawn, int], ...]
+
+    def __post_init__(self) -> None:
+        offsets = [o for o, _, _ in self.steps]
+        if not self.steps or offsets[0] != 0 or offsets != sorted(offsets) or any(h <= 0 for _, _, h in self.steps):
+            raise ValueError(f"Burst: offsets must start at 0 and ascend, holds be > 0: {self.steps}")
+
+
 def _victim(rng: random.Random, c: Cluster) -> str:
     r = rng.random()
     if r < 0.4 and c.master_node() is not None:
@@ -95,7 +117,7 @@ def _victim(rng: random.Random, c: Cluster) -> str:
     return names[rng.randrange(len(names))]
 
 
-Draw = Callable[[random.Random, Cluster, Intensity], Drawn | None]
+Draw = Callable[[random.Random, Cluster, Intensity], Drawn | Burst | None]
 
 
 def _draw_process(f: str) -> Draw:
@@ -229,15 +251,41 @@ def _draw_fsync(rng: random.Random, c: Cluster, knobs: Intensity) -> Drawn:
     return {"f": "start-disk", "value": {"targets": victim, "fault": fault, "delay_ms": rng.choice((5, 20, 50, 200))}}
 
 
+CORRELATED_SPREAD_MS = 500
+"""The most a correlated failure's next crash comes after the one before: the master's housekeeping interval
+(:data:`system_under_test.sim.ha.HOUSEKEEPING_MS`), below the 1-s lease -- so the later crashes land before the
+cluster has reacted to the first (the SyncStateSet still holds the first victim)."""
+
+
+def _draw_correlated_kill(rng: random.Random, c: Cluster, knobs: Intensity) -> Burst | None:
+    """Two or three brokers of the set that are up, in a random order, crash within
+    :data:`CORRELATED_SPREAD_MS` of one another; each is started again after its own hold (as a kill's: 1-15 s,
+    scaled by the run's ``hold_scale``).  None when fewer than two brokers of the set are up."""
+    up = [n for n in c.broker_names if c.node(n).up]
+    if len(up) < 2:
+        return None
+    rng.shuffle(up)
+    victims = up[: min(len(up), rng.choice((2, 3)))]
+    steps: list[tuple[int, Drawn, int]] = []
+    at = 0
+    for i, victim in enumerate(victims):
+        if i:
+            at += rng.randint(0, CORRELATED_SPREAD_MS)
+        hold = rng.randint(1000, 15000)
+        if knobs.hold_scale != 1.0:
+            hold = max(200, int(hold * knobs.hold_scale))
+        steps.append((at, {"f": "kill", "value": victim}, hold))
+    return Burst(tuple(steps))
+
+
 DRAW: Mapping[str, Draw] = {
     "kill": _draw_process("kill"), "pause": _draw_process("pause"), "partition": _draw_partition,
     "packet": _draw_packet, "clock": _draw_clock, "registration-crash": _draw_registration_crash,
-    "disk": _draw_disk, "fsync": _draw_fsync,
+    "disk": _draw_disk, "fsync": _draw_fsync, "correlated-kill": _draw_correlated_kill,
 }
-"""Fault kind -> how the nemesis draws its step from its RNG, the cluster's state and the run's knobs (None:
-nothing to do now,
-e.g. the victim is already down).  Every drawn step is performed through
-:func:`system_under_test.sim.playback.action_of`, as a given schedule's steps are."""
+"""Fault kind -> how the nemesis draws its step (or its :class:`Burst` of steps) from its RNG, the cluster's
+state and the run's knobs (None: nothing to do now, e.g. the victim is already down).  Every drawn step is
+performed through :func:`system_under_test.sim.playback.action_of`, as a given schedule's steps are."""
 
 UNDO_OF: Mapping[str, str | None] = {
     "kill": "start", "pause": "resume", "start-partition": "stop-partition", "start-packet": "stop-packet",
@@ -332,6 +380,9 @@ class Nemesis:
             if not self._undos:
                 self._next()
             return
+        if isinstance(drawn, Burst):
+            self._burst(kind, drawn, joining)
+            return
         action = action_of(len(self.schedule), drawn, c.node_names())
         self._perform(drawn, action)
         undo_f = UNDO_OF[drawn["f"]]
@@ -346,6 +397,36 @@ class Nemesis:
         c.world.at_first(c.world.now_ms + hold, self._heal_one, undo)
         if not joining and rng.random() < self.knobs.overlap:
             c.world.at_first(c.world.now_ms + rng.randint(200, max(300, hold // 2)), self._inject, True)
+
+    def _burst(self, kind: str, burst: Burst, joining: bool) -> None:
+        """Perform a burst's steps at their offsets (the first now), each undone after its own hold; the burst
+        counts as held until its last undo (a second fault may join it as it may join any other)."""
+        c = self.cluster
+        now = c.world.now_ms
+        for offset, step, hold in burst.steps:
+            undo: Drawn = {"f": UNDO_OF[step["f"]], "value": self._undo_value(step)}
+            self._undos.append(undo)
+            if offset:
+                c.world.at_first(now + offset, self._burst_step, kind, step, undo)
+            else:
+                self._burst_step(kind, step, undo)
+            c.world.at_first(now + offset + hold, self._heal_one, undo)
+        if not joining and self.rng.random() < self.knobs.overlap:
+            longest = max(hold for _, _, hold in burst.steps)
+            c.world.at_first(now + self.rng.randint(200, max(300, longest // 2)), self._inject, True)
+
+    def _burst_step(self, kind: str, step: Drawn, undo: Drawn) -> None:
+        """One step of a burst; a step that changes nothing (its node is down already, or the main phase ended)
+        drops its undo, so the burst never starts a node another fault holds down."""
+        if not any(u is undo for u in self._undos):
+            return
+        before = len(self.schedule)
+        if self.active:
+            self._perform(step, action_of(len(self.schedule), step, self.cluster.node_names()), kind)
+        if len(self.schedule) == before:
+            self._undos = [u for u in self._undos if u is not undo]
+            if self.active and not self._undos:
+                self._next()
 
     @staticmethod
     def _undo_value(drawn: Drawn) -> Any:
@@ -400,8 +481,9 @@ class Nemesis:
     def _main_s(self) -> float:
         return round((self.cluster.world.now_ms - self.cluster.main_start_ms) / 1000, 3)
 
-    def _perform(self, step: Drawn, action: Action) -> None:
-        """Do ``action``; if it changed anything, record the step (its time now) and the nemesis ops."""
+    def _perform(self, step: Drawn, action: Action, kind: str | None = None) -> None:
+        """Do ``action``; if it changed anything, record the step (its time now) and the nemesis ops; the step
+        counts under ``kind`` in the run's figures (default: its f's kind, :data:`_KIND_OF`)."""
         value = _PERFORM[action.f](self, action)
         if value is _NOTHING:
             return
@@ -411,7 +493,7 @@ class Nemesis:
             if action.nodes and action.f in _PROCESS_FS and list(action.nodes) != value:
                 entry["value"] = ",".join(value)  # only the nodes it acted on (the others were down, up...)
         self.schedule.append(entry)
-        kind = _KIND_OF.get(action.f)
+        kind = kind or _KIND_OF.get(action.f)
         if kind is not None:
             self.injected[kind] = self.injected.get(kind, 0) + 1
         w = self.cluster.world

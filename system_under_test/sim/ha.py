@@ -342,9 +342,12 @@ class HaMaster:
         self._release_waiters()
         self._pump(s)
 
-    def handle_close(self, msg: HaClose) -> None:
+    def handle_close(self, msg: HaClose, src: str) -> None:
+        """The connection of session ``msg.session`` from node ``src`` closed.  A session is one TCP connection:
+        matched by its number *and* its peer, since each slave numbers its sessions itself and two slaves' numbers
+        can be equal (a close from one must not drop the other's tracking)."""
         for sid, s in list(self.slaves.items()):
-            if s.session == msg.session:
+            if s.session == msg.session and s.node == src:
                 del self.slaves[sid]
                 t = self.trackings.get(sid)
                 if t is not None:
@@ -352,7 +355,7 @@ class HaMaster:
 
     def _close(self, s: _Slave, why: str) -> None:
         self.b.send(s.node, HaClose(s.session, why), "ha")
-        self.handle_close(HaClose(s.session, why))
+        self.handle_close(HaClose(s.session, why), s.node)
 
     def _send_batch(self, s: _Slave) -> None:
         store = self.b.store

@@ -3,6 +3,7 @@ means exactly what was drawn; everything else is refused naming the step and the
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from nemesis.schedule import parse
 from nemesis.targets import Topology
 from system_under_test.sim import FAULT_KINDS
-from system_under_test.sim.faults import DRAW, UNDO_OF, _damage_keeps_a_leader
+from system_under_test.sim.faults import CORRELATED_SPREAD_MS, DRAW, UNDO_OF, Burst, _damage_keeps_a_leader
 from system_under_test.sim.network import PacketFault
 from system_under_test.sim.playback import FSYNC_FAULTS, PLAYABLE, PlayError, action_of, plan
 from system_under_test.sim.swarm import Intensity, draw
@@ -81,8 +82,12 @@ knobs = st.one_of(st.just(Intensity()), st.integers(0, 10**6).map(
 def test_a_drawn_step_is_a_valid_schedule_step_and_plays_what_was_drawn(kind: str, seed: int, view: _View,
                                                                           at_s: float, knob: Intensity) -> None:
     drawn = DRAW[kind](random.Random(seed), view, knob)  # type: ignore[arg-type]
-    if drawn is None:  # only when the victim is already down, or (disk) the set could be left without a leader
-        assert kind in ("kill", "pause", "disk")
+    if drawn is None:  # only when the victim is already down, or (disk) the set could be left without a leader,
+        assert kind in ("kill", "pause", "disk", "correlated-kill")  # or fewer than two brokers are up
+        assert kind != "correlated-kill" or len(set(BROKERS) - view.down) < 2
+        return
+    if isinstance(drawn, Burst):
+        _check_burst(drawn, view, at_s)
         return
     step: dict[str, Any] = {"at_s": round(at_s, 3), **drawn}
     parse([step], TOPO)  # the real nemesis's format accepts it as written
@@ -109,6 +114,36 @@ def test_a_drawn_step_is_a_valid_schedule_step_and_plays_what_was_drawn(kind: st
         assert (action.mode, action.delay_ms) == (v["fault"], v["delay_ms"]) and v["fault"] in FSYNC_FAULTS
     else:
         assert action.failpoint == v["failpoint"]
+
+
+def _check_burst(burst: Burst, view: _View, at_s: float) -> None:
+    """A correlated failure: kills of two or three distinct brokers that are up, each at most
+    ``CORRELATED_SPREAD_MS`` after the one before, every step (and its undo) a playable schedule step."""
+    assert burst.steps[0][0] == 0
+    victims = [step["value"] for _, step, _ in burst.steps]
+    assert all(step["f"] == "kill" for _, step, _ in burst.steps)
+    assert len(set(victims)) == len(victims) and 2 <= len(victims) <= 3
+    assert set(victims) <= set(BROKERS) - view.down
+    offsets = [o for o, _, _ in burst.steps]
+    assert all(0 <= b - a <= CORRELATED_SPREAD_MS for a, b in itertools.pairwise(offsets))
+    assert all(hold >= 200 for _, _, hold in burst.steps)
+    steps: list[dict[str, Any]] = []
+    for offset, step, hold in burst.steps:
+        steps.append({"at_s": round(at_s + offset / 1000, 3), **step})
+        steps.append({"at_s": round(at_s + (offset + hold) / 1000, 3), "f": UNDO_OF[step["f"]], "value": step["value"]})
+    steps.sort(key=lambda s: s["at_s"])
+    parse(steps, TOPO)
+    for i, step in enumerate(steps):
+        action = action_of(i, step, NAMES)
+        assert action.f == step["f"] and action.nodes == (step["value"],)
+
+
+def test_a_burst_is_refused_unless_its_offsets_start_at_zero_and_ascend() -> None:
+    kill: dict[str, Any] = {"f": "kill", "value": "b1-1"}
+    Burst(((0, kill, 1000), (0, kill, 1000), (500, kill, 1)))
+    for bad in (((10, kill, 1000),), ((0, kill, 1000), (-1, kill, 1000)), ((0, kill, 0),), ()):
+        with pytest.raises(ValueError, match="Burst"):
+            Burst(bad)
 
 
 def _fake(durable_loss: object = None, *, members: frozenset[int] = frozenset({0, 1, 2}),
