@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import tempfile
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,7 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from harness.node_processes import NodeProcesses
 from systems.redis.client import RedisQueueClient
 from systems.redis.config import (
     MASTER_NAME,
@@ -49,7 +48,6 @@ from systems.redis.config import (
 
 __all__ = ["RedisDB", "RedisStartError"]
 
-_LOG_TAIL_LINES = 20
 
 
 class RedisStartError(RuntimeError):
@@ -80,8 +78,18 @@ class RedisDB:
         self.binary = binary
         self.sentinel_binary = sentinel_binary
         self.start_timeout_s = start_timeout_s
-        self.pids: dict[str, int] = {}
-        self.sentinel_pids: dict[str, int] = {}
+        self.servers = NodeProcesses("redis server", error=RedisStartError)
+        self.sentinels = NodeProcesses("redis sentinel", error=RedisStartError)
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """node -> pid of its redis-server."""
+        return self.servers.pids
+
+    @property
+    def sentinel_pids(self) -> dict[str, int]:
+        """node -> pid of its redis-sentinel."""
+        return self.sentinels.pids
 
     # -- paths -----------------------------------------------------------------------------------------
 
@@ -119,17 +127,17 @@ class RedisDB:
                           sentinel_conf(ip, str(d / "sentinel"), master_ip=self._ip(test, first), nodes=n,
                                         o=self.options))
         await self.start(test, node)
-        self.sentinel_pids[node] = await remote.spawn(node, [self.sentinel_binary, str(d / "sentinel.conf")],
-                                                      log_path=str(self.sentinel_log_path(test, node)))
+        await self.sentinels.spawn(test, node, [self.sentinel_binary, str(d / "sentinel.conf")],
+                                   log_path=str(self.sentinel_log_path(test, node)), if_alive="spawn")
         if master_ip is not None:
-            await self._wait(test, node, "replicating from its master", self._replicating, self.pids.get(node))
-        await self._wait(test, node, "a sentinel seeing the whole deployment", self._sentinel_ready,
-                         self.sentinel_pids.get(node), log=self.sentinel_log_path(test, node))
+            await self._wait(test, node, "replicating from its master", self._replicating, self.servers)
+        await self._wait(test, node, "a sentinel seeing the whole deployment", self._sentinel_ready, self.sentinels,
+                         log=self.sentinel_log_path(test, node))
 
     async def teardown(self, test: dict[str, Any], node: str) -> None:
         """Stop the sentinel and the server (TERM, then KILL after 3 s) and remove their data; logs stay."""
-        await self._stop(test, node, self.sentinel_pids, grace_s=3.0)
-        await self._stop(test, node, self.pids, grace_s=3.0)
+        await self.sentinels.stop(test, node, grace_s=3.0)
+        await self.servers.stop(test, node, grace_s=3.0)
         d = self._dir(test, node)
         await test["remote"].exec(node, ["rm", "-rf", str(d / "redis.data"), str(d / "sentinel")], check=True)
 
@@ -146,28 +154,22 @@ class RedisDB:
 
     async def start(self, test: dict[str, Any], node: str) -> None:
         """Start the server on its data and config (a no-op if it runs); returns once it answers PING."""
-        remote = test["remote"]
-        pid = self.pids.get(node)
-        if pid is not None and await remote.is_alive(node, pid):
+        if await self.servers.alive(test, node):
             return
         conf = str(self._dir(test, node) / "redis.conf")
-        self.pids[node] = await remote.spawn(node, [self.binary, conf], log_path=str(self.log_path(test, node)))
-        await self._wait(test, node, "answering PING", self._answering, self.pids[node])
+        await self.servers.spawn(test, node, [self.binary, conf], log_path=str(self.log_path(test, node)))
+        await self._wait(test, node, "answering PING", self._answering, self.servers)
 
     async def kill(self, test: dict[str, Any], node: str) -> None:
         """SIGKILL the server and wait until it is gone."""
-        await self._stop(test, node, self.pids, grace_s=0.0)
+        await self.servers.stop(test, node, grace_s=0.0)
 
     async def terminate(self, test: dict[str, Any], node: str) -> None:
         """SIGTERM (and SIGCONT, should it be paused): Redis's own shutdown; ``alive`` says when it is over."""
-        pid = self.pids.get(node)
-        if pid is not None:
-            await test["remote"].signal(node, pid, signal.SIGTERM)
-            await test["remote"].signal(node, pid, signal.SIGCONT)
+        await self.servers.terminate(test, node)
 
     async def alive(self, test: dict[str, Any], node: str) -> bool:
-        pid = self.pids.get(node)
-        return pid is not None and bool(await test["remote"].is_alive(node, pid))
+        return await self.servers.alive(test, node)
 
     async def wait_ready(self, test: dict[str, Any], node: str, timeout_s: float | None = None) -> None:
         """Until the server answers PING.
@@ -176,22 +178,18 @@ class RedisDB:
             TimeoutError: not within ``timeout_s`` (default ``start_timeout_s``), naming the node.
         """
         try:
-            await asyncio.wait_for(self._wait(test, node, "answering PING", self._answering, self.pids.get(node)),
-                                   timeout_s or self.start_timeout_s)
+            await self._wait(test, node, "answering PING", self._answering, self.servers,
+                             timeout_s=timeout_s or self.start_timeout_s)
         except (RedisStartError, TimeoutError) as exc:
             raise TimeoutError(f"redis on {node} not ready: {exc}") from None
 
     # -- Pause -------------------------------------------------------------------------------------------
 
     async def pause(self, test: dict[str, Any], node: str) -> None:
-        pid = self.pids.get(node)
-        if pid is not None:
-            await test["remote"].signal(node, pid, signal.SIGSTOP)
+        await self.servers.pause(test, node)
 
     async def resume(self, test: dict[str, Any], node: str) -> None:
-        pid = self.pids.get(node)
-        if pid is not None:
-            await test["remote"].signal(node, pid, signal.SIGCONT)
+        await self.servers.resume(test, node)
 
     # -- Primary -----------------------------------------------------------------------------------------
 
@@ -221,24 +219,6 @@ class RedisDB:
                                 wait_timeout_ms=self.options.wait_timeout_ms)
 
     # -- internals ---------------------------------------------------------------------------------------
-
-    async def _stop(self, test: dict[str, Any], node: str, pids: dict[str, int], *, grace_s: float) -> None:
-        pid = pids.pop(node, None)
-        if pid is None:
-            return
-        remote = test["remote"]
-        if grace_s > 0:
-            await remote.signal(node, pid, signal.SIGTERM)
-            await remote.signal(node, pid, signal.SIGCONT)  # a paused server cannot act on TERM
-            deadline = time.monotonic() + grace_s
-            while time.monotonic() < deadline and await remote.is_alive(node, pid):
-                await asyncio.sleep(0.05)
-        await remote.signal(node, pid, signal.SIGKILL)
-        deadline = time.monotonic() + 5.0
-        while await remote.is_alive(node, pid):
-            if time.monotonic() > deadline:
-                raise RedisStartError(f"redis process {pid} on {node} still alive 5 s after SIGKILL")
-            await asyncio.sleep(0.02)
 
     async def _answering(self, test: dict[str, Any], node: str) -> str | None:
         try:
@@ -274,30 +254,13 @@ class RedisDB:
             return None
         return f"sees {replicas} replicas and {others} other sentinels (flags {state.get('flags')})"
 
-    async def _wait(self, test: dict[str, Any], node: str, what: str, probe: Probe, pid: int | None, *,
-                    log: Path | None = None) -> None:
-        remote = test["remote"]
-        deadline = time.monotonic() + self.start_timeout_s
-        last = "not probed yet"
-        while True:
-            seen = await probe(test, node)
-            if seen is None:
-                return
-            last = seen
-            dead = pid is None or not await remote.is_alive(node, pid)
-            if dead or time.monotonic() > deadline:
-                why = "exited" if dead else f"not {what} after {self.start_timeout_s:g} s"
-                path = log or self.log_path(test, node)
-                raise RedisStartError(f"redis on {node} ({self._ip(test, node)}) {why} (last seen: {last}); "
-                                      f"{path} ends with:\n{await self._log_tail(test, node, path)}")
-            await asyncio.sleep(0.2)
-
-    async def _log_tail(self, test: dict[str, Any], node: str, path: Path) -> str:
-        try:
-            res = await test["remote"].exec(node, ["tail", "-n", str(_LOG_TAIL_LINES), str(path)])
-        except Exception as exc:
-            return f"(cannot read the log: {exc!r})"
-        return res.stdout.rstrip() or res.stderr.rstrip() or "(empty)"
+    async def _wait(self, test: dict[str, Any], node: str, what: str, probe: Probe, procs: NodeProcesses, *,
+                    log: Path | None = None, timeout_s: float | None = None) -> None:
+        """Until ``probe`` sees the node ready; RedisStartError naming the node and ending with the log's tail if
+        the process (tracked by ``procs``) exits or ``timeout_s`` (default ``start_timeout_s``) passes."""
+        await procs.wait_until(test, node, lambda: probe(test, node), what, timeout_s=timeout_s or self.start_timeout_s,
+                               log_path=str(log or self.log_path(test, node)), where=self._ip(test, node),
+                               interval_s=0.2)
 
 
 class _connect:
