@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.node_processes import NodeProcesses
 from systems.rabbitmq.client import RabbitQueueClient
 from systems.rabbitmq.config import (
     AMQP_PORT,
@@ -55,7 +55,6 @@ SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 """Debian's start script itself: ``/usr/sbin/rabbitmq-server`` switches to the ``rabbitmq`` user, whose HOME and
 files are the system's, not the node's."""
 CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
-_LOG_TAIL_LINES = 20
 
 
 class RabbitStartError(RuntimeError):
@@ -85,8 +84,18 @@ class RabbitDB:
         self.server = server
         self.ctl = ctl
         self.spec = spec
-        self.pids: dict[str, int] = {}
-        self.epmd_pids: dict[str, int] = {}
+        self.brokers = NodeProcesses("rabbitmq broker", error=RabbitStartError)
+        self.epmds = NodeProcesses("epmd", error=RabbitStartError)
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """node -> pid of its broker."""
+        return self.brokers.pids
+
+    @property
+    def epmd_pids(self) -> dict[str, int]:
+        """node -> pid of its epmd."""
+        return self.epmds.pids
 
     # -- paths -----------------------------------------------------------------------------------------
 
@@ -135,39 +144,29 @@ class RabbitDB:
 
     async def teardown(self, test: dict[str, Any], node: str) -> None:
         """Stop the broker (TERM, then KILL after 5 s) and its epmd, and remove its files; the log stays."""
-        await self._stop(test, node, grace_s=5.0)
-        epmd = self.epmd_pids.pop(node, None)
-        if epmd is not None:
-            await test["remote"].signal(node, epmd, signal.SIGKILL)
+        await self.brokers.stop(test, node, grace_s=5.0)
+        await self.epmds.stop(test, node)
         await test["remote"].exec(node, ["rm", "-rf", str(self.base(test, node))], check=True)
 
     # -- Kill ------------------------------------------------------------------------------------------
 
     async def start(self, test: dict[str, Any], node: str) -> None:
         """Start the broker on its existing data (a no-op if it runs); returns once it takes AMQP connections."""
-        remote = test["remote"]
-        pid = self.pids.get(node)
-        if pid is not None and await remote.is_alive(node, pid):
-            return
-        self.pids[node] = await remote.spawn(node, [self.server], log_path=str(self.log_path(test, node)),
-                                             env=self._env(test, node))
+        await self.brokers.spawn(test, node, [self.server], log_path=str(self.log_path(test, node)),
+                                 env=self._env(test, node))
         await self._wait(test, node, "taking AMQP connections", self._listening)
 
     async def kill(self, test: dict[str, Any], node: str) -> None:
         """SIGKILL the broker and wait until it is gone."""
-        await self._stop(test, node, grace_s=0.0)
+        await self.brokers.stop(test, node, grace_s=0.0)
 
     async def terminate(self, test: dict[str, Any], node: str) -> None:
         """SIGTERM (and SIGCONT, should it be paused): RabbitMQ's own shutdown; ``alive`` says when it is over."""
-        pid = self.pids.get(node)
-        if pid is not None:
-            await test["remote"].signal(node, pid, signal.SIGTERM)
-            await test["remote"].signal(node, pid, signal.SIGCONT)
+        await self.brokers.terminate(test, node)
 
     async def alive(self, test: dict[str, Any], node: str) -> bool:
         """Whether the broker's process runs (paused counts as running)."""
-        pid = self.pids.get(node)
-        return pid is not None and bool(await test["remote"].is_alive(node, pid))
+        return await self.brokers.alive(test, node)
 
     async def wait_ready(self, test: dict[str, Any], node: str, timeout_s: float | None = None) -> None:
         """Until the broker takes AMQP connections.
@@ -184,14 +183,10 @@ class RabbitDB:
     # -- Pause -----------------------------------------------------------------------------------------
 
     async def pause(self, test: dict[str, Any], node: str) -> None:
-        pid = self.pids.get(node)
-        if pid is not None:
-            await test["remote"].signal(node, pid, signal.SIGSTOP)
+        await self.brokers.pause(test, node)
 
     async def resume(self, test: dict[str, Any], node: str) -> None:
-        pid = self.pids.get(node)
-        if pid is not None:
-            await test["remote"].signal(node, pid, signal.SIGCONT)
+        await self.brokers.resume(test, node)
 
     # -- LogFiles, QueueClients ---------------------------------------------------------------------
 
@@ -213,8 +208,8 @@ class RabbitDB:
         """The node's own epmd, in the foreground so it is tracked (a broker would otherwise start a daemon one
         that outlives the run)."""
         remote = test["remote"]
-        self.epmd_pids[node] = await remote.spawn(node, ["epmd", "-port", str(EPMD_PORT)],
-                                                  log_path=str(self.base(test, node) / "epmd.log"))
+        await self.epmds.spawn(test, node, ["epmd", "-port", str(EPMD_PORT)],
+                               log_path=str(self.base(test, node) / "epmd.log"), if_alive="spawn")
         deadline = time.monotonic() + 10.0
         while await self._port_open(remote.address(node), EPMD_PORT) is not None:
             if time.monotonic() > deadline or not await remote.is_alive(node, self.epmd_pids[node]):
@@ -228,24 +223,6 @@ class RabbitDB:
                 f"rabbitmq broker {node}: not {what}: {' '.join(argv[4:])} exited {res.exit_code}: "
                 f"{(res.stdout + res.stderr).strip()[-600:]}\n{self.log_path(test, node)} ends with:\n"
                 f"{await self._log_tail(test, node)}")
-
-    async def _stop(self, test: dict[str, Any], node: str, *, grace_s: float) -> None:
-        pid = self.pids.pop(node, None)
-        if pid is None:
-            return
-        remote = test["remote"]
-        if grace_s > 0:
-            await remote.signal(node, pid, signal.SIGTERM)
-            await remote.signal(node, pid, signal.SIGCONT)  # a paused broker cannot act on TERM
-            deadline = time.monotonic() + grace_s
-            while time.monotonic() < deadline and await remote.is_alive(node, pid):
-                await asyncio.sleep(0.05)
-        await remote.signal(node, pid, signal.SIGKILL)
-        deadline = time.monotonic() + 5.0
-        while await remote.is_alive(node, pid):
-            if time.monotonic() > deadline:
-                raise RabbitStartError(f"rabbitmq broker {node} (pid {pid}) still alive 5 s after SIGKILL")
-            await asyncio.sleep(0.02)
 
     @staticmethod
     async def _port_open(address: str, port: int) -> str | None:
@@ -280,8 +257,4 @@ class RabbitDB:
             await asyncio.sleep(0.2)
 
     async def _log_tail(self, test: dict[str, Any], node: str) -> str:
-        try:
-            res = await test["remote"].exec(node, ["tail", "-n", str(_LOG_TAIL_LINES), str(self.log_path(test, node))])
-        except Exception as exc:
-            return f"(cannot read the log: {exc!r})"
-        return res.stdout.rstrip() or res.stderr.rstrip() or "(empty)"
+        return await self.brokers.log_tail(test, node, str(self.log_path(test, node)))
