@@ -6,7 +6,8 @@ packages and selectors a random run would use (``partition`` and ``kill``, defau
 faults rarely line up the loss (cut the slaves off, wait for the SyncStateSet to shrink to the master, kill the
 master, let an out-of-sync slave be elected); the guided policy reacts to the observed shrink.  With the policy
 that aims at the master on the quiet (d776fab), 2 of 2 runs of this spec (seed 1) found the loss within the 90 s
-of main phase budgeted here (20-24 lost writes each); the policy before it, 4 of 4 (seed 1 twice, seeds 4, 5)."""
+of main phase budgeted here (20-24 lost writes each); the policy before it, 4 of 4 (seed 1 twice, seeds 4, 5).
+The loss shows as ``lost-write`` or, when a consumer had read a truncated record, ``inconsistent-offsets``."""
 
 from __future__ import annotations
 
@@ -52,10 +53,14 @@ def test_guided_mode_finds_the_unclean_election_loss(tmp_path: Path) -> None:
     doc = json.loads((run / "results.json").read_text())
     print(f"seed={SEED} run={run} valid={doc['valid']} anomalies={doc.get('anomaly_counts')}")
 
-    # the loss was found: acknowledged sends no consumer ever saw
+    # the loss was found.  An out-of-sync slave elected master truncates records the old master had
+    # acknowledged and reuses their offsets: when no consumer read a truncated record first it is a
+    # ``lost-write``; when one did (the record was read, then its offset came back holding another value) the
+    # same loss shows as ``inconsistent-offsets`` instead (CI at 67b13e5 saw 157 of those and no lost-write).
     assert code == 1 and doc["valid"] is False
     assert doc["nemesis_mode"] == "guided"
-    assert (doc.get("anomaly_counts") or {}).get("lost-write", 0) > 0, doc.get("anomaly_counts")
+    counts = doc.get("anomaly_counts") or {}
+    assert counts.get("lost-write", 0) + counts.get("inconsistent-offsets", 0) > 0, counts
 
     # ... by faults the policy chose during the run, recorded as an ordinary schedule equal to what ran
     topo = Topology(("c1", "c2", "c3"), (("b1-1", "b1-2", "b1-3"),))
