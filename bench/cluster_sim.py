@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from checker.compose import compose
-from harness.sim_check import check_run
 from system_under_test.sim import DEFAULT_WORKLOADS, SIM_WORKLOADS, SimConfig, run
+from systems.splitbrain.sim.check import check_run
 
 TARGETS = {"speedup_x": 50, "simulated_s_per_wall_min": 3000}
 

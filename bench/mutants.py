@@ -39,8 +39,8 @@ simulated seconds searched and the CPU seconds spent.  A mutant the simulator se
 (:func:`bench.search_runs.sim_probe`): its first seeds are played again under a line tracer to tell whether the
 mutated lines ran at all -- the evidence that marks a mutant whose code the simulator does not run (its file never
 loaded, or the lines never reached) rather than a guess from docs/simulation.md's list.  A revision older than the
-simulator (no ``harness/commands/sim.py``, or no ``sim`` subcommand) reads "simulator not in this revision", never
-a miss.
+simulator (no module of ``splitbrain sim``: :data:`SIM_COMMANDS`, or no ``sim`` subcommand) reads "simulator not in
+this revision", never a miss.
 
 A *control* row runs the base revision itself the same way: it must not be found, or a kill means nothing (the
 report says so loudly).  A run invalid only through the anomaly kinds of ``--ignore-kinds`` (default
@@ -99,6 +99,7 @@ from bench.search_runs import search as run_search  # noqa: E402
 from harness.revisions import RevisionError, ensure_build  # noqa: E402
 from nemesis.disk_kinds import FAULTS as DISK_LIVE_FAULTS  # noqa: E402
 from system_under_test.sim.faults import FAULT_KINDS as SIM_FAULT_KINDS  # noqa: E402
+from systems.splitbrain.revision import REVISIONS  # noqa: E402
 
 COMPONENTS: dict[str, str] = {
     "controller/state-machine": "the replicated controller metadata and its apply function",
@@ -142,8 +143,9 @@ and ``reg-temp-deleted-before-meta`` in 16.5 s against 36.5 s; its control staye
 PROBE_SEEDS = 10
 """How many of a missed search's first seeds the line probe plays again (under the tracer a seed costs about twice
 its CPU time; ten seeds of 60 s are about 700 simulated seconds)."""
-SIM_COMMAND = "harness/commands/sim.py"
-"""The module of ``splitbrain sim``: a revision without it is older than the simulator."""
+SIM_COMMANDS = ("systems/splitbrain/sim/command.py", "harness/commands/sim.py")
+"""Where the module of ``splitbrain sim`` has lived (now, then before issue 29 moved it into our cluster's adapter):
+a revision with neither is older than the simulator."""
 KILL_RATE_TARGET = 0.8
 IGNORED_KINDS = ("unavailable",)
 """Anomaly kinds that do not count as a kill by default (``--ignore-kinds``; they still show in the report).
@@ -827,11 +829,10 @@ def sut_revision_supported() -> bool:
 
 
 def simulator_in_revision(repo: Path, revision: str) -> bool:
-    """Whether ``revision`` has ``splitbrain sim`` (its module, :data:`SIM_COMMAND`).  A revision with the module
-    whose command line still lacks the subcommand is caught when its sweep starts."""
-    proc = subprocess.run(["git", "cat-file", "-e", f"{revision}:{SIM_COMMAND}"], cwd=repo, capture_output=True,
-                          timeout=60)
-    return proc.returncode == 0
+    """Whether ``revision`` has ``splitbrain sim`` (its module, at either of :data:`SIM_COMMANDS`).  A revision with
+    the module whose command line still lacks the subcommand is caught when its sweep starts."""
+    return any(subprocess.run(["git", "cat-file", "-e", f"{revision}:{path}"], cwd=repo, capture_output=True,
+                              timeout=60).returncode == 0 for path in SIM_COMMANDS)
 
 
 def search_simulation(name: str, revision: str, seed: int, *, budget_s: float, sim_seconds: float, results: Path,
@@ -845,7 +846,7 @@ def search_simulation(name: str, revision: str, seed: int, *, budget_s: float, s
         print(f"#   {name} simulation seed={seed}: {NOT_IN_REVISION} ({revision[:12]})", file=sys.stderr)
         return {"seed": seed, "found": False, "detect_s": None, "anomalies": [], "status": "not-in-revision"}
     try:
-        build = ensure_build(revision, repo=repo, cache=cache)
+        build = ensure_build(revision, system=REVISIONS, repo=repo, cache=cache)
     except RevisionError as exc:
         print(f"#   {name} simulation seed={seed}: {exc}", file=sys.stderr)
         return {"seed": seed, "found": False, "detect_s": None, "anomalies": [], "status": "error",

@@ -2,7 +2,11 @@
 
 Each subcommand lives in the module that owns the concept and exposes two functions:
 ``configure(parser)`` adds its arguments and ``run(args) -> int`` executes it and returns the
-exit code.  The table below is the only place subcommands are listed.
+exit code.  The table below is the only place subcommands are listed.  A command that belongs to a
+system's adapter (our cluster's node commands, its admin verbs, its simulator) is listed as
+:class:`Provided` by that adapter's command table: the harness names no module of the system, and the
+adapter's table is read only when one of its commands is used (:func:`command_module`), so ``--help``
+imports no adapter.
 
 Exit codes (harness convention): 0 valid/ok, 1 invalid, 2 unknown or bad input, 255 crashed.
 
@@ -17,13 +21,27 @@ import argparse
 import importlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import ModuleType
 from typing import NoReturn
 
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "controller": ("system_under_test.controller.main", "run a controller node (Raft quorum member)"),
-    "broker": ("system_under_test.broker.main", "run a broker node"),
-    "admin": ("harness.commands.admin", "administer a running cluster (mqadmin-like verbs)"),
+
+@dataclass(frozen=True)
+class Provided:
+    """A subcommand a system's adapter provides: ``table`` is the module of the adapter's ``COMMANDS`` map
+    (command name -> the module implementing it), imported only when one of its commands is used."""
+
+    table: str
+
+
+SPLITBRAIN = Provided("systems.splitbrain.commands")
+"""Our own cluster's adapter's commands (:data:`systems.splitbrain.commands.COMMANDS`)."""
+
+SUBCOMMANDS: dict[str, tuple[str | Provided, str]] = {
+    "controller": (SPLITBRAIN, "run a controller node (Raft quorum member)"),
+    "broker": (SPLITBRAIN, "run a broker node"),
+    "admin": (SPLITBRAIN, "administer a running cluster (mqadmin-like verbs)"),
     "demo": ("harness.demo", "start a local 3-controller quorum, register brokers, print metadata"),
     "check": ("checker.cli", "check history files for linearizability"),
     "selftest": ("harness.testing.run_counter", "run the harness on a counter service in local network namespaces"),
@@ -38,8 +56,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                                       "decide (exit 0 pass/1 regression/2 undecided)"),
     "cluster": ("harness.commands.cluster", "cluster up SPEC | down | status | logs NODE (no test)"),
     "serve": ("harness.commands.serve", "web UI over a results directory"),
-    "sim": ("harness.commands.sim", "the whole cluster in a seeded simulation, judged like a real run"),
+    "sim": (SPLITBRAIN, "the whole cluster in a seeded simulation, judged like a real run"),
 }
+"""Every subcommand, in the order ``--help`` lists them: the module implementing it (or the adapter providing it)
+and its help line."""
 
 
 class BadFlag(Exception):
@@ -68,9 +88,24 @@ def port_number(text: str) -> int:
     return value
 
 
-def _load(name: str):  # type: ignore[no-untyped-def]
-    module_name, _ = SUBCOMMANDS[name]
-    return importlib.import_module(module_name)
+def command_module(name: str) -> str:
+    """The module implementing subcommand ``name``: the table's, or the one its adapter's ``COMMANDS`` names.
+
+    Raises:
+        LookupError: the adapter's table does not have the command (a mistake in this table or the adapter's;
+            the unit tests check both agree).
+    """
+    where, _ = SUBCOMMANDS[name]
+    if isinstance(where, str):
+        return where
+    table: Mapping[str, str] = importlib.import_module(where.table).COMMANDS
+    if name not in table:
+        raise LookupError(f"{where.table}.COMMANDS has no {name!r} command (it has {', '.join(table)})")
+    return table[name]
+
+
+def _load(name: str) -> ModuleType:
+    return importlib.import_module(command_module(name))
 
 
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:

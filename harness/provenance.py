@@ -15,6 +15,9 @@ Every ``results.json`` carries a ``provenance`` object and two flat keys the Spa
 *Revision* is ``git rev-parse HEAD`` of the checkout the code was imported from; ``dirty`` says the work tree
 had uncommitted changes to tracked files (the run tested something no commit holds).  When it cannot be
 known the revision is ``"unknown"`` and ``revision_error`` says why (git missing, not a checkout, timeout).
+The system's part is what its adapter says (:class:`SutSource`, offered as ``sut_source``: :func:`sut_source_of`;
+ours, :data:`systems.splitbrain.revision.REVISIONS`, describes the checkout ``system_under_test`` was imported
+from); an adapter that says nothing gets the harness's checkout, as every run did before adapters.
 The nodes run this same checkout (``"build": "checkout"``): directly on the local backend, through the node image
 rebuilt whenever the work tree's source digest changes on docker, through the wheel the ssh backend installs (unless
 its nodes file says ``install: false``, in which case the nodes' own install is not inspected) -- unless the spec
@@ -35,9 +38,10 @@ import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["DIST_NAME", "Revision", "collect_provenance", "git_revision", "package_version", "provenance_record"]
+__all__ = ["DIST_NAME", "OffersSutSource", "Revision", "SutSource", "collect_provenance", "git_revision",
+           "package_version", "provenance_record", "sut_source_of"]
 
 DIST_NAME = "splitbrain"
 UNKNOWN = "unknown"
@@ -51,6 +55,33 @@ class Revision:
     revision: str
     dirty: bool | None = None
     error: str | None = None
+
+
+class SutSource(Protocol):
+    """Where the system under test's code came from, for a run whose nodes run this checkout (no
+    ``cluster.revision``); the system's adapter provides it."""
+
+    def sut_version(self) -> str:
+        """The version of the system's code."""
+        ...
+
+    def sut_revision(self) -> Revision:
+        """The source revision of the system's code (``unknown`` with the reason when it cannot be known)."""
+        ...
+
+
+@runtime_checkable
+class OffersSutSource(Protocol):
+    """A system adapter that says where its code came from (``sut_source``)."""
+
+    @property
+    def sut_source(self) -> SutSource:
+        ...
+
+
+def sut_source_of(system: object) -> SutSource | None:
+    """The :class:`SutSource` a system adapter offers, or None (the harness's checkout stands in)."""
+    return system.sut_source if isinstance(system, OffersSutSource) else None
 
 
 def provenance_record(*, sut_version: str, sut_revision: Revision, harness_version: str,
@@ -110,20 +141,23 @@ def package_version() -> str:
         return UNKNOWN
 
 
-def collect_provenance(*, label: str | None, backend: str, sut_revision: str | None = None) -> dict[str, Any]:
+def collect_provenance(*, label: str | None, backend: str, sut_revision: str | None = None,
+                       source: SutSource | None = None) -> dict[str, Any]:
     """The provenance of a run started now from this process (asks git once per process and checkout).
 
-    ``sut_revision``: the full sha of the build the nodes ran (``cluster.revision``, :mod:`harness.revisions`);
-    the cluster's part then describes that build (its version, its commit, ``"build": "revision"``) instead of
-    this checkout, and ``git_revision`` is that commit.
+    ``source``: where the system's code came from (its adapter's :class:`SutSource`; None: the harness's own
+    checkout).  ``sut_revision``: the full sha of the build the nodes ran (``cluster.revision``,
+    :mod:`harness.revisions`); the cluster's part then describes that build (its version, its commit,
+    ``"build": "revision"``) instead of this checkout, and ``git_revision`` is that commit.
     """
     import harness
-    import system_under_test
 
     version = package_version()
+    harness_revision = git_revision(str(Path(harness.__file__).resolve().parent))
     record = provenance_record(
-        sut_version=version, sut_revision=git_revision(str(Path(system_under_test.__file__).resolve().parent)),
-        harness_version=version, harness_revision=git_revision(str(Path(harness.__file__).resolve().parent)),
+        sut_version=version if source is None else source.sut_version(),
+        sut_revision=harness_revision if source is None else source.sut_revision(),
+        harness_version=version, harness_revision=harness_revision,
         label=label, host=socket.gethostname(), backend=backend, python=platform.python_version(),
     )
     if sut_revision is None:

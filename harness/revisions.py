@@ -1,36 +1,28 @@
-"""The cluster at another git revision: its builds, their cache, and whether the harness can speak to them.
+"""The system at another git revision: its builds, their cache, and whether the harness can speak to them.
 
 Vocabulary:
 
 * **revision** -- a commit of *this* repository, named as git names it (``v0.3``, ``HEAD~4``, a sha, a branch).
   :func:`resolve_revision` turns it into the full commit sha; everything below is keyed by that sha, never by
   the name (a branch moves; a build must not).
-* **build** -- the cluster code of one revision, ready to run as nodes: the revision's tree exported with
+* **build** -- the system's code of one revision, ready to run as nodes: the revision's tree exported with
   ``git archive`` into the cache (``<cache>/<sha>/src``), a virtual environment of its own beside it
   (``<cache>/<sha>/venv``) whose ``site-packages`` holds one ``.pth`` line for that source tree and one for each of
   the harness interpreter's own ``site-packages`` (where msgpack, uvloop, ... already are: nothing is downloaded),
-  every module byte-compiled (a syntax error is "does not build"), and an import check run by the venv's
+  every module byte-compiled (a syntax error is "does not build"), and the system's probe run by the venv's
   interpreter in isolated mode (``-I``: no working directory, no ``PYTHONPATH``, no user site), which also proves
-  that ``system_under_test`` comes from the revision's tree and not from the harness's checkout.  The nodes of a
-  run then start as ``<venv>/bin/python -I -m harness.cli controller|broker ...``: the *revision's* node
-  commands, while clients, nemeses, generators and checkers stay the harness's.  ``build.json`` is written last;
-  a directory without it is a build that died half-way and is built again.  Concurrent builders of one
-  revision (``test-all --jobs``, several Spark tasks on one host) take a file lock; the second reuses the first's.
-  The docker backend builds a node image tagged with the revision from the same exported tree
+  that the system's package comes from the revision's tree and not from the harness's checkout.  The nodes of a
+  run then start as ``<venv>/bin/python -I -m harness.cli <node command> ...``: the *revision's* node commands,
+  while clients, nemeses, generators and checkers stay the harness's.  ``build.json`` is written last; a directory
+  without it is a build that died half-way and is built again.  Concurrent builders of one revision (``test-all
+  --jobs``, several Spark tasks on one host) take a file lock; the second reuses the first's.  The docker backend
+  builds a node image tagged with the revision from the same exported tree
   (:func:`harness.images.ensure_revision_image`); the ssh backend uploads it (:mod:`harness.control.ssh`).
-* **wire compatibility** -- decided *before* the run, statically, from both revisions' own protocol tables
-  (``system_under_test/protocol``: request and response codes, frame kinds, request header schemas), which the
-  revision's interpreter prints as JSON (:data:`WIRE_PROBE`, which uses only names the protocol package has had
-  since its first commit).  :func:`wire_differences` is the rule: a code both sides know must carry the same
-  number, both directions; frame kinds must agree; for every request both know, each field the harness always
-  sends (required in its schema) must be one the revision's schema accepts (servers reject unknown header fields),
-  every field both know must have the same type, and each field the revision requires must be one the harness can
-  send.  Any of those is a refusal naming the revision and the first differences.  Requests the harness knows and
-  the revision does not, and optional fields only the harness's schema has (a newer feature's), are *not* refused
-  -- a run that never sends them is fine -- but they are printed and recorded in the run's provenance
-  (``sut.missing_requests``, ``sut.missing_optional_fields``), so a feature that needs one (say, guided mode's event
-  observation on a revision older than it) is explained, not a mystery.  There is no handshake on connect: every
-  check happens before a node starts, when a refusal costs nothing.
+* **the system's part** (:class:`RevisionSystem`, which the system's adapter provides; our cluster's is
+  :data:`systems.splitbrain.revision.REVISIONS`) -- which package of the tree is the system's, the probe its
+  interpreter runs (JSON describing what the harness must agree with: for our cluster, its wire tables and node
+  flags), and the rule that decides, from the harness's probe and the revision's, whether the harness can speak to
+  the revision (:class:`WireReport`).  It is decided *before* the run, when a refusal costs nothing.
 
 Errors are :class:`RevisionError`, one line naming the revision and the reason; the commands print it and exit 2.
 
@@ -55,12 +47,12 @@ import tarfile
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
-    "BUILD_VERSION", "REPO_ROOT", "WIRE_HISTORY", "WIRE_PROBE", "RevisionError", "SutBuild", "WireReport",
-    "build_record", "cache_root", "commit_with_changes", "ensure_build", "harness_wire", "legacy_wire_version",
-    "load_build", "node_command", "parse_revision_text", "resolve_revision", "source_archive", "wire_differences",
+    "BUILD_VERSION", "REPO_ROOT", "RevisionError", "RevisionSystem", "SutBuild", "WireReport", "build_record",
+    "cache_root", "commit_with_changes", "ensure_build", "harness_wire", "load_build", "node_command",
+    "parse_revision_text", "resolve_revision", "source_archive",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -70,48 +62,6 @@ _GIT_TIMEOUT_S = 60.0
 # characters.  A leading '-' would be read by git as an option.
 _REVISION_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.~^@{}/+-]{0,199}$")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
-
-# Printed by the revision's own interpreter (and exec'd by the harness for its own side): the wire tables as
-# JSON.  Only names present since the protocol package's first commit, so any revision can answer.
-WIRE_PROBE = r"""
-import importlib.metadata, json, sys
-import system_under_test
-from system_under_test.protocol import codes, frame, schemas
-
-def _members(e):
-    return {m.name: int(m.value) for m in e}
-
-def _fields(spec):
-    return {name: [f.type, bool(f.required), bool(f.nullable)] for name, f in spec.items()}
-
-def _node_flags(command):
-    try:
-        import argparse
-        import harness.cli as cli
-        parser = cli.build_parser([command])
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        return sorted(s for a in sub.choices[command]._actions for s in a.option_strings)
-    except Exception:
-        return None
-
-try:
-    _version = importlib.metadata.version("splitbrain")
-except importlib.metadata.PackageNotFoundError:
-    _version = None
-wire = {
-    "request": _members(codes.RequestCode),
-    "response": _members(codes.ResponseCode),
-    "kinds": _members(frame.Kind),
-    "schemas": {code.name: _fields(spec) for code, spec in schemas.SCHEMAS.items()},
-    "wire_version": getattr(codes, "WIRE_VERSION", None),
-    "node_flags": {c: _node_flags(c) for c in ("controller", "broker")},
-    "module_file": system_under_test.__file__,
-    "python": sys.version.split()[0],
-    "version": _version,
-}
-print(json.dumps(wire, sort_keys=True))
-"""
-
 
 class RevisionError(ValueError):
     """A revision that cannot run under this harness: it does not exist, does not build, or cannot be spoken to.
@@ -135,7 +85,7 @@ def parse_revision_text(text: object, *, where: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class WireReport:
-    """What :func:`wire_differences` found: ``problems`` refuse the revision; ``missing_requests`` and
+    """What :meth:`RevisionSystem.compatibility` found: ``problems`` refuse the revision; ``missing_requests`` and
     ``missing_optional_fields`` (``REQUEST.field``) do not."""
 
     problems: tuple[str, ...]
@@ -147,73 +97,33 @@ class WireReport:
         return not self.problems
 
 
-def _code_problems(what: str, ours: Mapping[str, int], theirs: Mapping[str, int]) -> list[str]:
-    out = [f"{what} {name} is {ours[name]} here but {theirs[name]} there"
-           for name in sorted(ours.keys() & theirs.keys()) if ours[name] != theirs[name]]
-    by_number = {v: k for k, v in theirs.items()}
-    out += [f"{what} number {num} is {name} here but {by_number[num]} there"
-            for name, num in sorted(ours.items(), key=lambda kv: kv[1])
-            if num in by_number and by_number[num] != name and name not in theirs]
-    return out
+class RevisionSystem(Protocol):
+    """What the build of a revision needs from the system's adapter (module docstring; ours:
+    :data:`systems.splitbrain.revision.REVISIONS`)."""
 
+    @property
+    def package(self) -> str:
+        """The top-level package of the system's code: the revision's tree must hold it, it must compile, and the
+        build's interpreter must import it from that tree."""
+        ...
 
-def wire_differences(harness: Mapping[str, Any], sut: Mapping[str, Any],
-                     used_flags: Mapping[str, Collection[str]] | None = None) -> WireReport:
-    """Can the harness's clients speak to a cluster whose wire tables are ``sut``, and can the harness start its
-    nodes?  (Rule: module docstring.)
+    @property
+    def probe(self) -> str:
+        """Python source the revision's interpreter runs (isolated; and this process, for the harness's side):
+        it prints one JSON object whose ``module_file`` is the package's ``__file__``; the rest is the system's to
+        compare."""
+        ...
 
-    Both tables are :data:`WIRE_PROBE` outputs (``request``, ``response``, ``kinds``, ``schemas``,
-    ``wire_version``, ``node_flags``); ``used_flags`` are the options the harness passes to each node command
-    (:func:`harness.cluster.node_flags_used`), checked against the revision's ``node_flags`` when given.
-    """
-    problems: list[str] = []
-    optional: list[str] = []
-    if harness.get("wire_version") != sut.get("wire_version"):
-        problems.append(f"wire version {sut.get('wire_version')} (message bodies or frames differ from this "
-                        f"harness's version {harness.get('wire_version')})")
-    problems += _code_problems("request", harness["request"], sut["request"])
-    problems += _code_problems("response", harness["response"], sut["response"])
-    if dict(harness["kinds"]) != dict(sut["kinds"]):
-        problems.append(f"frame kinds differ ({dict(harness['kinds'])} here, {dict(sut['kinds'])} there)")
-    ours_s: Mapping[str, Mapping[str, list[Any]]] = harness["schemas"]
-    theirs_s: Mapping[str, Mapping[str, list[Any]]] = sut["schemas"]
-    for name in sorted(ours_s.keys() & theirs_s.keys()):
-        ours, theirs = ours_s[name], theirs_s[name]
-        for field in sorted(ours):
-            if field not in theirs:
-                if ours[field][1]:  # required: the harness always sends it, and the revision's servers reject it
-                    problems.append(f"{name}: field {field!r} is always sent by the harness but is not in the "
-                                    "revision's schema (its servers reject unknown fields)")
-                else:  # optional and newer than the revision: only a feature that sends it would be refused
-                    optional.append(f"{name}.{field}")
-            elif ours[field][0] != theirs[field][0]:
-                problems.append(f"{name}: field {field!r} is {ours[field][0]} here but {theirs[field][0]} there")
-        for field in sorted(theirs):
-            if theirs[field][1] and field not in ours:
-                problems.append(f"{name}: the revision requires field {field!r}, which the harness never sends")
-    for command, flags in sorted((used_flags or {}).items()):
-        known = (sut.get("node_flags") or {}).get(command)
-        if known is None:
-            problems.append(f"its {command} command's options cannot be listed (harness.cli.build_parser)")
-            continue
-        lacking = sorted(set(flags) - set(known))
-        if lacking:
-            problems.append(f"its {command} command does not take {', '.join(lacking)}, which the harness passes")
-    missing = tuple(sorted(set(harness["request"]) - set(sut["request"])))
-    return WireReport(tuple(problems), missing, tuple(optional))
+    def completed(self, probed: Mapping[str, Any], contains: Callable[[str], bool]) -> dict[str, Any]:
+        """The revision's probe output with what only its history can tell (``contains(sha)``: whether the
+        revision has that commit); ``build.json`` records the result."""
+        ...
 
-
-# Wire versions of the commits made before ``WIRE_VERSION`` existed in system_under_test/protocol/codes.py: a
-# revision that lacks the constant speaks the highest version whose commit it contains (0 if none).  Each row is
-# the commit that changed message bodies or frames.
-WIRE_HISTORY: tuple[tuple[int, str], ...] = (
-    (1, "374781fca45a33b0489eb1d1ba7b0b05af01697a"),  # PULL_MESSAGE replies carry raw record frames, not a list
-)
-
-
-def legacy_wire_version(contains: Callable[[str], bool]) -> int:
-    """The wire version of a revision without ``WIRE_VERSION``: ``contains(sha)`` says whether it has that commit."""
-    return max((v for v, sha in WIRE_HISTORY if contains(sha)), default=0)
+    def compatibility(self, harness: Mapping[str, Any], revision: Mapping[str, Any],
+                      node_flags: Mapping[str, Collection[str]] | None) -> WireReport:
+        """Whether the harness (its own probe output) can speak to the revision and start its nodes with
+        ``node_flags`` (the options it passes each node command, when given)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,10 +241,10 @@ def _harness_site_dirs() -> list[str]:
     return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
 
 
-def _probe(python: Path, rev: str) -> dict[str, Any]:
-    """Run :data:`WIRE_PROBE` with the build's interpreter, isolated, from a neutral directory."""
+def _probe(python: Path, rev: str, probe: str) -> dict[str, Any]:
+    """Run the system's ``probe`` with the build's interpreter, isolated, from a neutral directory."""
     try:
-        res = subprocess.run([str(python), "-I", "-c", WIRE_PROBE], capture_output=True, text=True, timeout=120,
+        res = subprocess.run([str(python), "-I", "-c", probe], capture_output=True, text=True, timeout=120,
                              cwd=python.parent, check=False, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RevisionError(f"revision {rev}: does not build: its interpreter did not run ({exc})") from None
@@ -348,7 +258,7 @@ def _probe(python: Path, rev: str) -> dict[str, Any]:
     return out
 
 
-def _build(directory: Path, sha: str, rev: str, repo: Path) -> dict[str, Any]:
+def _build(directory: Path, sha: str, rev: str, repo: Path, system: RevisionSystem) -> dict[str, Any]:
     """Build ``sha`` into ``directory`` (emptied first); returns the facts ``build.json`` records."""
     if directory.exists():
         shutil.rmtree(directory)
@@ -356,11 +266,11 @@ def _build(directory: Path, sha: str, rev: str, repo: Path) -> dict[str, Any]:
     src.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(source_archive(sha, repo=repo)), mode="r:") as tar:
         tar.extractall(src, filter="data")
-    if not (src / "system_under_test").is_dir():
-        raise RevisionError(f"revision {rev}: does not build: its tree has no system_under_test package")
+    if not (src / system.package).is_dir():
+        raise RevisionError(f"revision {rev}: does not build: its tree has no {system.package} package")
     version = _pyproject_version(src, rev)
     bad: list[str] = []
-    for pkg in ("system_under_test", "harness"):
+    for pkg in (system.package, "harness"):
         if (src / pkg).is_dir() and not compileall.compile_dir(str(src / pkg), quiet=2, workers=1):
             bad.append(pkg)
     if bad:
@@ -377,9 +287,9 @@ def _build(directory: Path, sha: str, rev: str, repo: Path) -> dict[str, Any]:
     # such as the harness checkout's editable finder, are not run for directories a .pth line adds).
     Path(purelib, "_splitbrain_sut.pth").write_text(
         "\n".join([str(src), *_harness_site_dirs()]) + "\n", encoding="utf-8")
-    wire = _probe(venv / "bin" / "python", rev)
+    wire = _probe(venv / "bin" / "python", rev, system.probe)
     if not str(wire.get("module_file", "")).startswith(str(src) + os.sep):
-        raise RevisionError(f"revision {rev}: does not build: its interpreter imported system_under_test from "
+        raise RevisionError(f"revision {rev}: does not build: its interpreter imported {system.package} from "
                             f"{wire.get('module_file')}, not from the revision's tree")
     return {"build_version": BUILD_VERSION, "revision": sha, "version": version, "wire": wire}
 
@@ -422,11 +332,11 @@ def commit_with_changes(changes: Mapping[str, bytes], *, message: str, base: str
         return git("commit-tree", tree, "-p", parent, data=message.encode("utf-8"))
 
 
-def harness_wire() -> dict[str, Any]:
-    """The harness's own wire tables (the same probe, run in this process)."""
+def harness_wire(system: RevisionSystem) -> dict[str, Any]:
+    """The harness's own side of ``system``'s probe (the same probe, run in this process)."""
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        exec(compile(WIRE_PROBE, "<wire probe>", "exec"), {"__name__": "__wire_probe__"})
+        exec(compile(system.probe, "<wire probe>", "exec"), {"__name__": "__wire_probe__"})
     out: dict[str, Any] = json.loads(buf.getvalue())
     return out
 
@@ -449,10 +359,11 @@ def load_build(sha: str, *, cache: Path | None = None) -> SutBuild | None:
                     tuple(rec.get("missing_optional_fields") or ()))
 
 
-def ensure_build(rev: str, *, repo: Path = REPO_ROOT, cache: Path | None = None,
+def ensure_build(rev: str, *, system: RevisionSystem, repo: Path = REPO_ROOT, cache: Path | None = None,
                  node_flags: Mapping[str, Collection[str]] | None = None) -> SutBuild:
     """The build of revision ``rev``, made once per sha and reused (module docstring).
 
+    ``system``: the system's part of the build (ours: :data:`systems.splitbrain.revision.REVISIONS`).
     ``node_flags``: the options the harness passes to each node command (:func:`harness.cluster.node_flags_used`),
     checked against the revision's when it is first built.
 
@@ -474,10 +385,9 @@ def ensure_build(rev: str, *, repo: Path = REPO_ROOT, cache: Path | None = None,
             return build
         directory = cache / sha
         try:
-            rec = _build(directory, sha, name, repo)
-            if rec["wire"].get("wire_version") is None:
-                rec["wire"]["wire_version"] = legacy_wire_version(lambda c: _contains(repo, sha, c))
-            report = wire_differences(harness_wire(), rec["wire"], node_flags)
+            rec = _build(directory, sha, name, repo, system)
+            rec["wire"] = system.completed(rec["wire"], lambda c: _contains(repo, sha, c))
+            report = system.compatibility(harness_wire(system), rec["wire"], node_flags)
             if not report.compatible:
                 shown = "; ".join(report.problems[:3])
                 more = f" (and {len(report.problems) - 3} more)" if len(report.problems) > 3 else ""

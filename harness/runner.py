@@ -487,11 +487,13 @@ def _provenance(spec: TestSpec) -> dict[str, Any]:
     """The run's provenance keys for results.json (:mod:`harness.provenance`); never fails the run."""
     label = spec.cluster.get("version")
     try:
-        from harness.provenance import collect_provenance
+        import systems
+        from harness.provenance import collect_provenance, sut_source_of
 
         revision = spec.cluster.get("revision")
         return collect_provenance(label=None if label is None else str(label), backend=spec.backend,
-                                  sut_revision=None if revision is None else str(revision))
+                                  sut_revision=None if revision is None else str(revision),
+                                  source=sut_source_of(systems.get(spec.system)))
     except Exception as exc:  # provenance is evidence about the run, not part of it
         log.warning("provenance unavailable: %s", exc)
         return {"cluster_version": label, "git_revision": "unknown",

@@ -306,8 +306,10 @@ def prepare(path: str, overrides: Mapping[str, Any], *, allow_weak_quorum: bool 
     options = validate_spec(spec)
     if options.revision is None:
         return Prepared(spec, options)
+    from systems.splitbrain.revision import REVISIONS  # cluster.revision is our cluster's option
+
     try:
-        sut = ensure_build(options.revision, node_flags=node_flags_used())
+        sut = ensure_build(options.revision, system=REVISIONS, node_flags=node_flags_used())
     except RevisionError as exc:
         raise SpecError(spec.source, "cluster.revision", options.revision,
                         f"a revision this harness can run ({exc})") from None

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from checker.history import HistoryError, read_jsonl
+from harness import eventloop
 from harness.commands._parts import prepare
 from harness.runs import RunNotFound, resolve_run_dir
 from harness.spec import SpecError, TestSpec, load_spec, spec_to_dict
@@ -23,7 +24,6 @@ from harness.store import read_results
 from nemesis.faults import UnknownFault
 from nemesis.replay import anomaly_kinds, executed_steps
 from nemesis.schedule import Step, to_data
-from system_under_test import eventloop
 
 __all__ = ["ReplayError", "StoredRun", "load_run", "rerun", "write_schedule_spec"]
 

@@ -128,11 +128,12 @@ def _cells(args: argparse.Namespace) -> tuple[list[_Cell], list[str]]:
 def run(args: argparse.Namespace) -> int:
     from harness.cluster import node_flags_used
     from harness.revisions import RevisionError, ensure_build
+    from systems.splitbrain.revision import REVISIONS
 
     builds: dict[str, Any] = {}
     for name in ("baseline", "candidate"):
         try:
-            builds[name] = ensure_build(getattr(args, name), node_flags=node_flags_used())
+            builds[name] = ensure_build(getattr(args, name), system=REVISIONS, node_flags=node_flags_used())
         except RevisionError as exc:
             return refuse("gate", f"--{name}: {exc}")
     try:

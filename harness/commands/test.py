@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness import eventloop
 from harness.commands._artifacts import write_artifacts
 from harness.commands._backend import BackendUnavailable, open_remote, ssh_targets, sut_node_command
 from harness.commands._clusters import cluster_record, write_record
@@ -44,7 +45,6 @@ from harness.runner import RunOutcome, run_repeated, run_test
 from harness.runs import read_run
 from harness.spec import SpecError, TestSpec
 from harness.store import EXIT_CRASHED
-from system_under_test import eventloop
 
 __all__ = ["configure", "execute", "run", "sut_banner"]
 

@@ -34,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness import eventloop
 from harness.commands._backend import BackendUnavailable
 from harness.commands._exit import refuse
 from harness.commands._parts import Prepared, add_spec_arguments, check_results_root, overrides_from_args, prepare
@@ -45,7 +46,6 @@ from harness.runner import worst_exit_code
 from harness.runs import RunSummary, read_run
 from harness.spec import SpecError
 from harness.store import EXIT_UNKNOWN
-from system_under_test import eventloop
 
 __all__ = ["configure", "one_per_seed", "requests_of", "run"]
 

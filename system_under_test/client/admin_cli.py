@@ -17,7 +17,7 @@ Verbs::
 Where the cluster is: ``--controllers`` and ``--token-file`` (or ``SPLITBRAIN_CONTROLLERS``,
 ``SPLITBRAIN_TOKEN`` / ``SPLITBRAIN_TOKEN_FILE``).  ``splitbrain admin`` adds ``--cluster NAME`` (a
 ``splitbrain cluster up`` cluster's addresses and token from its record): that is the harness's business
-(:mod:`harness.commands.admin`), which fills ``controllers`` and ``token`` in before calling :func:`run`.
+(:mod:`systems.splitbrain.admin_command`), which fills ``controllers`` and ``token`` in before calling :func:`run`.
 
 Human-readable tables by default, fitted to the terminal's width (cells wrap, nothing is cut; piped output
 is never wrapped), ``--json`` for scripts (always complete).  An unreachable controller, a wrong token or an

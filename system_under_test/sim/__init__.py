@@ -1,7 +1,7 @@
 """The whole cluster in a seeded simulation: the production cores on a simulated network, disk and clock.
 
 See ``docs/simulation.md``.  :func:`run` plays one :class:`SimConfig` and returns a :class:`SimRun` (history,
-node events, executed fault schedule); ``harness/sim_check.py`` judges it with the checkers of a real run.
+node events, executed fault schedule); ``systems/splitbrain/sim/check.py`` judges it with the checkers of a real run.
 """
 
 from system_under_test.sim.cluster import (

@@ -3,7 +3,7 @@
 
 They send the requests the real workload clients send and record the values those record
 (``client/workload_requests.py`` builds both, for the real clients and for these), in the history format
-(``docs/history-format.md``), so the real runs' checkers judge them (``harness/sim_check.py``):
+(``docs/history-format.md``), so the real runs' checkers judge them (``systems/splitbrain/sim/check.py``):
 
 * :class:`SimAllocator` -- the ``broker-ids`` workload's allocator ops on the virtual broker sets ``vids-0..``
   (nobody else touches them), sent to the controller leader: ``next-id`` (GetNextBrokerId), ``apply-id``

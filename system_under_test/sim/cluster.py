@@ -13,7 +13,7 @@
 Everything -- message delays and losses, Raft election timeouts, client choices, fault times and targets --
 comes from one ``random.Random(seed)``, so a seed replays exactly: the same seed gives the same history, byte
 for byte.  The result (:class:`SimRun`) carries the history, the brokers' node events and the executed fault
-schedule; checking them is the harness's job (``harness/sim_check.py``), with the same checkers a real run
+schedule; checking them is the harness's job (``systems/splitbrain/sim/check.py``), with the same checkers a real run
 gets.
 
 Node names follow a spec's defaults: controllers ``c1..c3``, brokers ``b1-1..b1-3`` of broker set ``broker-0``.

@@ -47,7 +47,7 @@ def test_compose_commands_parse_with_the_real_clis() -> None:
     import argparse
     import importlib
 
-    from harness.cli import SUBCOMMANDS
+    from harness.cli import command_module
 
     services = _config()["services"]
     for svc in services.values():
@@ -55,5 +55,5 @@ def test_compose_commands_parse_with_the_real_clis() -> None:
         if cmd[0] != "splitbrain":
             continue
         parser = argparse.ArgumentParser()
-        importlib.import_module(SUBCOMMANDS[cmd[1]][0]).configure(parser)
+        importlib.import_module(command_module(cmd[1])).configure(parser)
         parser.parse_args(cmd[2:])  # SystemExit (a test error) on an unknown or missing flag

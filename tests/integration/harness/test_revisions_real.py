@@ -17,14 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.revisions import (
-    WIRE_HISTORY,
-    RevisionError,
-    commit_with_changes,
-    ensure_build,
-    load_build,
-    resolve_revision,
-)
+from harness.revisions import RevisionError, SutBuild, commit_with_changes, load_build, resolve_revision
+from harness.revisions import ensure_build as _ensure_build
+from systems.splitbrain.revision import REVISIONS, WIRE_HISTORY
 
 pytestmark = [pytest.mark.integration]
 REPO = Path(__file__).resolve().parents[3]
@@ -32,6 +27,11 @@ HAS_GIT_HEAD = shutil.which("git") is not None and subprocess.run(
     ["git", "-C", str(REPO), "rev-parse", "--verify", "HEAD"], capture_output=True).returncode == 0
 needs_git = pytest.mark.skipif(not HAS_GIT_HEAD, reason="needs git and a checkout with a commit")
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None, reason="needs root and iproute2")
+
+
+def ensure_build(rev: str, *, cache: Path) -> SutBuild:
+    """A build of our cluster at ``rev`` (its part of a build: systems/splitbrain/revision.py)."""
+    return _ensure_build(rev, system=REVISIONS, cache=cache)
 
 
 def _head_file(path: str) -> str:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from harness.cluster import cluster_options
-from harness.provenance import Revision, collect_provenance, git_revision, provenance_record
+from harness.provenance import Revision, collect_provenance, git_revision, provenance_record, sut_source_of
 from harness.spec import SpecError
+from systems.splitbrain.revision import REVISIONS
 
 
 def test_record_uses_the_label_as_cluster_version_and_keeps_the_package_version() -> None:
@@ -61,6 +63,40 @@ def test_collect_provenance_names_host_backend_and_versions() -> None:
     assert p["backend"] == "local" and p["host"] and p["sut"]["version"] == p["harness"]["version"]
     assert rec["cluster_version"] == p["sut"]["version"] != "unknown"
     assert (p["sut"]["revision"] == "unknown") == (p["sut"]["revision_error"] is not None)
+
+
+@dataclass(frozen=True)
+class _Source:
+    version: str
+    revision: Revision
+
+    def sut_version(self) -> str:
+        return self.version
+
+    def sut_revision(self) -> Revision:
+        return self.revision
+
+
+@dataclass(frozen=True)
+class _Adapter:
+    sut_source: _Source
+
+
+def test_the_system_part_is_what_the_adapter_says_and_the_harness_part_stays_this_checkout() -> None:
+    source = _Source("9.9.9", Revision("f" * 40, False))
+    assert sut_source_of(_Adapter(source)) is source and sut_source_of(object()) is None
+    rec = collect_provenance(label=None, backend="local", source=source)
+    p = rec["provenance"]
+    assert p["sut"] == {"name": "splitbrain", "version": "9.9.9", "revision": "f" * 40, "dirty": False,
+                        "revision_error": None, "build": "checkout"}
+    assert rec["git_revision"] == "f" * 40 and rec["cluster_version"] == "9.9.9"
+    assert p["harness"] == collect_provenance(label=None, backend="local")["provenance"]["harness"]
+
+
+def test_our_cluster_source_is_this_checkout_as_before_adapters() -> None:
+    """The cluster's code and the harness's are one checkout: the record is the one a run made without a source."""
+    assert collect_provenance(label=None, backend="local", source=REVISIONS) == collect_provenance(
+        label=None, backend="local")
 
 
 def test_cluster_version_is_a_label_and_a_bad_one_names_the_field() -> None:

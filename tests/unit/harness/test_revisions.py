@@ -1,5 +1,6 @@
-"""harness/revisions.py's pure parts: revision names, the wire-compatibility rule, build records, the node command,
-and the revision image's Dockerfile; and the cluster option / override that name a revision."""
+"""harness/revisions.py's pure parts (revision names, build records, the node command), our cluster's part of a
+build (systems/splitbrain/revision.py: the wire-compatibility rule and the wire history), the revision image's
+Dockerfile, and the cluster option / override that name a revision."""
 
 from __future__ import annotations
 
@@ -13,18 +14,9 @@ from hypothesis import strategies as st
 
 from harness.cluster import cluster_options, node_flags_used
 from harness.images import ImageError, render_revision_dockerfile, revision_image_tag
-from harness.revisions import (
-    WIRE_HISTORY,
-    RevisionError,
-    SutBuild,
-    build_record,
-    harness_wire,
-    legacy_wire_version,
-    node_command,
-    parse_revision_text,
-    wire_differences,
-)
+from harness.revisions import RevisionError, SutBuild, build_record, harness_wire, node_command, parse_revision_text
 from harness.spec import SpecError, apply_overrides
+from systems.splitbrain.revision import REVISIONS, WIRE_HISTORY, legacy_wire_version, wire_differences
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
@@ -72,7 +64,7 @@ def test_identical_tables_are_compatible_and_miss_nothing() -> None:
 
 
 def test_the_harness_own_tables_are_compatible_with_themselves() -> None:
-    ours = harness_wire()
+    ours = harness_wire(REVISIONS)
     assert "SEND_MESSAGE" in ours["request"] and ours["schemas"]["SEND_MESSAGE"]
     assert wire_differences(ours, copy.deepcopy(ours)).compatible
 
@@ -155,7 +147,7 @@ def test_the_harness_renders_every_flag_it_can_pass_and_its_own_commands_take_th
     used = node_flags_used()
     assert {"--node-id", "--peers", "--seed", "--enable-elect-unclean-master", "--bug"} <= used["controller"]
     assert {"--listen", "--store-dir", "--no-all-ack-in-sync-state-set"} <= used["broker"]
-    assert wire_differences(harness_wire(), harness_wire(), used).compatible
+    assert wire_differences(harness_wire(REVISIONS), harness_wire(REVISIONS), used).compatible
 
 
 def test_revisions_from_before_the_wire_version_get_theirs_from_the_history_table() -> None:

@@ -69,7 +69,7 @@ def test_all_names_exist(name: str) -> None:
 
 @pytest.mark.parametrize("command", ["test", "analyze", "repro", "test-all", "cluster", "serve"])
 def test_subcommands_are_registered(command: str) -> None:
-    module = importlib.import_module(cli.SUBCOMMANDS[command][0])
+    module = importlib.import_module(cli.command_module(command))
     assert callable(module.configure) and callable(module.run)
 
 

@@ -14,8 +14,8 @@ import os
 import pytest
 
 from checker.compose import compose
-from harness.sim_check import check_run, replay_command
 from system_under_test.sim import SimConfig, SimRun, run
+from systems.splitbrain.sim.check import check_run, replay_command
 
 SOAK = os.environ.get("SPLITBRAIN_SOAK") == "1"
 

@@ -8,11 +8,11 @@ import json
 from typing import Any
 
 from checker.compose import results_to_json
-from harness.sim_check import check_run
-from harness.sim_shrink import plan_steps
 from system_under_test.sim import SimConfig, SimRun, run
 from system_under_test.sim.cluster import SimCluster
 from system_under_test.sim.faults import CORRELATED_SPREAD_MS, Burst
+from systems.splitbrain.sim.check import check_run
+from systems.splitbrain.sim.shrink import plan_steps
 
 BROKERS = ("b1-1", "b1-2", "b1-3")
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from checker.compose import compose
-from harness.sim_check import check_run, replay_command
 from system_under_test.sim import FAULT_KINDS, SimConfig, run
 from system_under_test.sim.playback import plan
 from system_under_test.sim.store import SimStore
+from systems.splitbrain.sim.check import check_run, replay_command
 
 NAMES = ("c1", "c2", "c3", "b1-1", "b1-2", "b1-3")
 

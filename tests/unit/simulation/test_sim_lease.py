@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.sim_check import check_run
 from system_under_test.sim import SimConfig, run
 from system_under_test.sim import broker as sim_broker
 from system_under_test.sim.network import Network, SimNode
 from system_under_test.sim.world import World
+from systems.splitbrain.sim.check import check_run
 
 # A clock's life: (world ms until the next rate change, the new rate).
 rate_changes = st.lists(st.tuples(st.integers(1, 5000), st.sampled_from((0.5, 0.8, 1.0, 1.25, 2.0))), max_size=6)

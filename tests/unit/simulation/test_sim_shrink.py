@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 from checker.compose import results_to_json
 from harness import cli
 from harness.commands._parts import validate_spec
-from harness.sim_check import check_run
-from harness.sim_shrink import load_schedule, plan_steps, repro_spec
 from harness.spec import load_spec, spec_from_dict
 from nemesis.schedule import parse, units
 from nemesis.targets import Topology
 from system_under_test.sim import FAULT_KINDS, SIM_BUGS, SIM_WORKLOADS, SimConfig, SimRun, run
+from systems.splitbrain.sim.check import check_run
+from systems.splitbrain.sim.shrink import load_schedule, plan_steps, repro_spec
 
 TOPO = Topology(("c1", "c2", "c3"), (("b1-1", "b1-2", "b1-3"),))
 BUG = "ack-before-replication"

@@ -12,10 +12,10 @@ import pytest
 
 from checker.compose import compose
 from harness import cli
-from harness.sim_check import check_run, replay_command
 from system_under_test.sim import FAULT_KINDS, SIM_WORKLOADS, SimConfig, run
 from system_under_test.sim.faults import DRAW
 from system_under_test.sim.swarm import PARTITION_SHAPES, SWARM_SHAPES, Intensity, draw
+from systems.splitbrain.sim.check import check_run, replay_command
 
 
 def test_the_draw_is_a_function_of_the_seed_and_the_pools() -> None:

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from harness.sim_check import WORKLOAD_CHECKERS, check_run
 from harness.spec import spec_from_dict
 from system_under_test.client.register_requests import INITIAL_STATE, REGISTER_FS, observed_state
 from system_under_test.controller import requests as controller_requests
@@ -20,6 +19,7 @@ from system_under_test.sim import SIM_WORKLOADS, SimConfig, run
 from system_under_test.sim.admin import ALLOC_PROCESSES, MEMBERSHIP_PROCESSES, REGISTER_PROCESSES, SETUP_WRONG_STATE
 from system_under_test.sim.cluster import SimCluster
 from system_under_test.sim.faults import DEFAULT_FAULTS
+from systems.splitbrain.sim.check import WORKLOAD_CHECKERS, check_run
 from workloads import registry
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "simulation.md"

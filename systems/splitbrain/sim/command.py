@@ -16,7 +16,7 @@ and the verdict is printed as ``splitbrain test`` prints it.  The same seed repl
 ``--schedule FILE`` plays a given fault schedule (a run's ``schedule.yaml``, or a spec with ``nemesis.schedule``)
 instead of drawing one; the seed still drives the clients and the network, so a drawn run's ``schedule.yaml``
 played with its seed gives the same history.  ``--shrink`` replays a failing run's schedule and cuts it down
-with ddmin in simulation (``harness/sim_shrink.py``), then writes ``shrunk-schedule.yaml`` and
+with ddmin in simulation (``systems/splitbrain/sim/shrink.py``), then writes ``shrunk-schedule.yaml`` and
 ``repro-spec.yaml`` (a spec for ``splitbrain test``) to ``--out``.
 
 Exit code: 0 valid, 1 invalid (any seed of a sweep), 2 unknown or bad input.  ``--shrink``: 0 when a
@@ -37,12 +37,12 @@ import yaml
 from checker.compose import results_to_json
 from harness.errors import SpecError
 from harness.explain import summary_lines, verdict_label
-from harness.sim_check import check_run, replay_command, write_run
-from harness.sim_shrink import ScheduleFileError, load_schedule, repro_spec, shrink
 from nemesis.replay import anomaly_kinds
 from system_under_test.sim import DEFAULT_FAULTS, DEFAULT_WORKLOADS, FAULT_KINDS, SIM_BUGS, SIM_WORKLOADS, SimConfig
 from system_under_test.sim import run as run_sim
 from system_under_test.sim.playback import Timed
+from systems.splitbrain.sim.check import check_run, replay_command, write_run
+from systems.splitbrain.sim.shrink import ScheduleFileError, load_schedule, repro_spec, shrink
 
 __all__ = ["configure", "run"]
 

@@ -1,5 +1,5 @@
-"""``splitbrain admin [--cluster NAME] [--results DIR] VERB ...``: the cluster's admin verbs, aimed at a
-cluster the harness recorded.
+"""``splitbrain admin [--cluster NAME] [--results DIR] VERB ...``: our cluster's admin verbs, aimed at a
+cluster the harness recorded (a command of our cluster's adapter: :data:`systems.splitbrain.commands.COMMANDS`).
 
 The verbs are the system under test's own (:mod:`system_under_test.client.admin_cli`), which knows only
 controller addresses and a token.  Which cluster those come from is the harness's business: ``--cluster

@@ -24,7 +24,6 @@ from typing import Any
 import yaml
 
 from checker.compose import results_to_json
-from harness.sim_check import check_run
 from nemesis.replay import anomaly_kinds, reproduces
 from nemesis.schedule import ScheduleError, join_units, to_data, units
 from nemesis.schedule import parse as parse_schedule
@@ -35,6 +34,7 @@ from system_under_test.sim import run as run_sim
 from system_under_test.sim.admin import REGISTER_LEASE_MS
 from system_under_test.sim.cluster import TOPIC
 from system_under_test.sim.playback import PlayError, Timed, plan
+from systems.splitbrain.sim.check import check_run
 
 __all__ = ["CONTROLLERS", "BROKERS", "ScheduleFileError", "ShrinkResult", "load_schedule", "plan_steps",
            "repro_spec", "shrink"]
