@@ -6,9 +6,10 @@ Vocabulary (after Jepsen's ``core.clj``):
 * **DB** -- installs/starts the system on one node (``setup``) and removes it (``teardown``).  Optional
   capabilities are separate protocols: :class:`Kill` (``kill``/``start``), :class:`Pause`
   (``pause``/``resume``), :class:`Primary` (``primaries``), :class:`LogFiles` (``log_files``),
-  :class:`NodeHelpers` (``python``), :class:`RegisterClients` (``register_client``), :class:`QueueClients`
-  (``queue_client``; with :class:`DeliveryPromise` and :class:`LogQueues`) and :class:`Clocks`
-  (``set_clock``/``read_clock``, offered through ``clock-admin`` or ``clock-faketime``).
+  :class:`NodeHelpers` (``python``), :class:`RegisterClients` (``register_client``), :class:`CounterClients`
+  (``counter_client``), :class:`QueueClients` (``queue_client``; with :class:`DeliveryPromise` and
+  :class:`LogQueues`) and :class:`Clocks` (``set_clock``/``read_clock``, offered through ``clock-admin`` or
+  ``clock-faketime``).
 * **capability** -- what a system under test lets the harness do to it, by name: :data:`CAPABILITIES` is the one
   table of those names (a system adapter offers a set of them, :mod:`systems`; each nemesis fault needs some,
   :mod:`nemesis.faults`).
@@ -41,6 +42,7 @@ __all__ = [
     "Capability",
     "Clocks",
     "Checker",
+    "CounterClients",
     "Client",
     "FailpointRefused",
     "FailpointUnreachable",
@@ -153,6 +155,16 @@ class RegisterClients(Protocol):
     read) or ``serializable`` (its weakest: a node may answer from its own, possibly stale, state)."""
 
     def register_client(self, *, read_mode: str, timeout_s: float) -> Client: ...
+
+
+@runtime_checkable
+class CounterClients(Protocol):
+    """A DB that makes clients of one counter (the generic ``counter`` workload, :mod:`workloads.counter`).  The
+    client handles ``add`` (value: the delta; ok once applied) and ``read`` (ok value: the total); an add that
+    times out or loses its connection is ``info`` (it may have happened), one the system definitely refused
+    ``fail``.  ``timeout_s`` bounds one request in the client."""
+
+    def counter_client(self, *, timeout_s: float) -> Client: ...
 
 
 @runtime_checkable
@@ -324,6 +336,8 @@ CAPABILITIES: Mapping[str, Capability] = {c.name: c for c in (
                                "kernel lacks netem)", NodeHelpers),
     Capability("register-client", "it makes clients of per-key read/write/cas registers with linearizable and "
                                   "serializable reads (the register workload)", RegisterClients),
+    Capability("counter-client", "it makes clients of one counter: add a delta, read the total (the counter "
+                                 "workload)", CounterClients),
     Capability("queue-client", "it makes clients of named FIFO queues or streams: send, poll, drain (the "
                                "generic-queue workload)", QueueClients),
 )}

@@ -62,7 +62,7 @@ Builder = Callable[[WorkloadContext], Workload]
 _BUILDERS: dict[str, Builder] = {}
 _NEEDS: dict[str, tuple[str, ...]] = {}
 _MODULES = ("workloads.queue", "workloads.controller_register", "workloads.broker_ids", "workloads.membership",
-            "workloads.register", "workloads.generic_queue")
+            "workloads.register", "workloads.generic_queue", "workloads.counter")
 
 
 def register(name: str, *, needs: tuple[str, ...] = ()) -> Callable[[Builder], Builder]:

@@ -73,6 +73,10 @@ WORKLOAD_OPS: Mapping[str, WorkloadOps] = {
         frozenset({"send", "poll", "drain"}), frozenset(), None,
         "another system's queues (systems/): what a send needs there (its master, a quorum of sentinels ...) has no "
         "reach model yet, so its sends are not judged while faults hold; its ops still count after the final heal"),
+    "counter": WorkloadOps(
+        frozenset({"add", "read"}), frozenset(), None,
+        "the self-test's counter service (systems/counter/), one unreplicated process per node: an add needs only "
+        "its own node, which has no reach model yet, so its adds are not judged while faults hold"),
 }
 
 

@@ -1,14 +1,14 @@
-"""The counter self-test's service as a system adapter (``system: counter``).
+"""The counter self-test's service as a system adapter (``system: counter``), like any other.
 
-One unreplicated counter process per node (:mod:`harness.testing.counter_service`): the harness's own smoke test
-of a machine (``splitbrain selftest``), which used to run only by calling its nodes controllers of our cluster with
-zero broker sets.  Its nodes still sit in the spec's ``controllers`` role (the ``nodes:`` map has no other yet), but
-it declares that role alone, so a counter spec needs no ``broker_sets``.  It offers what its DB implements: kill,
-pause, its log files and clock faults through libfaketime (``clock-faketime``: the service is Python, so its wall
-clock moves); a spec asking it for any other fault is refused at validation.
+One unreplicated counter process per node of the ``members`` role: the harness's own smoke test of a machine.
+``splitbrain test examples/counter.yaml`` runs it as it runs etcd, and ``splitbrain selftest`` builds such a spec
+and runs it the same way (:mod:`harness.testing.run_counter`).  It offers what its DB implements: kill, pause, its
+log files, clock faults through libfaketime (``clock-faketime``: the service is Python, so its wall clock moves)
+and a counter client (``counter-client``, the generic ``counter`` workload, :mod:`workloads.counter`); a spec
+asking it for any other fault or workload is refused at validation.
 
-Not yet: the ``counter`` workload is built by :mod:`harness.testing.run_counter` itself, not by the workload
-registry, so ``splitbrain test`` cannot run a counter spec; the spec loads and its nemesis packages are checked.
+Parts: :mod:`.service` (the process, our wire protocol with test-only request codes), :mod:`.client` (its client)
+and :mod:`.db` (:class:`~systems.counter.db.CounterDB`, one service per node through the test's Remote).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.testing.counter import CounterDB
+from systems.counter.db import CounterDB
 
 __all__ = ["SYSTEM", "CounterSystem"]
 
@@ -24,8 +24,8 @@ __all__ = ["SYSTEM", "CounterSystem"]
 @dataclass(frozen=True)
 class CounterSystem:
     name: str = "counter"
-    roles: tuple[str, ...] = ("controllers",)
-    capabilities: frozenset[str] = frozenset({"kill", "pause", "log-files", "clock-faketime"})
+    roles: tuple[str, ...] = ("members",)
+    capabilities: frozenset[str] = frozenset({"kill", "pause", "log-files", "clock-faketime", "counter-client"})
     port: int = 7400
 
     def make_db(self, spec: Any, options: Any) -> CounterDB:

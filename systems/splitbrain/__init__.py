@@ -21,14 +21,15 @@ __all__ = ["SYSTEM", "SplitbrainSystem"]
 
 @dataclass(frozen=True)
 class SplitbrainSystem:
-    """Offers every capability but ``register-client``, ``queue-client`` and ``clock-faketime``: each nemesis
+    """Offers every capability but the generic clients and ``clock-faketime``: each nemesis
     package was written against this cluster, and its own workloads (queue, controller-register, ...) speak its
     protocol; it has no generic register or queue client (its ``queue`` workload judges offsets the generic one
     treats as opaque), and its clocks are set over its admin RPC (``clock-admin``), not through libfaketime."""
 
     name: str = "splitbrain"
     roles: tuple[str, ...] = ("controllers", "broker_sets")
-    capabilities: frozenset[str] = frozenset(CAPABILITIES) - {"register-client", "queue-client", "clock-faketime"}
+    capabilities: frozenset[str] = frozenset(CAPABILITIES) - {"register-client", "queue-client", "counter-client",
+                                                              "clock-faketime"}
 
     def make_db(self, spec: Any, options: Any) -> SplitbrainDB:
         """``spec``: a :class:`harness.spec.TestSpec`; ``options``: its :class:`harness.cluster.ClusterOptions`."""

@@ -14,12 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from harness import generator as g
 from harness.control.base import CommandFailed, ControlError
 from harness.control.docker import LABEL_BACKEND, LABEL_RUN, DockerRemote, cleanup_all, cleanup_run
 from harness.protocols import NoopNemesis
 from harness.runner import TestParts, run_test
 from harness.spec import spec_from_dict
-from harness.testing.counter import CounterChecker, CounterClient, CounterDB, counter_generator, final_reads
+from systems.counter.client import CounterClient
+from systems.counter.db import CounterDB
+from workloads.counter import CounterChecker, counter_generator, final_reads
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]
@@ -91,7 +94,8 @@ def test_counter_workload_on_docker(node_image: str, tmp_path: Path) -> None:
         remote = await DockerRemote.create(list(spec.nodes.all), image=node_image)
         try:
             parts = TestParts(client=CounterClient(), checkers={"counter": CounterChecker()}, db=CounterDB(),
-                              nemesis=NoopNemesis(), generator=counter_generator(100), final_generator=final_reads())
+                              nemesis=NoopNemesis(), generator=g.clients(g.stagger(0.01, counter_generator())),
+                              final_generator=final_reads())
             outcome = await run_test(spec, parts, results_root=str(tmp_path), remote=remote,
                                      install_signal_handlers=False)
             run_dir = outcome.run_dir.path
@@ -119,7 +123,7 @@ def test_iptables_partition_between_containers_and_heal(node_image: str) -> None
         remote = await DockerRemote.create(["a", "b"], image=node_image)
         try:
             b_ip, a_ip = remote.address("b"), remote.address("a")
-            pid = await remote.spawn("b", ["python3", "-m", "harness.testing.counter_service", "--host", "0.0.0.0"],
+            pid = await remote.spawn("b", ["python3", "-m", "systems.counter.service", "--host", "0.0.0.0"],
                                      log_path="/srv/splitbrain/b/counter.log", cwd=str(REPO),
                                      env={"PYTHONPATH": str(REPO)})
             for _ in range(100):

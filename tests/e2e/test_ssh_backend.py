@@ -14,13 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from harness import generator as g
 from harness.control.base import CommandFailed, ControlError
 from harness.control.docker import DockerRemote
 from harness.control.ssh import SshRemote, SshTarget
 from harness.protocols import NoopNemesis
 from harness.runner import TestParts, run_test
 from harness.spec import spec_from_dict
-from harness.testing.counter import CounterChecker, CounterClient, CounterDB, counter_generator, final_reads
+from systems.counter.client import CounterClient
+from systems.counter.db import CounterDB
+from workloads.counter import CounterChecker, counter_generator, final_reads
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 VENV_PYTHON = "/opt/splitbrain/bin/python3"
@@ -123,7 +126,7 @@ def test_counter_workload_over_ssh(node_image: str, tmp_path: Path) -> None:
                     "phases": {"recovery_s": 0.2, "final_drain_s": 5}, "seed": 11,
                 }, file="<e2e>")
                 parts = TestParts(client=CounterClient(), checkers={"counter": CounterChecker()}, db=CounterDB(),
-                                  nemesis=NoopNemesis(), generator=counter_generator(100),
+                                  nemesis=NoopNemesis(), generator=g.clients(g.stagger(0.01, counter_generator())),
                                   final_generator=final_reads())
                 outcome = await run_test(spec, parts, results_root=str(tmp_path), remote=remote,
                                          install_signal_handlers=False)

@@ -16,7 +16,7 @@ import pytest
 
 import systems
 from harness.cluster import SplitbrainDB, cluster_options
-from harness.commands._parts import refuse_missing_capabilities, validate_spec
+from harness.commands._parts import build_parts, refuse_missing_capabilities, validate_spec
 from harness.protocols import CAPABILITIES, DB
 from harness.spec import SpecError, load_spec, resolved_yaml, spec_from_dict
 from nemesis import faults, packages
@@ -66,8 +66,8 @@ def _raw(**extra: Any) -> dict[str, Any]:
 def test_built_in_systems_load_and_splitbrain_offers_every_capability_but_a_register_client_and_faketime() -> None:
     assert systems.names()[:3] == ("splitbrain", "counter", "etcd")
     assert systems.get("splitbrain").capabilities == frozenset(CAPABILITIES) - {"register-client", "queue-client",
-                                                                                "clock-faketime"}
-    assert systems.get("counter").capabilities == {"kill", "pause", "log-files", "clock-faketime"}
+                                                                                "counter-client", "clock-faketime"}
+    assert systems.get("counter").capabilities == {"kill", "pause", "log-files", "clock-faketime", "counter-client"}
     for name in systems.BUILT_IN:
         assert systems.get(name).name == name
 
@@ -137,14 +137,50 @@ def test_a_spec_file_naming_an_unknown_system_is_refused_by_load_spec(tmp_path: 
     assert (info.value.file, info.value.key) == (str(path), "system")
 
 
-def test_a_counter_spec_declares_controllers_only() -> None:
-    spec = spec_from_dict(_raw(system="counter", nodes={"controllers": 2}), file="s.yaml")
-    assert (spec.nodes.controllers, spec.nodes.broker_sets) == (("c1", "c2"), ())
+def test_a_counter_spec_declares_members_only() -> None:
+    spec = spec_from_dict(_raw(system="counter", nodes={"members": 2}), file="s.yaml")
+    assert (spec.nodes.controllers, spec.nodes.broker_sets, spec.nodes.members) == ((), (), ("m1", "m2"))
     assert spec_from_dict({**yaml_of(spec), "seed": 1}, file="again") == spec_from_dict(
-        _raw(system="counter", nodes={"controllers": 2}), file="again")
+        _raw(system="counter", nodes={"members": 2}), file="again")
+    for role, value in (("broker_sets", {"count": 1, "replicas": 3}), ("controllers", 2)):
+        with pytest.raises(SpecError) as info:
+            spec_from_dict(_raw(system="counter", nodes={role: value}), file="s.yaml")
+        assert info.value.key == f"nodes.{role}" and "declares the roles ['members']" in info.value.allowed
+
+
+def test_a_counter_spec_validates_and_its_workload_is_in_the_registry() -> None:
+    from workloads import registry
+
+    assert "counter" in registry.names() and registry.needs("counter") == ("counter-client",)
+    spec = spec_from_dict(_raw(system="counter", nodes={"members": 1}, workloads=[{"name": "counter"}],
+                               nemesis={"packages": ["pause", "kill", "clock"], "targets": ["one"]}), file="s.yaml")
+    validate_spec(spec)
+    parts, db = build_parts(spec, cluster_options(spec.cluster))
+    assert type(db).__module__ == "systems.counter.db" and set(parts.checkers) == {"counter/counter"}
+    with pytest.raises(SpecError) as info:  # our cluster makes no counter client
+        validate_spec(spec_from_dict(_raw(workloads=["counter"]), file="s.yaml"))
+    assert info.value.key == "workloads[0].name" and "needs counter-client" in info.value.allowed
+
+
+def test_the_counter_example_and_the_selftest_spec_validate_as_specs_of_splitbrain_test() -> None:
+    import argparse
+    from pathlib import Path
+
+    from harness.commands._parts import prepare
+    from harness.testing.run_counter import configure, counter_spec
+
+    example = prepare(str(Path(__file__).resolve().parents[2] / "examples" / "counter.yaml"), {})
+    assert (example.spec.system, example.spec.nodes.members) == ("counter", ("m1",))
+    assert [w.name for w in example.spec.workloads] == ["counter"] and example.spec.nemesis.packages
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    raw = counter_spec(parser.parse_args(["--nodes", "2", "--nemesis", "clock", "--seed", "3"]))
+    spec = spec_from_dict(raw, file="<selftest>")
+    validate_spec(spec)
+    assert (spec.nodes.members, spec.nemesis.packages, spec.seed) == (("m1", "m2"), ("clock",), 3)
     with pytest.raises(SpecError) as info:
-        spec_from_dict(_raw(system="counter", nodes={"broker_sets": {"count": 1, "replicas": 3}}), file="s.yaml")
-    assert info.value.key == "nodes.broker_sets" and "declares the roles ['controllers']" in info.value.allowed
+        validate_spec(spec_from_dict(counter_spec(parser.parse_args(["--nemesis", "partition"])), file="<selftest>"))
+    assert info.value.key == "nemesis.packages" and "needs network" in info.value.allowed
 
 
 def yaml_of(spec: Any) -> dict[str, Any]:

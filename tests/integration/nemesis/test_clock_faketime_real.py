@@ -22,14 +22,14 @@ from typing import Any
 
 import pytest
 
+from harness.commands._parts import build_parts, validate_spec
 from harness.control.local import LocalRemote
 from harness.runner import run_test
 from harness.spec import spec_from_dict
-from harness.testing.counter import CounterDB
-from harness.testing.counter_service import CounterCode
-from harness.testing.run_counter import counter_parts
 from nemesis.clock import ClockNemesis
 from system_under_test.protocol import connect
+from systems.counter.db import CounterDB
+from systems.counter.service import CounterCode
 
 
 def _has_libfaketime() -> bool:
@@ -64,8 +64,8 @@ async def nemesis_op(nem: ClockNemesis, test: dict[str, Any], f: str, value: Any
 
 
 async def mechanics(tmp: Path) -> dict[str, Any]:
-    nodes = ["c1", "c2"]
-    spec = spec_from_dict({"name": "faketime", "system": "counter", "nodes": {"controllers": 2}, "seed": 1},
+    nodes = ["m1", "m2"]
+    spec = spec_from_dict({"name": "faketime", "system": "counter", "nodes": {"members": 2}, "seed": 1},
                           file="<test>")
     remote = await LocalRemote.create(nodes, state_dir=tmp / "state")
     test: dict[str, Any] = {"name": "faketime", "nodes": nodes, "remote": remote}
@@ -74,29 +74,29 @@ async def mechanics(tmp: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         await asyncio.gather(*(db.setup(test, n) for n in nodes))
-        pid = db.pids["c1"]
+        pid = db.pids["m1"]
         await asyncio.sleep(1.0)  # let the processes run, so a rate change that rescaled their past would show
         out["initial"] = {n: await skew_s(test, n) for n in nodes}
-        out["bump"] = await nemesis_op(nem, test, "bump-clock", {"targets": "c1", "delta_ms": HOUR_MS})
+        out["bump"] = await nemesis_op(nem, test, "bump-clock", {"targets": "m1", "delta_ms": HOUR_MS})
         out["bumped"] = {n: await skew_s(test, n) for n in nodes}
-        out["same_pid"] = db.pids["c1"] == pid
-        out["skew_op"] = await nemesis_op(nem, test, "skew-clock", {"targets": "c2", "rate": 4.0})
-        t0, s0 = time.monotonic(), await skew_s(test, "c2")
+        out["same_pid"] = db.pids["m1"] == pid
+        out["skew_op"] = await nemesis_op(nem, test, "skew-clock", {"targets": "m2", "rate": 4.0})
+        t0, s0 = time.monotonic(), await skew_s(test, "m2")
         await asyncio.sleep(1.0)
-        s1, t1 = await skew_s(test, "c2"), time.monotonic()
+        s1, t1 = await skew_s(test, "m2"), time.monotonic()
         out["rate_start"], out["rate_gain"] = s0, (s1 - s0) / (t1 - t0)  # 3 s gained per real second at rate 4
         out["reset"] = await nemesis_op(nem, test, "reset-clock")
         out["after_reset"] = {n: await skew_s(test, n) for n in nodes}
         # a control file that cannot be written: the op says it took no effect, and the clock did not move
-        (Path(remote.node_dir("c2")) / "faketime.rc.tmp").mkdir()
-        out["refused"] = await nemesis_op(nem, test, "bump-clock", {"targets": "c2", "delta_ms": HOUR_MS})
-        out["after_refused"] = await skew_s(test, "c2")
+        (Path(remote.node_dir("m2")) / "faketime.rc.tmp").mkdir()
+        out["refused"] = await nemesis_op(nem, test, "bump-clock", {"targets": "m2", "delta_ms": HOUR_MS})
+        out["after_refused"] = await skew_s(test, "m2")
         # a restarted process starts at real time again
-        await nemesis_op(nem, test, "bump-clock", {"targets": "c1", "delta_ms": HOUR_MS})
-        out["before_restart"] = await skew_s(test, "c1")
-        await db.kill(test, "c1")
-        await db.start(test, "c1")
-        out["after_restart"] = await skew_s(test, "c1")
+        await nemesis_op(nem, test, "bump-clock", {"targets": "m1", "delta_ms": HOUR_MS})
+        out["before_restart"] = await skew_s(test, "m1")
+        await db.kill(test, "m1")
+        await db.start(test, "m1")
+        out["after_restart"] = await skew_s(test, "m1")
         return out
     finally:
         for n in nodes:
@@ -107,12 +107,12 @@ async def mechanics(tmp: Path) -> dict[str, Any]:
 def test_clock_faults_move_the_running_process_clock_through_its_control_file(tmp_path: Path) -> None:
     out = asyncio.run(mechanics(tmp_path))
     assert all(abs(s) < 0.5 for s in out["initial"].values()), out["initial"]
-    assert out["bump"]["value"]["nodes"] == ["c1"] and "error" not in out["bump"], out["bump"]
-    assert abs(out["bumped"]["c1"] - 3600) < 1.0 and abs(out["bumped"]["c2"]) < 0.5, out["bumped"]
+    assert out["bump"]["value"]["nodes"] == ["m1"] and "error" not in out["bump"], out["bump"]
+    assert abs(out["bumped"]["m1"] - 3600) < 1.0 and abs(out["bumped"]["m2"]) < 0.5, out["bumped"]
     assert out["same_pid"]  # the running process, no restart
     assert abs(out["rate_start"]) < 0.5, out  # the new rate runs from now on: no jump for the time already run
     assert 2.0 <= out["rate_gain"] <= 4.0, out
-    assert out["reset"]["value"]["reset"] == ["c1", "c2"]
+    assert out["reset"]["value"]["reset"] == ["m1", "m2"]
     assert all(abs(s) < 0.5 for s in out["after_reset"].values()), out["after_reset"]
     assert "bump-clock took effect on no node" in out["refused"]["error"], out["refused"]
     assert "cannot write" in out["refused"]["error"] and abs(out["after_refused"]) < 0.5, out
@@ -121,7 +121,7 @@ def test_clock_faults_move_the_running_process_clock_through_its_control_file(tm
 
 async def counter_run(tmp: Path) -> dict[str, Any]:
     spec = spec_from_dict({
-        "name": "counter-clock", "system": "counter", "backend": "local", "nodes": {"controllers": 1},
+        "name": "counter-clock", "system": "counter", "backend": "local", "nodes": {"members": 1},
         "workloads": ["counter"], "concurrency": 2, "rate": 40, "time_limit_s": 6, "seed": 7,
         "phases": {"recovery_s": 0.2, "final_drain_s": 5},
         "nemesis": {"packages": ["clock"], "schedule": [
@@ -129,7 +129,7 @@ async def counter_run(tmp: Path) -> dict[str, Any]:
             {"at_s": 4.0, "f": "reset-clock"},
         ]},
     }, file="<test>")
-    parts = counter_parts(spec, PORT)  # refuses what the counter system cannot serve: clock passes
+    parts, _ = build_parts(spec, validate_spec(spec))  # refuses what the counter system cannot serve: clock passes
     remote = await LocalRemote.create(spec.nodes.all, state_dir=tmp / "state")
     test = {"remote": remote}
     samples: list[tuple[float, float]] = []
@@ -139,7 +139,7 @@ async def counter_run(tmp: Path) -> dict[str, Any]:
         t0 = time.monotonic()
         while not stop.is_set():
             try:
-                samples.append((time.monotonic() - t0, await skew_s(test, "c1")))
+                samples.append((time.monotonic() - t0, await skew_s(test, "m1")))
             except Exception:  # not started yet, or already stopped
                 pass
             await asyncio.sleep(0.25)
@@ -160,7 +160,7 @@ def test_a_counter_run_with_clock_faults_moves_the_process_clock_and_stays_valid
     assert outcome.exit_code == 0, outcome.results
     history = [json.loads(line) for line in outcome.run_dir.history.read_text().splitlines()]
     bump = [op for op in history if op["process"] == "nemesis" and op["f"] == "bump-clock" and op["type"] != "invoke"]
-    assert len(bump) == 1 and bump[0]["value"]["nodes"] == ["c1"] and bump[0]["effective"] is True, bump
+    assert len(bump) == 1 and bump[0]["value"]["nodes"] == ["m1"] and bump[0]["effective"] is True, bump
     skews = [s for _, s in samples]
     hour = [i for i, s in enumerate(skews) if abs(s - 3600) < 1.0]
     assert hour, samples  # the process saw the hour while the fault lasted,

@@ -186,7 +186,7 @@ def test_the_runner_drives_etcd_registers_and_judges_each_key(tmp_path: Path) ->
     assert run.main(["--results", str(tmp_path), "--time-limit", "4", "--seed", "3", "--quiet"]) == 0
     run_dir = tmp_path / "etcd-registers" / "latest"
     results = json.loads((run_dir / "results.json").read_text())
-    lin = results["checkers"]["linearizable"]
+    lin = results["checkers"]["register/linearizable"]
     assert lin["valid"] is True, lin
     assert sorted(lin["stats"]["keys"]) == ["r0", "r1", "r2"]
     assert all(k["ops"] > 0 for k in lin["stats"]["keys"].values())

@@ -298,12 +298,15 @@ def test_the_write_table_matches_every_registered_workload() -> None:
         def queue_client(self, *, timeout_s: float) -> object:  # and of the generic-queue workload
             return object()
 
+        def counter_client(self, *, timeout_s: float) -> object:  # and of the counter workload
+            return object()
+
         async def setup(self, test: dict[str, Any], node: str) -> None: ...
         async def teardown(self, test: dict[str, Any], node: str) -> None: ...
 
     assert set(registry.names()) == set(WORKLOAD_OPS)
     for name in registry.names():
-        db = RegisterDB() if name in ("register", "generic-queue") else None
+        db = RegisterDB() if name in ("register", "generic-queue", "counter") else None
         built = registry.build(name, registry.WorkloadContext(spec=spec, db=db, options={}, seed=1))
         assert built.fs == WORKLOAD_OPS[name].fs, name
 

@@ -13,8 +13,8 @@ from harness.control import local as local_backend
 MODULES = [
     "harness.protocols", "harness.spec", "harness.generator", "harness.history_writer", "harness.runner",
     "harness.store", "harness.progress", "harness.control", "harness.control.base", "harness.control.local",
-    "harness.history_doc", "harness.interpreter", "harness.load", "harness.testing.counter",
-    "harness.testing.counter_service",
+    "harness.history_doc", "harness.interpreter", "harness.load", "harness.testing.run_spec",
+    "systems.counter", "systems.counter.db", "systems.counter.client", "systems.counter.service", "workloads.counter",
 ]
 
 

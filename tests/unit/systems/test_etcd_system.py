@@ -52,12 +52,12 @@ def test_bad_members_and_roles_etcd_does_not_declare_are_refused_by_key(nodes: d
     assert info.value.key == key
 
 
-def test_our_cluster_and_the_counter_declare_no_members() -> None:
+def test_our_cluster_declares_no_members_and_the_counter_only_members() -> None:
     with pytest.raises(SpecError) as info:
         spec_from_dict({"name": "t", "seed": 1, "nodes": {"members": 3}})
     assert info.value.key == "nodes.members" and "controllers" in str(info.value)
     counter = spec_from_dict({"name": "t", "seed": 1, "system": "counter"})
-    assert (counter.nodes.controllers, counter.nodes.members) == (("c1", "c2", "c3"), ())
+    assert (counter.nodes.controllers, counter.nodes.members) == ((), ("m1", "m2", "m3"))
 
 
 def test_a_resolved_etcd_spec_loads_back_and_ours_has_no_members_key() -> None:

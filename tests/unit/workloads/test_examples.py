@@ -16,7 +16,7 @@ from nemesis.targets import validate as validate_target
 from workloads import registry
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[3] / "examples").glob("*.yaml"))
-MINE = {"queue", "controller-register", "register", "generic-queue"}
+MINE = {"queue", "controller-register", "register", "generic-queue", "counter"}
 
 
 def test_the_expected_examples_exist() -> None:
@@ -52,9 +52,9 @@ def test_nightly_matrix_is_every_workload_by_every_package_five_minutes_on_docke
     spec = load_spec(next(p for p in EXAMPLES if p.stem == "nightly"))
     assert (spec.backend, spec.time_limit_s) == ("docker", 300.0)
     ours = {n for n in names() if set(needs(n)) <= systems.get("splitbrain").capabilities}
-    # register and generic-queue need a register / queue client, which our cluster lacks
-    assert ours == set(names()) - {"register", "generic-queue"}
-    assert {w.name for w in spec.workloads} == ours >= MINE - {"register", "generic-queue"}
+    # register, generic-queue and counter need a register / queue / counter client, which our cluster lacks
+    assert ours == set(names()) - {"register", "generic-queue", "counter"}
+    assert {w.name for w in spec.workloads} == ours >= MINE - {"register", "generic-queue", "counter"}
     cells = matrix_cells(spec)
     packages = {c["nemesis"] for _, c in cells}
     assert packages == set(KINDS) - {"disk-corrupt"}  # brokers it hits stay down: opt-in only

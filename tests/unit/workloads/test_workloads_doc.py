@@ -16,6 +16,7 @@ from harness.spec import load_spec
 from workloads import registry
 from workloads.broker_ids import BrokerIdsOptions
 from workloads.controller_register import RegisterOptions
+from workloads.counter import CounterWorkloadOptions
 from workloads.generic_queue import GenericQueueOptions
 from workloads.membership import MembershipOptions
 from workloads.queue import QueueOptions
@@ -25,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[3]
 DOC = (ROOT / "docs" / "workloads.md").read_text()
 OPTIONS: dict[str, type] = {"queue": QueueOptions, "controller-register": RegisterOptions,
                             "broker-ids": BrokerIdsOptions, "membership": MembershipOptions,
-                            "register": RegisterWorkloadOptions, "generic-queue": GenericQueueOptions}
+                            "register": RegisterWorkloadOptions, "generic-queue": GenericQueueOptions,
+                            "counter": CounterWorkloadOptions}
 
 
 def _rows(table_header: str, text: str) -> list[list[str]]:

@@ -1,8 +1,8 @@
-"""A tiny single-process counter + register TCP service: the target of the harness's own tests.
+"""A tiny single-process counter + register TCP service: the system of ``system: counter`` (the self-test).
 
 It speaks the splitbrain wire protocol (:mod:`system_under_test.protocol.rpc`) with five
 private request codes in the 9000 range, which the broker never uses (they are test-only, so
-they live here and not in ``protocol/codes.py``):
+they live here and not in ``protocol/codes.py``; :mod:`systems.counter.client` sends them):
 
 * ``COUNTER_ADD``  header ``{"delta": int}``  -> ``{"value": new total}``
 * ``COUNTER_READ`` -> ``{"value": total}``
@@ -13,7 +13,8 @@ they live here and not in ``protocol/codes.py``):
 
 State is in memory: killing the process loses it (that is the point of a kill nemesis later).
 
-Run: ``python -m harness.testing.counter_service --host 0.0.0.0 --port 7400``.
+Run: ``python -m systems.counter.service --host 0.0.0.0 --port 7400`` (:class:`systems.counter.db.CounterDB`
+starts one per node).
 """
 
 from __future__ import annotations
