@@ -24,7 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("system_under_test.controller.main", "run a controller node (Raft quorum member)"),
     "broker": ("system_under_test.broker.main", "run a broker node"),
     "admin": ("harness.commands.admin", "administer a running cluster (mqadmin-like verbs)"),
-    "demo": ("harness.demo", "start a local 3-controller quorum, register brokers, print metadata"),
+    "demo": ("systems.splitbrain.demo", "start a local 3-controller quorum, register brokers, print metadata"),
     "check": ("checker.cli", "check history files for linearizability"),
     "selftest": ("harness.testing.run_counter", "run the harness on a counter service in local network namespaces"),
     "spark": ("spark_analysis.cli", "ingest many results dirs into Parquet, report trends, re-check on Spark"),

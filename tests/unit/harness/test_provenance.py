@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster import cluster_options
 from harness.provenance import Revision, collect_provenance, git_revision, provenance_record
 from harness.spec import SpecError
+from systems.splitbrain.options import cluster_options
 
 
 def test_record_uses_the_label_as_cluster_version_and_keeps_the_package_version() -> None:

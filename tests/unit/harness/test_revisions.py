@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.cluster import cluster_options, node_flags_used
 from harness.images import ImageError, render_revision_dockerfile, revision_image_tag
 from harness.revisions import (
     WIRE_HISTORY,
@@ -25,6 +24,8 @@ from harness.revisions import (
     wire_differences,
 )
 from harness.spec import SpecError, apply_overrides
+from systems.splitbrain.db import node_flags_used
+from systems.splitbrain.options import cluster_options
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
