@@ -147,6 +147,11 @@ def make_db(spec: TestSpec, options: SystemOptions) -> DB:
     return systems.get(spec.system).make_db(spec, options)
 
 
+def _no_revision(spec: TestSpec, revision: str) -> SpecError:
+    return SpecError(spec.source, "cluster.revision", revision,
+                     f"no revision: system {spec.system!r} does not run this repository's node commands")
+
+
 def validate_spec(spec: TestSpec) -> SystemOptions:
     """Check cluster options, nemesis packages/targets, what they need of the system, and workloads without
     starting anything.
@@ -160,8 +165,7 @@ def validate_spec(spec: TestSpec) -> SystemOptions:
     store_fs_problem(spec, options)
     db = make_db(spec, options)
     if options.revision is not None and not isinstance(db, RunsNodeCommands):
-        raise SpecError(spec.source, "cluster.revision", options.revision,
-                        f"no revision: system {spec.system!r} does not run this repository's node commands")
+        raise _no_revision(spec, options.revision)
     offered = systems.get(spec.system).capabilities
     refuse_missing_capabilities(spec, offered, spec.nemesis.packages)  # before the workloads: the system is the cause
     refuse_unservable_workloads(spec, offered)
@@ -330,8 +334,7 @@ def prepare(path: str, overrides: Mapping[str, Any], *, allow_weak_quorum: bool 
         return Prepared(spec, options)
     db = make_db(spec, options)
     if not isinstance(db, RunsNodeCommands):  # validate_spec refused it already
-        raise SpecError(spec.source, "cluster.revision", options.revision,
-                        f"no revision: system {spec.system!r} does not run this repository's node commands")
+        raise _no_revision(spec, options.revision)
     try:
         sut = ensure_build(options.revision, node_flags=db.node_flags())
     except RevisionError as exc:
