@@ -30,11 +30,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.local_broker_set import LocalBrokerSet
-from harness.local_cluster import LocalQuorum
 from system_under_test import eventloop
 from system_under_test.client.consumer import Consumer
 from system_under_test.client.producer import Producer, SendError
+from systems.splitbrain.local_broker_set import LocalBrokerSet
+from systems.splitbrain.local_cluster import LocalQuorum
 
 TARGETS = {"produce_msgs_per_s": 30_000, "consume_msgs_per_s": 100_000, "failover_p50_s": 2.0, "failover_p99_s": 4.0}
 LOWER_IS_BETTER = {"failover_p50_s", "failover_p99_s"}

@@ -35,10 +35,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.cluster import SplitbrainDB, cluster_options
 from harness.control.docker import DockerRemote
 from harness.images import docker_client, ensure_images
 from harness.spec import spec_from_dict
+from systems.splitbrain.db import SplitbrainDB
+from systems.splitbrain.options import cluster_options
 
 TARGETS = {"docker_cluster_up_s": 15.0, "local_splitbrain_ready_s": 6.0, "docker_splitbrain_ready_s": 15.0}
 SCRATCH_TAGS = ("splitbrain/node:bench-scratch", "splitbrain/base:bench-scratch")

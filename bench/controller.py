@@ -29,11 +29,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.demo import register_broker
-from harness.local_cluster import LocalQuorum
 from system_under_test import eventloop
 from system_under_test.client.controller_client import ControllerClient
 from system_under_test.protocol import Connection, RequestCode, connect
+from systems.splitbrain.demo import register_broker
+from systems.splitbrain.local_cluster import LocalQuorum
 
 TARGETS = {"writes_per_s": 10_000, "heartbeats_per_s": 20_000, "failover_p50_s": 0.5, "failover_p99_s": 1.5}
 LOWER_IS_BETTER = {"failover_p50_s", "failover_p99_s"}

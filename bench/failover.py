@@ -51,13 +51,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.heal import stop_cluster
-from harness.cluster import SplitbrainDB, cluster_options
 from harness.control.local import LocalRemote
 from harness.spec import spec_from_dict
 from nemesis import grudge as gr
 from nemesis.partition import PartitionNemesis
 from system_under_test.client.producer import Producer, SendError
 from system_under_test.protocol import Connection, RequestCode, connect
+from systems.splitbrain.db import SplitbrainDB
+from systems.splitbrain.options import cluster_options
 
 CONTROLLERS = ("c1", "c2", "c3")
 BROKERS = ("b1", "b2", "b3")

@@ -53,7 +53,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.cluster import CONTROLLER_PORT, SplitbrainDB, cluster_options
 from harness.control.local import LocalRemote
 from harness.spec import spec_from_dict
 from nemesis import grudge as gr
@@ -61,6 +60,8 @@ from nemesis.partition import PartitionNemesis
 from system_under_test.client.controller_client import ControllerClient
 from system_under_test.client.producer import Producer
 from system_under_test.protocol import Connection, RequestCode, connect
+from systems.splitbrain.db import CONTROLLER_PORT, SplitbrainDB
+from systems.splitbrain.options import cluster_options
 
 TARGET_P50_S = 0.5
 TARGET_P99_S = 1.0

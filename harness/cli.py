@@ -42,7 +42,7 @@ SUBCOMMANDS: dict[str, tuple[str | Provided, str]] = {
     "controller": (SPLITBRAIN, "run a controller node (Raft quorum member)"),
     "broker": (SPLITBRAIN, "run a broker node"),
     "admin": (SPLITBRAIN, "administer a running cluster (mqadmin-like verbs)"),
-    "demo": ("harness.demo", "start a local 3-controller quorum, register brokers, print metadata"),
+    "demo": (SPLITBRAIN, "start a local 3-controller quorum, register brokers, print metadata"),
     "check": ("checker.cli", "check history files for linearizability"),
     "selftest": ("harness.testing.run_counter", "run the harness on a counter service in local network namespaces"),
     "spark": ("spark_analysis.cli", "ingest many results dirs into Parquet, report trends, re-check on Spark"),

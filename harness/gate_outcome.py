@@ -26,23 +26,17 @@ from typing import Any
 
 from checker.perf import WRITE_FS, fault_kind_figures, latency_points, nemesis_windows
 from harness.explain import checker_verdicts
+from harness.protocols import SafetySettings
 from spark_analysis.sequential import FaultFigures, RunOutcome
 
-__all__ = ["SAFE_DEFAULTS", "cell_kind", "fault_figures", "recorded_figures", "run_outcome"]
-
-# The cluster options whose defaults are the safe settings; any other value makes anomalies expected.
-SAFE_DEFAULTS: Mapping[str, Any] = {"bugs": (), "enable_elect_unclean_master": False,
-                                    "all_ack_in_sync_state_set": True}
+__all__ = ["cell_kind", "fault_figures", "recorded_figures", "run_outcome"]
 
 
-def cell_kind(options: Any) -> str:
-    """``safety`` when a cell's cluster options (a :class:`harness.cluster.ClusterOptions`) are the safe settings
-    of :data:`SAFE_DEFAULTS`, else ``rate``."""
-    for name, safe in SAFE_DEFAULTS.items():
-        value = getattr(options, name)
-        if (tuple(value) if isinstance(value, list | tuple) else value) != safe:
-            return "rate"
-    return "safety"
+def cell_kind(options: object) -> str:
+    """``rate`` when a cell's cluster options name a setting that makes anomalies expected
+    (:class:`harness.protocols.SafetySettings`; our cluster's: :data:`systems.splitbrain.options.SAFE_DEFAULTS`),
+    else ``safety`` -- also for options that cannot say (a system with no such settings)."""
+    return "rate" if isinstance(options, SafetySettings) and options.unsafe_settings else "safety"
 
 
 def _verdict(results: Mapping[str, Any] | None) -> str:

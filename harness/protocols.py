@@ -8,8 +8,12 @@ Vocabulary (after Jepsen's ``core.clj``):
   (``pause``/``resume``), :class:`Primary` (``primaries``), :class:`LogFiles` (``log_files``),
   :class:`NodeHelpers` (``python``), :class:`RegisterClients` (``register_client``), :class:`CounterClients`
   (``counter_client``), :class:`QueueClients` (``queue_client``; with :class:`DeliveryPromise` and
-  :class:`LogQueues`) and :class:`Clocks` (``set_clock``/``read_clock``, offered through ``clock-admin`` or
-  ``clock-faketime``).
+  :class:`LogQueues`), :class:`Clocks` (``set_clock``/``read_clock``, offered through ``clock-admin`` or
+  ``clock-faketime``) and :class:`Registration` (``registration_failpoints``, ``extra_brokers``: brokers started
+  beside the cluster, :class:`ExtraBrokerSlots`).
+* **options** -- what a system adapter parsed from the spec's ``cluster:`` map (:meth:`systems.System.options`);
+  generic harness code reads only :class:`SystemOptions` of it (``version``, ``revision``), and where a system's
+  options say more, the small protocol that names it (:class:`LeaseOptions`, :class:`SafetySettings`).
 * **capability** -- what a system under test lets the harness do to it, by name: :data:`CAPABILITIES` is the one
   table of those names (a system adapter offers a set of them, :mod:`systems`; each nemesis fault needs some,
   :mod:`nemesis.faults`).
@@ -60,8 +64,13 @@ __all__ = [
     "NodeEvents",
     "QueueClients",
     "DeliveryPromise",
+    "ExtraBrokerSlots",
+    "LeaseOptions",
     "LogQueues",
     "NodeHelpers",
+    "Registration",
+    "SafetySettings",
+    "SystemOptions",
     "ValidatingClient",
     "ValidatingNemesis",
     "compose_nemeses",
@@ -299,6 +308,94 @@ class LogQueues(Protocol):
     log: bool
 
 
+@runtime_checkable
+class ExtraBrokerSlots(Protocol):
+    """Broker processes started beside a system's own nodes, one per *slot* (one broker identity, its own store
+    directory; restarting a slot on another port is the same broker at a changed address), in a broker set of the
+    caller's choosing, on the spec's broker nodes.  What the ``registration-crash`` nemesis and the workloads that
+    start brokers of their own call (our cluster: :class:`systems.splitbrain.extra_brokers.ExtraBrokers`).
+
+    ``start_slot`` starts a slot and waits until it serves with a broker id: ``{"broker_id", "broker_epoch",
+    "addr", "role"}``, or ``{"refused": True, "log": tail}`` if the process exited first, or ``{"timeout": True,
+    "log": tail}``.  ``crash_at`` starts a slot armed to crash at registration failpoint ``failpoint`` and records
+    the identity files the crash left: ``{"failpoint", "hit", "files"[, "log"]}``.  ``kill`` (SIGKILL, waiting until
+    the process is gone), ``terminate`` (SIGTERM), ``alive``, ``runtime_info`` (the broker's own answer) and
+    ``kill_all`` (teardown) act on slots; ``pids`` maps (node, slot) to the running process; ``addr`` is where a
+    slot on ``port`` listens."""
+
+    pids: dict[tuple[str, str], int]
+
+    def addr(self, test: Mapping[str, Any], node: str, port: int) -> str: ...
+    async def start_slot(self, test: Mapping[str, Any], node: str, slot: str, broker_name: str, port: int, *,
+                         timeout_s: float = 8.0) -> dict[str, Any]: ...
+    async def crash_at(self, test: Mapping[str, Any], node: str, slot: str, broker_name: str, port: int,
+                       failpoint: str, *, timeout_s: float = 8.0) -> dict[str, Any]: ...
+    async def kill(self, test: Mapping[str, Any], node: str, slot: str) -> None: ...
+    async def terminate(self, test: Mapping[str, Any], node: str, slot: str) -> None: ...
+    async def alive(self, test: Mapping[str, Any], node: str, slot: str) -> bool: ...
+    async def runtime_info(self, test: Mapping[str, Any], node: str, port: int) -> dict[str, Any]: ...
+    async def kill_all(self, test: Mapping[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class Registration(Protocol):
+    """A DB whose brokers register themselves through named steps that can be crashed (capability
+    ``registration``; the ``registration-crash`` nemesis, :mod:`nemesis.registration`).
+
+    ``registration_failpoints`` are the steps' failpoint names in the order a first start passes them;
+    ``first_registration_failpoints`` those only a broker without an identity of its own passes (a restart skips
+    them, so crashing there needs a fresh broker).  ``broker_nodes`` are the nodes extra brokers may run on, and
+    ``extra_brokers(root)`` makes a set of slots whose store directories live under ``root`` in each node's
+    directory (:class:`ExtraBrokerSlots`)."""
+
+    @property
+    def registration_failpoints(self) -> tuple[str, ...]: ...
+
+    @property
+    def first_registration_failpoints(self) -> frozenset[str]: ...
+
+    @property
+    def broker_nodes(self) -> tuple[str, ...]: ...
+
+    def extra_brokers(self, root: str) -> ExtraBrokerSlots: ...
+
+
+@runtime_checkable
+class SystemOptions(Protocol):
+    """What generic harness code reads of any system's options (the spec's ``cluster:`` map as its adapter parsed
+    it, :meth:`systems.System.options`).
+
+    ``version`` is a label only, never passed to the nodes: results.json records it as the run's
+    ``cluster_version`` (:mod:`harness.provenance`).  ``revision`` is a git revision of this repository whose node
+    commands the nodes run (:mod:`harness.revisions`); None for a system that runs none of them, and for a run of
+    the harness's own checkout."""
+
+    @property
+    def version(self) -> str | None: ...
+
+    @property
+    def revision(self) -> str | None: ...
+
+
+@runtime_checkable
+class LeaseOptions(Protocol):
+    """Options of a system whose brokers hold a lease (``lease_timeout_ms``), from which the availability checker
+    derives the bounds a spec does not state (:func:`harness.runner.availability_checker`)."""
+
+    @property
+    def lease_timeout_ms(self) -> int: ...
+
+
+@runtime_checkable
+class SafetySettings(Protocol):
+    """Options that can name which of their settings make anomalies expected (``unsafe_settings``: a planted bug,
+    an unsafe replication mode).  The release gate treats a cell whose options name none, or that do not
+    implement this, as a *safety* cell (:func:`harness.gate_outcome.cell_kind`)."""
+
+    @property
+    def unsafe_settings(self) -> tuple[str, ...]: ...
+
+
 @dataclass(frozen=True)
 class Capability:
     """One thing a system may let the harness do to it.
@@ -329,7 +426,8 @@ CAPABILITIES: Mapping[str, Capability] = {c.name: c for c in (
     Capability("failpoints", "named protocol steps can be armed at run time to crash, fail, delay or pause",
                Failpoints),
     Capability("store-files", "a node's store files can be read, cut and corrupted while it is down", StoreFiles),
-    Capability("registration", "its broker registration can be crashed at named steps (our cluster's broker)"),
+    Capability("registration", "its broker registration can be crashed at named steps (our cluster's broker)",
+               Registration),
     Capability("event-observation", "its nodes report their events while running (guided mode and coverage)",
                NodeEvents),
     Capability("node-helpers", "its nodes can run this repository's Python helpers (the packet shaper where the "

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import systems
 from checker.history import read_jsonl
 from harness import generator as g
 from harness.explain import crash_where, summary_lines
@@ -48,6 +49,7 @@ from harness.protocols import (
     DB,
     Checker,
     Client,
+    LeaseOptions,
     LogFiles,
     Nemesis,
     Primary,
@@ -370,19 +372,18 @@ class AvailabilityChecker:
 
 def availability_checker(spec: TestSpec) -> AvailabilityChecker | None:
     """The run's availability checker: None when the spec turns it off (``checker.availability.enabled:
-    false``), names no workload it can judge, or has no controllers.  The bounds it does not state derive from
-    ``cluster.lease_timeout_ms`` (the cluster's default lease when absent)."""
+    false``), names no workload it can judge, or has no controllers, or its system's options have no broker lease
+    (:class:`harness.protocols.LeaseOptions`).  The bounds it does not state derive from ``cluster.lease_timeout_ms``
+    (the cluster's default lease when absent)."""
     from checker.availability import WORKLOAD_OPS, Topology, resolve
 
     workloads = tuple(w.name for w in spec.workloads if w.name in WORKLOAD_OPS)
     if not workloads or not spec.nodes.controllers:
         return None
-    lease = spec.cluster.get("lease_timeout_ms")
-    if not isinstance(lease, int) or isinstance(lease, bool):
-        from harness.cluster import ClusterOptions
-
-        lease = ClusterOptions.lease_timeout_ms
-    expectations = resolve(spec.checker.get("availability") or {}, lease_timeout_ms=lease)
+    options = systems.get(spec.system).options(spec.cluster, file=spec.source)
+    if not isinstance(options, LeaseOptions):  # no lease to derive the bounds from
+        return None
+    expectations = resolve(spec.checker.get("availability") or {}, lease_timeout_ms=options.lease_timeout_ms)
     if expectations is None:
         return None
     return AvailabilityChecker(Topology(spec.nodes.controllers, spec.nodes.broker_sets), workloads, expectations)

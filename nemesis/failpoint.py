@@ -101,7 +101,7 @@ def trigger_for(name: str, trigger: str) -> str:
 
 @runtime_checkable
 class KnowsPaused(Protocol):
-    """A DB that remembers which nodes it has SIGSTOPped (``harness.cluster.SplitbrainDB``)."""
+    """A DB that remembers which nodes it has SIGSTOPped (``systems.splitbrain.db.SplitbrainDB``)."""
 
     def is_paused(self, node: str) -> bool: ...
 

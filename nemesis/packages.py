@@ -39,7 +39,7 @@ from nemesis.packet import PacketNemesis
 from nemesis.packet_behavior import PRESETS
 from nemesis.partition import PartitionNemesis
 from nemesis.process import ProcessNemesis
-from nemesis.registration import FAILPOINTS, RegistrationCrashNemesis
+from nemesis.registration import REGISTRATION_POINTS, RegistrationCrashNemesis
 from nemesis.schedule import PARTITION_KINDS, UNDO, Step, timed
 from nemesis.targets import SelectorError, Topology, needs_roles
 from nemesis.targets import validate as validate_target
@@ -220,8 +220,8 @@ KINDS: dict[str, _Kind] = {  # by package name: the names a spec may use
                             lambda s, c: tuple(p for p, t in PROTOCOL_POINTS if t != "masters" or s),
                             lambda o, i: _protocol_crash(o, i, False), False, _heal("protocol-crash"),
                             FailpointNemesis, any_kind=True),
-    "registration-crash": _Kind(lambda: tuple(FAILPOINTS), lambda s, c: tuple(FAILPOINTS), _registration_crash, False,
-                                _heal("registration-crash"), RegistrationCrashNemesis),
+    "registration-crash": _Kind(lambda: REGISTRATION_POINTS, lambda s, c: REGISTRATION_POINTS, _registration_crash,
+                                False, _heal("registration-crash"), RegistrationCrashNemesis),
 }
 ALIASES = {"all": ["partition", "kill", "pause", "clock", "packet", "disk"], "leader-chaos": ["partition", "kill"]}
 

@@ -3,7 +3,8 @@
 A *system* is what the harness tests: our own controller-and-broker cluster is one, the counter service of the
 self-test another, and a third party may ship their own.  An adapter (:class:`System`) says what the harness needs
 to know before anything starts: its name, the node roles it reads from the spec's ``nodes:`` map, the capabilities
-it offers (names from the one table, :data:`harness.protocols.CAPABILITIES`), and how to make its DB for one run.
+it offers (names from the one table, :data:`harness.protocols.CAPABILITIES`), how to read the spec's ``cluster:``
+map (its own options: a key means what the system says it means), and how to make its DB for one run.
 Validation refuses a spec that asks a system for something it does not offer (a nemesis package needing a
 capability it lacks) instead of failing mid-run.
 
@@ -16,8 +17,9 @@ Where adapters come from, in this order:
   cannot be taken over by an entry point: the built-in adapter is the one used.
 
 Built-in adapters are imported by name (``importlib``), like entry points, so this module imports none of them:
-the registry stays below the harness layer while an adapter may, for now, wrap harness code (``systems.splitbrain``
-wraps :class:`harness.cluster.SplitbrainDB` until that code moves into it).
+the registry stays below the harness layer, while an adapter may build on the harness (our cluster's,
+``systems.splitbrain``, holds its DB, options and tools; the counter's still wraps ``harness.testing.counter``).
+A system with no options of its own parses ``cluster:`` with :func:`systems.options.plain_options`.
 
 Errors (:class:`RegistryError`, a ``LookupError``): :class:`UnknownSystem` names the system and the known ones;
 :class:`BrokenSystem` names the adapter or entry point that failed to load or does not describe a system, and why
@@ -31,7 +33,7 @@ import importlib.metadata
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from harness.protocols import CAPABILITIES, DB
+from harness.protocols import CAPABILITIES, DB, SystemOptions
 
 __all__ = [
     "BUILT_IN", "CAPABILITIES", "DEFAULT", "ENTRY_POINT_GROUP", "BrokenSystem", "RegistryError", "System",
@@ -57,8 +59,8 @@ BUILT_IN: Mapping[str, str] = {
 class System(Protocol):
     """An adapter for one system under test.
 
-    ``spec`` is the validated :class:`harness.spec.TestSpec` and ``options`` what the harness parsed from its
-    ``cluster:`` map; both are typed loosely because this registry sits below the harness layer that defines them.
+    ``spec`` is the validated :class:`harness.spec.TestSpec` (typed loosely because this registry sits below the
+    harness layer that defines it) and ``options`` what :meth:`options` parsed from its ``cluster:`` map.
     """
 
     @property
@@ -77,8 +79,21 @@ class System(Protocol):
         """What it lets the harness do to it: names from :data:`harness.protocols.CAPABILITIES`."""
         ...
 
+    def options(self, raw: Mapping[str, Any], *, file: str = "<spec>") -> SystemOptions:
+        """The spec's ``cluster:`` map (``raw``) as this system's options, validated before anything starts.
+
+        Generic harness code reads only :class:`harness.protocols.SystemOptions` of the result; the adapter's
+        ``make_db`` gets it whole.
+
+        Raises:
+            SpecError (:class:`harness.errors.SpecError`): in ``file``, naming ``cluster.<key>``, the value and what
+                is allowed -- an unknown key included.
+        """
+        ...
+
     def make_db(self, spec: Any, options: Any) -> DB:
-        """A fresh DB for one run of ``spec`` (nothing starts until the runner calls ``setup``)."""
+        """A fresh DB for one run of ``spec`` with ``options`` (what :meth:`options` returned for its ``cluster:``
+        map); nothing starts until the runner calls ``setup``."""
         ...
 
 
@@ -122,8 +137,9 @@ def check(system: object, where: str) -> System:
     read rather than as an attribute error mid-run."""
     name = getattr(system, "name", None)
     if not isinstance(system, System) or not isinstance(name, str):
-        raise BrokenSystem(str(name), f"{where} is not a system adapter: it needs a name (str), roles, capabilities "
-                                      f"and make_db(spec, options) (systems.System); got {type(system).__name__}")
+        raise BrokenSystem(str(name), f"{where} is not a system adapter: it needs a name (str), roles, capabilities, "
+                                      f"options(raw, file=...) and make_db(spec, options) (systems.System); got "
+                                      f"{type(system).__name__}")
     caps = system.capabilities
     if not isinstance(caps, frozenset):
         raise BrokenSystem(name, f"{where}: capabilities must be a frozenset of names; got {type(caps).__name__}")

@@ -11,13 +11,13 @@ In a nutshell.  Two kinds of ops run side by side.
      the generator applies the next id it saw, ids above it (gaps), stale ids and its own earlier claims again;
    * ``read-ids`` ``{"broker_set": B}`` -> ok ``{"ids": [I...]}`` (GetReplicaInfo's members).
 
-2. **Lanes** of real broker processes (``harness.extra_brokers.ExtraBrokers``) started on the spec's broker
-   nodes in broker sets ``bids-0..``.  One lane per registration failpoint: a fresh broker is crashed at the
-   point (``crash-broker``), restarted on a changed port (``start-broker``), stopped (``stop-broker``) and
-   started again on its first port; for ``broker.register.*`` the broker registers once before the crash.
-   Lanes run concurrently, so new brokers join while others crash.  ``start-broker`` records the id the broker
-   believes it has (GET_BROKER_RUNTIME_INFO), its broker epoch and address; ``crash-broker`` records the
-   identity files the crash left.
+2. **Lanes** of real broker processes (the DB's ``extra_brokers``, our cluster's
+   ``systems.splitbrain.extra_brokers``) started on the spec's broker nodes in broker sets ``bids-0..``.  One lane
+   per registration failpoint: a fresh broker is crashed at the point (``crash-broker``), restarted on a changed
+   port (``start-broker``), stopped (``stop-broker``) and started again on its first port; for ``broker.register.*``
+   the broker registers once before the crash.  Lanes run concurrently, so new brokers join while others crash.
+   ``start-broker`` records the id the broker believes it has (GET_BROKER_RUNTIME_INFO), its broker epoch and
+   address; ``crash-broker`` records the identity files the crash left.
    ``read-table`` reads the controller's table of a real set.
 
 Checkers: ``linearizable`` (allocator ops vs :class:`IdAllocator`), ``invariants`` (``checker.invariants``
@@ -42,8 +42,8 @@ from checker.linearizable import check as check_linearizable
 from checker.models import UNKNOWN, Inconsistent, Model, ModelError, OpInput
 from harness import generator as g
 from harness.errors import SpecError
-from harness.extra_brokers import ExtraBrokers, crash_at, start_slot
-from nemesis.registration import FAILPOINTS, FIRST_REGISTRATION_POINTS
+from harness.protocols import ExtraBrokerSlots
+from system_under_test.broker.registration import FAILPOINTS, FIRST_REGISTRATION_POINTS
 from system_under_test.broker.registration.driver import FP_META_BEFORE_RENAME
 from system_under_test.client.workload_requests import (
     ALLOC_APPLY_FRACTION,
@@ -263,13 +263,15 @@ class BrokerIdsGen:
 
 
 class BrokerIdsClient(BrokerSpawningClient):
-    """Allocator ops through the controller client; lane ops through a shared :class:`ExtraBrokers`."""
+    """Allocator ops through the controller client; lane ops through the DB's extra brokers
+    (:class:`harness.protocols.ExtraBrokerSlots`, shared by every worker)."""
 
-    def __init__(self, db: Any, options: BrokerIdsOptions, *, extra: ExtraBrokers | None = None,
+    def __init__(self, db: Any, options: BrokerIdsOptions, *, extra: ExtraBrokerSlots | None = None,
                  controller: Any = None) -> None:
         self.db = db
         self.options = options
-        self.extra = extra if extra is not None else ExtraBrokers(db, root="broker-ids")
+        self.extra_root = "broker-ids"
+        self._extra = extra
         self.controller = controller
 
     @property
@@ -305,9 +307,9 @@ class BrokerIdsClient(BrokerSpawningClient):
             await self.extra.kill(test, node, slot)
             return {}
         if f == "crash-broker":
-            return await crash_at(self.extra, test, node, slot, name, int(v["port"]), str(v["failpoint"]),
-                                  timeout_s=timeout)
-        return await start_slot(self.extra, test, node, slot, name, int(v["port"]), timeout_s=timeout)
+            return await self.extra.crash_at(test, node, slot, name, int(v["port"]), str(v["failpoint"]),
+                                             timeout_s=timeout)
+        return await self.extra.start_slot(test, node, slot, name, int(v["port"]), timeout_s=timeout)
 
     async def _apply(self, op: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
         from system_under_test.protocol.errors import RpcError

@@ -21,6 +21,7 @@ from checker.linearizable import Result as LinResult
 from checker.linearizable import failure_window
 from harness import generator as g
 from harness.errors import SpecError
+from harness.protocols import ExtraBrokerSlots
 from workloads.registry import WorkloadContext
 
 __all__ = ["BrokerSpawningClient", "InvariantOps", "StatsChecker", "completion_for", "invocation", "invoke_times",
@@ -119,14 +120,27 @@ def op_dicts(history: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 class BrokerSpawningClient:
-    """The end of a client that starts brokers of its own (``extra``, an ``ExtraBrokers``) and holds a
-    controller client: teardown kills every broker it started, close closes the controller client."""
+    """The end of a client that starts brokers of its own (``extra``, the DB's
+    :class:`~harness.protocols.ExtraBrokerSlots` under ``extra_root``) and holds a controller client: teardown
+    kills every broker it started, close closes the controller client.
 
-    extra: Any
+    ``extra`` is asked of the DB on first use, not when the client is built: a workload's builder validates its
+    options with no DB to start brokers yet, and the clients the workers open share the first one's slots."""
+
+    db: Any
     controller: Any
+    extra_root: str
+    _extra: ExtraBrokerSlots | None
+
+    @property
+    def extra(self) -> ExtraBrokerSlots:
+        if self._extra is None:
+            self._extra = self.db.extra_brokers(self.extra_root)
+        return self._extra
 
     async def teardown(self, test: dict[str, Any]) -> None:
-        await self.extra.kill_all(test)
+        if self._extra is not None:
+            await self._extra.kill_all(test)
 
     async def close(self, test: dict[str, Any]) -> None:
         if self.controller is not None:

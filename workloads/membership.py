@@ -1,8 +1,8 @@
 """The ``membership`` workload: brokers join, leave (controlled shutdown), bounce and get fenced (KIP-631/380).
 
-In a nutshell.  The workload runs ``brokers`` extra broker processes (``harness.extra_brokers.ExtraBrokers``) of
-one broker set ``mem-0`` on the spec's broker nodes, one fixed port per slot, and drives their membership one
-lifecycle op at a time (other threads read the controller's table meanwhile):
+In a nutshell.  The workload runs ``brokers`` extra broker processes (the DB's ``extra_brokers``, our cluster's
+``systems.splitbrain.extra_brokers``) of one broker set ``mem-0`` on the spec's broker nodes, one fixed port per
+slot, and drives their membership one lifecycle op at a time (other threads read the controller's table meanwhile):
 
 * ``bounce`` ``{"slot"}``: SIGKILL and restart at once (faster than the lease).  Value adds ``before`` /
   ``after`` (broker id and broker epoch).  Anomalies ``bounce-kept-epoch`` (the new incarnation did not get a
@@ -46,7 +46,7 @@ from checker.compose import Anomaly, result_from_anomalies
 from checker.invariants import check_invariants
 from harness import generator as g
 from harness.errors import SpecError
-from harness.extra_brokers import ExtraBrokers, start_slot
+from harness.protocols import ExtraBrokerSlots
 from system_under_test.client.workload_requests import (
     PAUSE_WRITE_FRACTION,
     leave_record,
@@ -128,12 +128,13 @@ class MembershipClient(BrokerSpawningClient):
     """Drives the extra brokers of ``mem-0``; ``epochs`` remembers every broker epoch per slot (shared)."""
 
     def __init__(self, db: Any, options: MembershipOptions, slots: Sequence[tuple[str, str]], *,
-                 extra: ExtraBrokers | None = None, controller: Any = None,
+                 extra: ExtraBrokerSlots | None = None, controller: Any = None,
                  epochs: dict[str, list[tuple[int, int]]] | None = None) -> None:
         self.db = db
         self.options = options
         self.slots = {slot: node for node, slot in slots}
-        self.extra = extra if extra is not None else ExtraBrokers(db, root="membership")
+        self.extra_root = "membership"
+        self._extra = extra
         self.controller = controller
         self.epochs: dict[str, list[tuple[int, int]]] = epochs if epochs is not None else {}
 
@@ -149,8 +150,8 @@ class MembershipClient(BrokerSpawningClient):
                                 controller=self.db.client(test, timeout_s=1.5), epochs=self.epochs)
 
     async def _start(self, test: dict[str, Any], slot: str) -> dict[str, Any]:
-        res = await start_slot(self.extra, test, self.slots[slot], slot, SET, self.port(slot),
-                               timeout_s=self.options.spawn_timeout_s)
+        res = await self.extra.start_slot(test, self.slots[slot], slot, SET, self.port(slot),
+                                          timeout_s=self.options.spawn_timeout_s)
         if isinstance(res.get("broker_id"), int) and isinstance(res.get("broker_epoch"), int):
             self.epochs.setdefault(slot, []).append((res["broker_id"], res["broker_epoch"]))
         return res

@@ -27,7 +27,7 @@ from harness.errors import SpecError
 @dataclass(frozen=True)
 class WorkloadContext:
     spec: Any  # harness.spec.TestSpec
-    db: Any  # harness.cluster.SplitbrainDB
+    db: Any  # the spec's system's DB (our cluster's: systems.splitbrain.db.SplitbrainDB)
     options: Mapping[str, Any]
     seed: int
     index: int = 0  # position in the spec's workloads list (for error paths)

@@ -27,8 +27,7 @@ import yaml
 
 import systems
 from harness import generator as g
-from harness.cluster import ClusterOptions, cluster_options, node_flags_used
-from harness.protocols import DB
+from harness.protocols import DB, SystemOptions
 from harness.revisions import RevisionError, SutBuild, ensure_build
 from harness.runner import TestParts
 from harness.spec import SpecError, TestSpec, load_spec
@@ -36,7 +35,8 @@ from harness.spec import SpecError, TestSpec, load_spec
 __all__ = [
     "CompositeClient", "Prepared", "RunsNodeCommands", "add_spec_arguments", "build_parts", "build_workloads",
     "check_results_root", "make_db", "namespaced_checkers", "overrides_from_args", "prepare",
-    "refuse_missing_capabilities", "refuse_unservable_workloads", "runnable_problem", "validate_spec",
+    "refuse_missing_capabilities", "refuse_unservable_workloads", "runnable_problem", "system_options",
+    "validate_spec",
 ]
 
 
@@ -115,31 +115,57 @@ def _nemesis_names(spec: TestSpec, workloads: Sequence[Any]) -> list[str]:
 @runtime_checkable
 class RunsNodeCommands(Protocol):
     """A DB whose nodes run this repository's node commands, so ``cluster.revision`` can swap in a built revision's
-    (:func:`harness.commands._backend.sut_node_command`); our cluster's DB is one."""
+    (:func:`harness.commands._backend.sut_node_command`); our cluster's DB is one.  ``node_flags`` names every
+    option the DB may pass to each node command, so that a revision whose commands lack one is refused before a run
+    (:func:`harness.revisions.ensure_build`)."""
 
     command: Sequence[str]
 
+    def node_flags(self) -> Mapping[str, frozenset[str]]: ...
 
-def make_db(spec: TestSpec, options: ClusterOptions) -> DB:
+
+@runtime_checkable
+class LazyStoreOptions(Protocol):
+    """Options that can put the system's stores on the lazy file system (``store_fs``: ``plain`` or ``lazyfs``,
+    :mod:`nemesis.lazyfs`), which the local backend mounts (:func:`store_fs_problem` says where it cannot)."""
+
+    @property
+    def store_fs(self) -> str: ...
+
+
+def system_options(spec: TestSpec) -> SystemOptions:
+    """The spec's ``cluster:`` map as its system's adapter parses it (:meth:`systems.System.options`).
+
+    Raises:
+        SpecError: naming ``cluster.<key>``, the value and what the system allows.
+    """
+    return systems.get(spec.system).options(spec.cluster, file=spec.source)
+
+
+def make_db(spec: TestSpec, options: SystemOptions) -> DB:
     """A fresh DB of the spec's system (:mod:`systems`; :func:`harness.spec.load_spec` already loaded its adapter)."""
     return systems.get(spec.system).make_db(spec, options)
 
 
-def validate_spec(spec: TestSpec) -> ClusterOptions:
+def _no_revision(spec: TestSpec, revision: str) -> SpecError:
+    return SpecError(spec.source, "cluster.revision", revision,
+                     f"no revision: system {spec.system!r} does not run this repository's node commands")
+
+
+def validate_spec(spec: TestSpec) -> SystemOptions:
     """Check cluster options, nemesis packages/targets, what they need of the system, and workloads without
     starting anything.
 
     Returns:
-        the validated cluster options.
+        the validated cluster options (what the system's adapter parsed).
     Raises:
         SpecError: naming the file, the key and the reason.
     """
-    options = cluster_options(spec.cluster, file=spec.source)
+    options = system_options(spec)
     store_fs_problem(spec, options)
     db = make_db(spec, options)
     if options.revision is not None and not isinstance(db, RunsNodeCommands):
-        raise SpecError(spec.source, "cluster.revision", options.revision,
-                        f"no revision: system {spec.system!r} does not run this repository's node commands")
+        raise _no_revision(spec, options.revision)
     offered = systems.get(spec.system).capabilities
     refuse_missing_capabilities(spec, offered, spec.nemesis.packages)  # before the workloads: the system is the cause
     refuse_unservable_workloads(spec, offered)
@@ -209,7 +235,7 @@ def refuse_missing_capabilities(spec: TestSpec, offered: frozenset[str], names: 
                     "capabilities: docs/systems.md)")
 
 
-def store_fs_problem(spec: TestSpec, options: ClusterOptions, *, fuse_device: str = "/dev/fuse") -> None:
+def store_fs_problem(spec: TestSpec, options: SystemOptions, *, fuse_device: str = "/dev/fuse") -> None:
     """Refuse ``cluster.store_fs: lazyfs`` where it cannot run, before anything starts (rather than mid-run).
 
     Raises:
@@ -217,7 +243,7 @@ def store_fs_problem(spec: TestSpec, options: ClusterOptions, *, fuse_device: st
             broker container, ssh a FUSE-capable host: not built yet), or this machine lacks ``/dev/fuse`` or
             pyfuse3 (``scripts/setup.sh`` installs fuse3 and libfuse3-dev, then pyfuse3).
     """
-    if options.store_fs != "lazyfs":
+    if not isinstance(options, LazyStoreOptions) or options.store_fs != "lazyfs":
         return
     if spec.backend != "local":
         raise SpecError(spec.source, "cluster.store_fs", "lazyfs",
@@ -251,7 +277,7 @@ class Prepared:
     run (:mod:`harness.revisions`; the spec's revision is then the build's full sha)."""
 
     spec: TestSpec
-    options: ClusterOptions
+    options: SystemOptions
     sut: SutBuild | None = None
 
 
@@ -308,14 +334,17 @@ def prepare(path: str, overrides: Mapping[str, Any], *, allow_weak_quorum: bool 
         return Prepared(spec, options)
     from systems.splitbrain.revision import REVISIONS  # cluster.revision is our cluster's option
 
+    db = make_db(spec, options)
+    if not isinstance(db, RunsNodeCommands):  # validate_spec refused it already
+        raise _no_revision(spec, options.revision)
     try:
-        sut = ensure_build(options.revision, system=REVISIONS, node_flags=node_flags_used())
+        sut = ensure_build(options.revision, system=REVISIONS, node_flags=db.node_flags())
     except RevisionError as exc:
         raise SpecError(spec.source, "cluster.revision", options.revision,
                         f"a revision this harness can run ({exc})") from None
     if sut.revision != options.revision:  # the spec that runs (and test.yaml) names the commit, not a moving name
         spec = replace(spec, cluster={**spec.cluster, "revision": sut.revision})
-        options = replace(options, revision=sut.revision)
+        options = system_options(spec)
     return Prepared(spec, options, sut)
 
 
@@ -406,7 +435,7 @@ def final_generator(workloads: Sequence[Any]) -> Any:
     return finals[0] if len(finals) == 1 else g.phases(*finals)
 
 
-def build_parts(spec: TestSpec, options: ClusterOptions) -> tuple[TestParts, DB]:
+def build_parts(spec: TestSpec, options: SystemOptions) -> tuple[TestParts, DB]:
     """Fresh DB (of the spec's system), workloads and nemesis packages for one run of ``spec`` (the seed drives
     every schedule)."""
     from nemesis import packages

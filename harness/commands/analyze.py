@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from checker.history import HistoryError, read_jsonl
-from harness.cluster import cluster_options
 from harness.commands._artifacts import write_artifacts
 from harness.commands._exit import refuse
-from harness.commands._parts import build_workloads, make_db, namespaced_checkers
+from harness.commands._parts import build_workloads, make_db, namespaced_checkers, system_options
 from harness.junit import write_junit
 from harness.runner import AVAILABILITY, CLUSTER_EVENTS, availability_checker, cluster_events_checker
 from harness.runs import RunNotFound, resolve_run_dir
@@ -68,8 +67,7 @@ def analyze_run(run_dir: str | Path, *, plots: bool = True) -> tuple[int, dict[s
     """
     path = Path(run_dir)
     spec = load_spec(path / "test.yaml")
-    options = cluster_options(spec.cluster, file=spec.source)
-    workloads = build_workloads(spec, make_db(spec, options))
+    workloads = build_workloads(spec, make_db(spec, system_options(spec)))
     if not (path / "history.jsonl").exists():
         raise FileNotFoundError(f"{path}: no history.jsonl (the run never started its workers)")
     unreadable = ""

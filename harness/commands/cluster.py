@@ -203,17 +203,10 @@ def _pid_alive(pid: Any) -> bool:
 
 
 async def _leader(rec: Mapping[str, Any]) -> str:
-    from system_under_test.client.controller_client import ControllerClient
+    """The recorded cluster's quorum in one line (our cluster's: the record holds its controllers and token)."""
+    from systems.splitbrain.db import quorum_status
 
-    client = ControllerClient(list(rec.get("controllers") or []), token=rec.get("token"), timeout_s=1.0)
-    try:
-        md = await asyncio.wait_for(client.get_metadata(), 3.0)
-        return f"leader={md.get('leader_id')} active={md.get('active')}"
-    except Exception as exc:
-        return f"no answer ({exc.__class__.__name__})"
-    finally:
-        with contextlib.suppress(Exception):
-            await client.close()
+    return await quorum_status(list(rec.get("controllers") or []), rec.get("token"))
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

@@ -126,8 +126,8 @@ def _cells(args: argparse.Namespace) -> tuple[list[_Cell], list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.cluster import node_flags_used
     from harness.revisions import RevisionError, ensure_build
+    from systems.splitbrain.db import node_flags_used  # the revisions built are of our cluster's node commands
     from systems.splitbrain.revision import REVISIONS
 
     builds: dict[str, Any] = {}

@@ -15,7 +15,6 @@ import pytest
 
 import systems
 from harness import generator as g
-from harness.cluster import cluster_options
 from harness.control.local import LocalRemote
 from harness.protocols import compose_nemeses
 from harness.runner import RunOutcome, TestParts, run_test
@@ -42,7 +41,8 @@ def run_workload(tmp: Path, *, workload: str, options: dict[str, Any], seed: int
     async def main() -> RunOutcome:
         remote = await LocalRemote.create(list(spec.nodes.all), state_dir=tmp / "state")
         try:
-            db = systems.get(spec.system).make_db(spec, cluster_options(spec.cluster))
+            system = systems.get(spec.system)
+            db = system.make_db(spec, system.options(spec.cluster, file=spec.source))
             wl = registry.build(workload, registry.WorkloadContext(spec, db, spec.workloads[0].options, spec.seed))
             nem = packages.build(db, nemesis or [], interval_s=spec.nemesis.interval_s, targets=spec.nemesis.targets,
                                  seed=spec.seed)

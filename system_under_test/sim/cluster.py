@@ -58,7 +58,8 @@ class SimConfig:
     Attributes:
         seed: the only source of randomness.
         seconds: length of the main phase (clients and faults).
-        bugs: deliberate bugs (names of ``harness/cluster.py``'s KNOWN_BUGS), given to the nodes that own them.
+        bugs: deliberate bugs (names of ``systems/splitbrain/options.py``'s KNOWN_BUGS), given to the nodes that
+            own them.
         faults: fault kinds of :data:`~system_under_test.sim.faults.FAULT_KINDS` (empty: no nemesis).
         workloads: which of :data:`SIM_WORKLOADS` run (``queue`` always does: its clients and drain are the run).
         threads: queue client threads; ``think_ms`` the mean pause between one thread's ops (load).

@@ -13,10 +13,12 @@ and :mod:`.db` (:class:`~systems.counter.db.CounterDB`, one service per node thr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from systems.counter.db import CounterDB
+from systems.options import PlainOptions, plain_options
 
 __all__ = ["SYSTEM", "CounterSystem"]
 
@@ -28,9 +30,14 @@ class CounterSystem:
     capabilities: frozenset[str] = frozenset({"kill", "pause", "log-files", "clock-faketime", "counter-client"})
     port: int = 7400
 
+    def options(self, raw: Mapping[str, Any], *, file: str = "<spec>") -> PlainOptions:
+        """The spec's ``cluster:`` map: ``version`` and ``system_options`` only (:func:`systems.options.plain_options`;
+        SpecError on ``cluster.<key>`` for any other key)."""
+        return plain_options(raw, file=file, system=self.name)
+
     def make_db(self, spec: Any, options: Any) -> CounterDB:
-        """One counter service per node, each under libfaketime; the spec's ``cluster:`` options mean nothing to
-        it."""
+        """One counter service per node, each under libfaketime; its options (``version``, ``system_options``) mean
+        nothing to it."""
         return CounterDB(self.port, spec=spec)
 
 

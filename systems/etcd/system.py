@@ -13,15 +13,18 @@ It offers what :class:`systems.etcd.db.EtcdDB` really does:
   ``register`` workload).
 
 Not offered: clock-admin, failpoints, store-files, registration, event-observation, node-helpers.  The spec's
-``cluster:`` options mean nothing to it (they are still parsed as our cluster's; issue 29's later step).
+``cluster:`` map takes only ``version`` (a label) and ``system_options`` (which it ignores):
+:func:`systems.options.plain_options`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from systems.etcd.db import EtcdDB
+from systems.options import PlainOptions, plain_options
 
 __all__ = ["SYSTEM", "EtcdSystem"]
 
@@ -32,6 +35,11 @@ class EtcdSystem:
     roles: tuple[str, ...] = ("members",)
     capabilities: frozenset[str] = frozenset({"kill", "pause", "network", "primaries", "log-files",
                                               "register-client"})
+
+    def options(self, raw: Mapping[str, Any], *, file: str = "<spec>") -> PlainOptions:
+        """The spec's ``cluster:`` map: ``version`` and ``system_options`` only (:func:`systems.options.plain_options`;
+        SpecError on ``cluster.<key>`` for any other key)."""
+        return plain_options(raw, file=file, system=self.name)
 
     def make_db(self, spec: Any, options: Any) -> EtcdDB:
         """A static cluster of the spec's members (``spec``: a :class:`harness.spec.TestSpec`)."""

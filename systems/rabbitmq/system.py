@@ -16,14 +16,17 @@ Both offer what :class:`systems.rabbitmq.db.RabbitDB` really does:
   workload).
 
 Not offered: ``primaries`` (a leader or master per queue, not per cluster; see the DB's docstring),
-clock-admin, failpoints, store-files, registration, event-observation, node-helpers.
+clock-admin, failpoints, store-files, registration, event-observation, node-helpers.  Its ``cluster:`` map takes only
+``version`` (a label) and ``system_options`` (which it ignores): :func:`systems.options.plain_options`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from systems.options import PlainOptions, plain_options
 from systems.rabbitmq.db import RabbitDB
 
 __all__ = ["MIRRORED", "OFFERED", "SYSTEM", "RabbitSystem"]
@@ -38,6 +41,11 @@ class RabbitSystem:
     queue_type: str = "quorum"
     roles: tuple[str, ...] = ("members",)
     capabilities: frozenset[str] = OFFERED
+
+    def options(self, raw: Mapping[str, Any], *, file: str = "<spec>") -> PlainOptions:
+        """The spec's ``cluster:`` map: ``version`` and ``system_options`` only (:func:`systems.options.plain_options`;
+        SpecError on ``cluster.<key>`` for any other key)."""
+        return plain_options(raw, file=file, system=self.name)
 
     def make_db(self, spec: Any, options: Any) -> RabbitDB:
         """A cluster of the spec's members declaring this adapter's queue type (``spec``: a TestSpec)."""

@@ -12,15 +12,17 @@ It offers what :class:`systems.redis.db.RedisDB` really does:
 * ``queue-client`` -- Redis Streams (the ``generic-queue`` workload, :mod:`systems.redis.client`).
 
 Its options are the spec's ``cluster: {system_options: {...}}`` (:func:`systems.redis.config.parse_options`:
-WAIT after each send, min-replicas-to-write, Sentinel timing); refused on ``cluster.system_options.<key>``.  Every
-other ``cluster:`` key means nothing to it.
+WAIT after each send, min-replicas-to-write, Sentinel timing); refused on ``cluster.system_options.<key>``.  The
+only other ``cluster:`` key it takes is ``version`` (a label): :func:`systems.options.plain_options`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from systems.options import PlainOptions, plain_options
 from systems.redis.config import parse_options
 from systems.redis.db import RedisDB
 
@@ -33,9 +35,14 @@ class RedisSystem:
     roles: tuple[str, ...] = ("members",)
     capabilities: frozenset[str] = frozenset({"kill", "pause", "network", "primaries", "log-files", "queue-client"})
 
+    def options(self, raw: Mapping[str, Any], *, file: str = "<spec>") -> PlainOptions:
+        """The spec's ``cluster:`` map: ``version`` and ``system_options`` only (:func:`systems.options.plain_options`;
+        SpecError on ``cluster.<key>`` for any other key)."""
+        return plain_options(raw, file=file, system=self.name)
+
     def make_db(self, spec: Any, options: Any) -> RedisDB:
-        """A Sentinel deployment of the spec's members with ``options.system_options`` (``options``: the spec's
-        :class:`harness.cluster.ClusterOptions`).
+        """A Sentinel deployment of the spec's members with ``options.system_options`` (``options``: what
+        :meth:`options` returned, a :class:`systems.options.PlainOptions`).
 
         Raises:
             SpecError: a bad Redis option (``cluster.system_options.<key>``).

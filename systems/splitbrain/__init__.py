@@ -1,20 +1,33 @@
 """Our own controller-and-broker cluster as a system adapter: the default system of every spec.
 
-This first step only routes construction through the registry: the DB is still
-:class:`harness.cluster.SplitbrainDB` and the options still :class:`harness.cluster.ClusterOptions` (parsed from the
-spec's ``cluster:`` map by :func:`harness.cluster.cluster_options`).  Moving that code, its bug and port tables,
-the admin RPC for clocks, failpoints and events, and its role selectors here is a later step of issue 29.
+Everything that is only this cluster's lives in this package, not in the harness:
+
+* :mod:`.options` -- its ``cluster:`` options (:class:`~.options.ClusterOptions`, parsed by
+  :func:`~.options.cluster_options`, which is this adapter's :meth:`SplitbrainSystem.options`) and its bug table;
+* :mod:`.db` -- :class:`~.db.SplitbrainDB`, its ports, and the capability protocols it implements (the admin RPC
+  for clocks, failpoints and events, registration through extra brokers);
+* :mod:`.extra_brokers` -- broker processes started beside the spec's cluster (the ``registration`` capability);
+* :mod:`.store_tool` -- the node-side tool that knows the commit log's format (the disk nemesis);
+* :mod:`.local_cluster`, :mod:`.local_broker_set` -- controllers and brokers as plain local processes (the
+  ``demo`` command, :mod:`.demo`, integration tests and benchmarks).
+
+Its role selectors (``controller-leader``, ``masters``, ...) are still in :mod:`nemesis.targets` (issue 29).
+This module imports none of the above at import time: the registry loads it to read the adapter's name, roles and
+capabilities, and the DB is imported when one is made.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.protocols import CAPABILITIES
 
 if TYPE_CHECKING:
-    from harness.cluster import SplitbrainDB
+    from harness.provenance import SutSource
+    from systems.splitbrain.db import SplitbrainDB
+    from systems.splitbrain.options import ClusterOptions
 
 __all__ = ["SYSTEM", "SplitbrainSystem"]
 
@@ -31,11 +44,30 @@ class SplitbrainSystem:
     capabilities: frozenset[str] = frozenset(CAPABILITIES) - {"register-client", "queue-client", "counter-client",
                                                               "clock-faketime"}
 
+    def options(self, raw: Mapping[str, Any], *, file: str = "<spec>") -> ClusterOptions:
+        """The spec's ``cluster:`` map as :class:`~.options.ClusterOptions`.
+
+        Raises:
+            SpecError: naming ``cluster.<key>``, the value and what is allowed.
+        """
+        from systems.splitbrain.options import cluster_options
+
+        return cluster_options(raw, file=file)
+
     def make_db(self, spec: Any, options: Any) -> SplitbrainDB:
-        """``spec``: a :class:`harness.spec.TestSpec`; ``options``: its :class:`harness.cluster.ClusterOptions`."""
-        from harness.cluster import SplitbrainDB
+        """``spec``: a :class:`harness.spec.TestSpec`; ``options``: what :meth:`options` returned for it."""
+        from systems.splitbrain.db import SplitbrainDB
 
         return SplitbrainDB(spec, options)
+
+    @property
+    def sut_source(self) -> SutSource:
+        """Where this cluster's code came from, for a run's provenance (:func:`harness.provenance.sut_source_of`):
+        the version and git revision of the ``system_under_test`` package.  Imported here, not at module import,
+        because every node command imports this package and must start fast."""
+        from systems.splitbrain.revision import REVISIONS
+
+        return REVISIONS
 
 
 SYSTEM = SplitbrainSystem()

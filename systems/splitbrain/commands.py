@@ -19,5 +19,6 @@ COMMANDS: Mapping[str, str] = {
     "broker": "system_under_test.broker.main",
     "admin": "systems.splitbrain.admin_command",
     "sim": "systems.splitbrain.sim.command",
+    "demo": "systems.splitbrain.demo",
 }
 """Each command this adapter provides -> the module that implements it."""

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from harness.cluster import CONTROLLER_PORT, SplitbrainDB, cluster_options
 from harness.control.docker import DockerRemote
 from harness.spec import spec_from_dict
 from nemesis.clock import ClockNemesis
@@ -25,6 +24,8 @@ from nemesis.partition import PartitionNemesis
 from nemesis.process import ProcessNemesis
 from system_under_test.client.producer import Producer, SendError
 from system_under_test.protocol import RequestCode, RequestTimeout, connect
+from systems.splitbrain.db import CONTROLLER_PORT, SplitbrainDB
+from systems.splitbrain.options import cluster_options
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

@@ -23,15 +23,16 @@ PACKAGES = ("system_under_test", "checker", "harness", "nemesis", "workloads", "
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("system under test", ("system_under_test",)),
     ("checkers", ("checker",)),
-    ("harness core", ("harness.generator", "harness.protocols", "harness.errors", "harness.extra_brokers",
-                      "harness.node_processes")),
+    ("harness core", ("harness.generator", "harness.protocols", "harness.errors", "harness.node_processes")),
     ("nemeses", ("nemesis",)),
     ("workloads", ("workloads",)),
     ("spark analysis", ("spark_analysis",)),
     ("systems", ("systems",)),
-    # The built-in adapters wrap harness code for now (systems.splitbrain: harness.cluster; systems.counter:
-    # harness.testing.counter) until that code moves into them; the registry imports them by name only.
-    # systems.etcd.run drives etcd through the real runner, as harness/testing/run_counter.py does the counter.
+    # Our cluster's adapter holds its DB, options and tools and builds on the harness (its DB on
+    # harness.node_processes, its options' revision on harness.revisions, its demo command); the counter's still
+    # wraps harness.testing.counter.  The registry (systems/__init__.py) imports them by name only, so it stays
+    # below the harness.  systems.etcd.run drives etcd through the real runner, as harness/testing/run_counter.py
+    # does the counter.
     ("harness", ("harness", "systems.splitbrain", "systems.counter", "systems.etcd.run")),
 )
 
@@ -279,30 +280,32 @@ def test_the_circle_finder() -> None:
 
 SYSTEM_FREE = ("checker", "nemesis")
 """Packages that must not import ``system_under_test`` at all (issue 29): a checker or nemesis reaches a system only
-through the DB's capability protocols (``harness.protocols``), so it serves any system an adapter describes.
-``harness`` is not on the list yet: our cluster's DB and commands still live there (docs/systems.md, *Not done
-yet*)."""
-SYSTEM_FREE_EXCEPTIONS = {
-    "nemesis.registration": "registration-crash drives our broker's registration through harness.extra_brokers and "
-                            "walks its failpoint names; it moves into systems/splitbrain with the cluster's DB",
-}
+through the DB's capability protocols (``harness.protocols``), so it serves any system an adapter describes."""
+
+
+def _imports_of_the_system_under_test(module: str) -> list[str]:
+    out = []
+    for imp in imports_of(module):
+        target = _owner(imp.target)
+        if target is not None and (target == "system_under_test" or target.startswith("system_under_test.")):
+            out.append(f"{MODULES[module].relative_to(ROOT)}:{imp.line} imports {target}")
+    return out
+
+
+def _in(module: str, packages: tuple[str, ...]) -> bool:
+    return module in packages or module.startswith(tuple(p + "." for p in packages))
 
 
 def test_checkers_and_nemeses_import_nothing_of_the_system_under_test() -> None:
-    bad = []
-    for module in MODULES:
-        if not module.startswith(tuple(p + "." for p in SYSTEM_FREE)) and module not in SYSTEM_FREE:
-            continue
-        if module in SYSTEM_FREE_EXCEPTIONS:
-            continue
-        for imp in imports_of(module):
-            target = _owner(imp.target)
-            if target is not None and (target == "system_under_test" or target.startswith("system_under_test.")):
-                bad.append(f"{MODULES[module].relative_to(ROOT)}:{imp.line} imports {target}")
+    bad = [line for module in MODULES if _in(module, SYSTEM_FREE) for line in _imports_of_the_system_under_test(module)]
     assert not bad, "a checker or nemesis imports the system under test (go through a DB protocol):\n" + "\n".join(bad)
 
 
-def test_every_system_free_exception_still_imports_the_system_under_test() -> None:
-    """An exception whose module no longer needs it is removed from the table (so the list only shrinks)."""
-    for module in SYSTEM_FREE_EXCEPTIONS:
-        assert any((_owner(i.target) or "").startswith("system_under_test") for i in imports_of(module)), module
+def test_the_harness_imports_nothing_of_the_system_under_test() -> None:
+    """Our cluster's code lives in its adapter (``systems/splitbrain/``); what the harness needs of a system it gets
+    through the adapter (``systems.System``) or a capability protocol (``harness.protocols``)."""
+    bad = [line for module in MODULES if _in(module, ("harness",))
+           for line in _imports_of_the_system_under_test(module)]
+    assert not bad, ("a harness module imports the system under test (our cluster's code lives in systems/splitbrain/; "
+                     "generic code goes through the adapter or a protocol):\n" + "\n".join(bad))
+

@@ -12,7 +12,6 @@ import argparse
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.cluster import ClusterOptions
 from system_under_test.broker import main as broker_main
 from system_under_test.broker.config import BrokerConfig
 from system_under_test.controller import main as controller_main
@@ -20,6 +19,7 @@ from system_under_test.controller.config import ControllerConfig
 from system_under_test.lease_timing import DEFAULT_LEASE_TIMEOUT_MS, heartbeat_interval_for, scan_interval_for
 from system_under_test.sim.broker import BrokerOptions
 from system_under_test.sim.cluster import SimConfig
+from systems.splitbrain.options import ClusterOptions
 from workloads.membership import MembershipOptions
 
 

@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 
 import systems
-from harness.cluster import SplitbrainDB, cluster_options
 from harness.commands._parts import build_parts, refuse_missing_capabilities, validate_spec
-from harness.protocols import CAPABILITIES, DB
+from harness.protocols import CAPABILITIES, DB, SystemOptions
 from harness.spec import SpecError, load_spec, resolved_yaml, spec_from_dict
 from nemesis import faults, packages
 from nemesis.schedule import Step
+from systems.splitbrain.db import SplitbrainDB
+from systems.splitbrain.options import cluster_options
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,9 @@ class FakeSystem:
     name: str = "fake"
     roles: tuple[str, ...] = ("controllers", "broker_sets")
     capabilities: frozenset[str] = frozenset({"kill", "log-files"})
+
+    def options(self, raw: Any, *, file: str = "<spec>") -> SystemOptions:
+        return cluster_options(raw, file=file)
 
     def make_db(self, spec: Any, options: Any) -> DB:
         return SplitbrainDB(spec, options)
@@ -76,11 +80,43 @@ def test_built_in_systems_load_and_splitbrain_offers_every_capability_but_a_regi
 def test_a_built_in_db_implements_the_protocol_of_each_capability_it_offers(name: str) -> None:
     system = systems.get(name)
     spec = spec_from_dict(_raw(system=name), file="s.yaml")
-    db = system.make_db(spec, cluster_options(spec.cluster))
+    db = system.make_db(spec, system.options(spec.cluster, file=spec.source))
     assert isinstance(db, DB)
     for cap in system.capabilities:
         protocol = CAPABILITIES[cap].protocol
         assert protocol is None or isinstance(db, protocol), (name, cap)
+
+
+@pytest.mark.parametrize("name", list(systems.BUILT_IN))
+def test_a_built_in_adapter_parses_its_own_cluster_map_and_refuses_a_key_it_does_not_know(name: str) -> None:
+    system = systems.get(name)
+    options = system.options({"version": "0.3"}, file="s.yaml")
+    assert isinstance(options, SystemOptions) and (options.version, options.revision) == ("0.3", None)
+    with pytest.raises(SpecError) as info:
+        system.options({"no_such_option": 1}, file="s.yaml")
+    assert (info.value.file, info.value.key) == ("s.yaml", "cluster.no_such_option")
+    with pytest.raises(SpecError) as info:
+        system.options({"version": "not a label"}, file="s.yaml")
+    assert info.value.key == "cluster.version"
+
+
+def test_only_our_cluster_takes_our_options_and_only_the_others_take_system_options() -> None:
+    assert systems.get("splitbrain").options({"lease_timeout_ms": 2000}).lease_timeout_ms == 2000  # type: ignore[attr-defined]
+    with pytest.raises(SpecError, match="system 'etcd' has no option 'lease_timeout_ms'") as info:
+        systems.get("etcd").options({"lease_timeout_ms": 2000}, file="e.yaml")
+    assert info.value.key == "cluster.lease_timeout_ms"
+    with pytest.raises(SpecError) as info:
+        systems.get("splitbrain").options({"system_options": {}}, file="s.yaml")
+    assert info.value.key == "cluster.system_options"
+    redis = systems.get("redis").options({"system_options": {"wait_replicas": 1}})
+    assert redis.system_options == {"wait_replicas": 1}  # type: ignore[attr-defined]
+    with pytest.raises(SpecError) as info:
+        systems.get("redis").options({"system_options": [1]}, file="r.yaml")
+    assert info.value.key == "cluster.system_options"
+    with pytest.raises(SpecError) as info:  # no node commands of this repository to swap a revision into
+        validate_spec(spec_from_dict(_raw(system="etcd", nodes={"members": 3}, workloads=["register"],
+                                          cluster={"revision": "HEAD"}), file="e.yaml"))
+    assert info.value.key == "cluster.revision"
 
 
 def test_entry_points_are_found_by_name(plugins: dict[str, str]) -> None:

@@ -7,6 +7,7 @@ dir) and :mod:`.driver` (the async loop against the controller, with failpoints)
 
 from system_under_test.broker.registration.driver import (
     FAILPOINTS,
+    FIRST_REGISTRATION_POINTS,
     RESTART_ERRORS,
     ControllerApi,
     RegistrationConfig,
@@ -37,6 +38,7 @@ from system_under_test.broker.registration.state_machine import (
 
 __all__ = [
     "FAILPOINTS",
+    "FIRST_REGISTRATION_POINTS",
     "RESTART_ERRORS",
     "ControllerApi",
     "RegistrationConfig",

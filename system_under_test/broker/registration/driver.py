@@ -91,6 +91,10 @@ FAILPOINTS: tuple[str, ...] = (
 )
 """Every registration failpoint, in the order a first start passes them."""
 
+FIRST_REGISTRATION_POINTS: tuple[str, ...] = FAILPOINTS[:FAILPOINTS.index(FP_REGISTER_BEFORE)]
+"""The points only a broker without ``.broker.meta`` passes (a fresh one): GetNextBrokerId to the meta rename.  A
+restart with a meta file goes straight to RegisterBroker (``broker.register.*``)."""
+
 PREPARE_META, COMMIT_META, DELETE_TEMP = "prepare-meta", "commit-meta", "delete-temp"
 PROMOTE_STEPS: tuple[str, ...] = (PREPARE_META, FP_META_BEFORE_RENAME, COMMIT_META, FP_META_AFTER_RENAME, DELETE_TEMP)
 """The file steps of PromoteTempToMeta in order, with the failpoints between them.  ``.broker.meta`` is put in place

@@ -31,12 +31,12 @@ from typing import Any
 
 import pytest
 
-from harness.local_broker_set import LocalBrokerSet
-from harness.local_cluster import LocalQuorum, free_ports
 from system_under_test.client.consumer import Consumer, Message
 from system_under_test.client.producer import Producer, SendError
 from system_under_test.failpoints import CRASH_EXIT_CODE
 from system_under_test.protocol import RequestCode, ResponseCode, connect
+from systems.splitbrain.local_broker_set import LocalBrokerSet
+from systems.splitbrain.local_cluster import LocalQuorum, free_ports
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

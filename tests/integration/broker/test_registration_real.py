@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.local_cluster import LocalQuorum
 from system_under_test.broker.registration import FAILPOINTS
+from systems.splitbrain.local_cluster import LocalQuorum
 
 pytestmark = pytest.mark.integration
 

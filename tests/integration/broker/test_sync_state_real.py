@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.local_broker_set import LocalBrokerSet
-from harness.local_cluster import LocalQuorum
 from system_under_test.broker.store import MessageStore, StoreConfig
 from system_under_test.client.consumer import Consumer, SyncConsumer
 from system_under_test.client.producer import Producer, SendError, SyncProducer
 from system_under_test.protocol import RequestCode, ResponseCode, RpcError, connect
+from systems.splitbrain.local_broker_set import LocalBrokerSet
+from systems.splitbrain.local_cluster import LocalQuorum
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster import SplitbrainDB, cluster_options
 from harness.control.local import LocalRemote
 from harness.spec import SpecError, spec_from_dict
+from systems.splitbrain.db import SplitbrainDB
+from systems.splitbrain.options import cluster_options
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.local_cluster import LocalQuorum
 from system_under_test.protocol import SCHEMAS, ConnectionLost, RequestCode, RequestTimeout, connect
+from systems.splitbrain.local_cluster import LocalQuorum
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from harness.demo import heartbeat, register_broker, sync_state
-from harness.local_cluster import LocalQuorum
 from system_under_test.protocol import RequestCode, RequestTimeout, ResponseCode, RpcError
+from systems.splitbrain.demo import heartbeat, register_broker, sync_state
+from systems.splitbrain.local_cluster import LocalQuorum
 
 pytestmark = pytest.mark.integration
 

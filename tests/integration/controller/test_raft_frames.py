@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from harness.local_cluster import LocalQuorum
 from system_under_test.protocol import RequestCode, connect
 from system_under_test.raft.types import Message, MessageType, message_to_wire
+from systems.splitbrain.local_cluster import LocalQuorum
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -20,13 +20,14 @@ from typing import Any
 
 import pytest
 
-from harness.cluster import CONTROLLER_PORT, SplitbrainDB, cluster_options
 from harness.control.local import LocalRemote
 from harness.spec import spec_from_dict
 from nemesis import grudge as gr
 from nemesis.partition import PartitionNemesis
 from system_under_test.client.producer import Producer
 from system_under_test.protocol import RequestCode, connect
+from systems.splitbrain.db import CONTROLLER_PORT, SplitbrainDB
+from systems.splitbrain.options import cluster_options
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]

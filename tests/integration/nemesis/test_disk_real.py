@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from harness.cluster import SplitbrainDB, cluster_options
 from harness.control.local import LocalRemote
 from harness.spec import spec_from_dict
 from nemesis.disk import DiskNemesis
@@ -23,6 +22,8 @@ from system_under_test.broker.store.commitlog import CommitLog
 from system_under_test.client.consumer import Consumer
 from system_under_test.client.producer import Producer, SendError
 from system_under_test.protocol import RequestCode, ResponseCode, connect
+from systems.splitbrain.db import SplitbrainDB
+from systems.splitbrain.options import cluster_options
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from harness.cluster import CONTROLLER_PORT, SplitbrainDB, cluster_options
 from harness.control.local import LocalRemote
 from harness.spec import spec_from_dict
 from nemesis.clock import ClockNemesis
@@ -25,6 +24,8 @@ from nemesis.packet import PacketNemesis
 from nemesis.partition import PartitionNemesis
 from nemesis.process import ProcessNemesis
 from system_under_test.protocol import RequestCode, RequestTimeout, connect
+from systems.splitbrain.db import CONTROLLER_PORT, SplitbrainDB
+from systems.splitbrain.options import cluster_options
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]

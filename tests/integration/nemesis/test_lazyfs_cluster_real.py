@@ -17,7 +17,6 @@ import pytest
 import yaml
 
 from harness import cli
-from harness.cluster import SplitbrainDB, cluster_options
 from harness.control.local import LocalRemote, cleanup_state
 from harness.control.mounts import is_mounted, mounts_under
 from harness.spec import spec_from_dict
@@ -25,6 +24,8 @@ from nemesis.disk import DiskNemesis
 from system_under_test.client.consumer import Consumer
 from system_under_test.client.producer import Producer
 from system_under_test.protocol import RequestCode, connect
+from systems.splitbrain.db import SplitbrainDB
+from systems.splitbrain.options import cluster_options
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/fuse"),

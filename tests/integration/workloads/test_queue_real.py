@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from harness import generator as g
-from harness.cluster import SplitbrainDB, cluster_options
 from harness.control.local import LocalRemote
 from harness.runner import RunOutcome, TestParts, run_test
 from harness.spec import spec_from_dict
 from nemesis import packages
+from systems.splitbrain.db import SplitbrainDB
+from systems.splitbrain.options import cluster_options
 from workloads import registry
 
 pytestmark = [

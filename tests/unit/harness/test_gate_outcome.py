@@ -9,8 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checker.perf import WRITE_FS, write_gap_s
-from harness.cluster import ClusterOptions
 from harness.gate_outcome import cell_kind, fault_figures, recorded_figures, run_outcome
+from systems.options import PlainOptions
+from systems.splitbrain.options import ClusterOptions
 
 
 @pytest.mark.parametrize(("options", "kind"), [
@@ -19,8 +20,9 @@ from harness.gate_outcome import cell_kind, fault_figures, recorded_figures, run
     (ClusterOptions(bugs=("stale-read",)), "rate"),
     (ClusterOptions(enable_elect_unclean_master=True), "rate"),
     (ClusterOptions(all_ack_in_sync_state_set=False), "rate"),
-], ids=["defaults", "other-safe-options", "planted-bug", "unclean-election", "no-all-ack"])
-def test_only_the_safe_settings_make_a_safety_cell(options: ClusterOptions, kind: str) -> None:
+    (PlainOptions(system_options={"wait_replicas": 0}), "safety"),
+], ids=["defaults", "other-safe-options", "planted-bug", "unclean-election", "no-all-ack", "no-such-settings"])
+def test_only_the_safe_settings_make_a_safety_cell(options: object, kind: str) -> None:
     assert cell_kind(options) == kind
 
 

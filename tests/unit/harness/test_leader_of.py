@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.cluster import leader_of
+from systems.splitbrain.db import leader_of
 
 A, B, C = "10.77.1.1:9101", "10.77.1.2:9101", "10.77.1.3:9101"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster import cluster_options
 from harness.provenance import Revision, collect_provenance, git_revision, provenance_record, sut_source_of
 from harness.spec import SpecError
+from systems.splitbrain.options import cluster_options
 from systems.splitbrain.revision import REVISIONS
 
 
@@ -118,3 +118,9 @@ def test_the_runner_records_the_spec_label_and_analyze_keeps_provenance() -> Non
     assert rec["cluster_version"] == "0.3.0-rc1" and rec["provenance"]["cluster_version_label"] == "0.3.0-rc1"
     assert rec["provenance"]["backend"] == "local"
     assert {"cluster_version", "git_revision", "provenance"} <= set(_FACTS)  # a re-check keeps what ran
+
+
+def test_our_cluster_says_where_its_code_came_from() -> None:
+    import systems
+
+    assert sut_source_of(systems.get("splitbrain")) is REVISIONS

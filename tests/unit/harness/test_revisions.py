@@ -12,10 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.cluster import cluster_options, node_flags_used
 from harness.images import ImageError, render_revision_dockerfile, revision_image_tag
 from harness.revisions import RevisionError, SutBuild, build_record, harness_wire, node_command, parse_revision_text
 from harness.spec import SpecError, apply_overrides
+from systems.splitbrain.db import node_flags_used
+from systems.splitbrain.options import cluster_options
 from systems.splitbrain.revision import REVISIONS, WIRE_HISTORY, legacy_wire_version, wire_differences
 
 SHA = "0123456789abcdef0123456789abcdef01234567"

@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from harness import cli
-from harness.cluster import cluster_options
 from harness.commands._parts import store_fs_problem, validate_spec
 from harness.spec import SpecError, spec_from_dict
+from systems.splitbrain.options import cluster_options
 
 
 def spec(backend: str, store_fs: str = "lazyfs") -> dict[str, object]:

@@ -22,7 +22,7 @@ _spec.loader.exec_module(fs)
 
 
 def test_every_planted_bug_and_both_unsafe_settings_are_cases() -> None:
-    from harness.cluster import KNOWN_BUGS
+    from systems.splitbrain.options import KNOWN_BUGS
 
     bugs = {b for c in fs.CASES.values() for b in c.cluster.get("bugs", [])}
     assert bugs == set(KNOWN_BUGS)

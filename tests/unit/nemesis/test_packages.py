@@ -11,8 +11,9 @@ import pytest
 from harness import generator as g
 from nemesis import packages
 from nemesis.disk import CORRUPT_MODES, FAULTS, REPAIRABLE_MODES
-from nemesis.registration import FAILPOINTS
+from nemesis.registration import REGISTRATION_POINTS
 from nemesis.targets import Topology
+from system_under_test.broker.registration import FAILPOINTS
 
 
 def fake_db() -> Any:
@@ -61,6 +62,13 @@ def test_protocol_crash_walks_every_point_in_order() -> None:
     assert len(names) >= 2 * len(points)
     _rotated(names, points)
     assert {op["value"]["targets"] for op in ops} == {t for _, t in packages.PROTOCOL_POINTS}
+
+
+def test_the_registration_walk_is_our_brokers_own_table_of_failpoints() -> None:
+    """The nemesis layer writes the walk out (it imports nothing of the system under test); it must stay the
+    broker's table, in its order, or a planned point would be one the broker does not have."""
+    assert REGISTRATION_POINTS == FAILPOINTS
+    assert packages.KINDS["registration-crash"].all() == FAILPOINTS
 
 
 @pytest.mark.parametrize("name", ["protocol-crash", "registration-crash"])

@@ -11,7 +11,8 @@ import pytest
 PURE = ("nemesis.faults", "nemesis.targets", "nemesis.schedule", "nemesis.replay", "nemesis.shrink",
         "nemesis.coverage", "nemesis.guided", "nemesis.packet_behavior", "nemesis.words", "nemesis.lazyfs.core")
 SHELLS = ("nemesis.accounting", "nemesis.packages", "nemesis.base", "nemesis.partition", "nemesis.process",
-          "nemesis.clock", "nemesis.packet", "nemesis.failpoint", "nemesis.registration", "harness.extra_brokers")
+          "nemesis.clock", "nemesis.packet", "nemesis.failpoint", "nemesis.registration",
+          "systems.splitbrain.extra_brokers")
 
 
 @pytest.mark.parametrize("name", (*PURE, *SHELLS))

@@ -11,7 +11,6 @@ import yaml
 
 import systems
 from harness import cli
-from harness.cluster import cluster_options
 from harness.commands._parts import validate_spec
 from harness.protocols import CAPABILITIES, DB, RegisterClients
 from harness.spec import SpecError, apply_overrides, load_spec, resolved_yaml, spec_from_dict
@@ -115,7 +114,7 @@ def test_the_etcd_adapter_offers_what_its_db_implements() -> None:
     assert system.roles == ("members",)
     assert system.capabilities == {"kill", "pause", "network", "primaries", "log-files", "register-client"}
     spec = spec_from_dict(_etcd())
-    db = system.make_db(spec, cluster_options(spec.cluster))
+    db = system.make_db(spec, system.options(spec.cluster))
     assert isinstance(db, EtcdDB) and isinstance(db, DB) and db.spec is spec
     for cap in system.capabilities:
         protocol = CAPABILITIES[cap].protocol
@@ -172,6 +171,6 @@ def test_splitbrain_test_exits_2_on_a_register_spec_for_our_cluster(tmp_path: Pa
 
 def test_our_cluster_offers_no_register_client() -> None:
     spec = spec_from_dict({"name": "t", "seed": 1})
-    db = systems.get("splitbrain").make_db(spec, cluster_options(spec.cluster))
+    db = systems.get("splitbrain").make_db(spec, systems.get("splitbrain").options(spec.cluster))
     assert not isinstance(db, RegisterClients)
     assert "register-client" not in systems.get("splitbrain").capabilities

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 import systems
-from harness.cluster import cluster_options
 from harness.commands._parts import validate_spec
 from harness.protocols import CAPABILITIES, DB, Primary
 from harness.spec import SpecError, load_spec, spec_from_dict
@@ -30,7 +29,7 @@ def test_each_adapter_offers_what_its_db_implements_and_declares_its_queue_type(
     assert system.roles == ("members",)
     assert system.capabilities == OFFERED == {"kill", "pause", "network", "log-files", "queue-client"}
     spec = spec_from_dict(_spec(name))
-    db = system.make_db(spec, cluster_options(spec.cluster))
+    db = system.make_db(spec, system.options(spec.cluster))
     assert isinstance(db, RabbitDB) and isinstance(db, DB) and db.spec is spec
     assert db.qtype.name == qtype and db.partition_handling == "autoheal"
     for cap in system.capabilities:

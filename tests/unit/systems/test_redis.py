@@ -14,7 +14,6 @@ import yaml
 
 import systems
 from harness import cli
-from harness.cluster import cluster_options
 from harness.commands._parts import validate_spec
 from harness.protocols import CAPABILITIES, DB, LogQueues, QueueClients
 from harness.spec import SpecError, load_spec, spec_from_dict
@@ -230,7 +229,7 @@ def test_the_redis_adapter_offers_what_its_db_implements() -> None:
     assert system.roles == ("members",)
     assert system.capabilities == {"kill", "pause", "network", "primaries", "log-files", "queue-client"}
     spec = spec_from_dict(_redis({"wait_replicas": "all"}, nodes={"members": 5}))
-    db = system.make_db(spec, cluster_options(spec.cluster))
+    db = system.make_db(spec, system.options(spec.cluster))
     assert isinstance(db, RedisDB) and isinstance(db, DB) and db.spec is spec
     assert isinstance(db, QueueClients) and isinstance(db, LogQueues) and db.log is True and db.exactly_once is False
     assert db.queue_client(timeout_s=1.5).wait == 4

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 import systems
-from harness.cluster import cluster_options
 from harness.spec import load_spec
 from nemesis.targets import Topology
 from nemesis.targets import validate as validate_target
@@ -28,7 +27,8 @@ def test_the_expected_examples_exist() -> None:
 def test_example_loads_and_its_workloads_build(path: Path) -> None:
     spec = load_spec(path)
     assert spec.name == path.stem or path.stem == "queue-partition"
-    db = systems.get(spec.system).make_db(spec, cluster_options(spec.cluster, file=str(path)))
+    system = systems.get(spec.system)
+    db = system.make_db(spec, system.options(spec.cluster, file=str(path)))
     topo = Topology(spec.nodes.controllers, spec.nodes.broker_sets, spec.nodes.members)
     for target in spec.nemesis.targets:
         validate_target(target, topo, random.Random(0))
@@ -77,4 +77,4 @@ def test_the_spec_snippets_in_the_workloads_doc_load() -> None:
     for block in blocks:
         text = "\n".join(line[2:] if line.startswith("  ") else line for line in block.splitlines())
         spec = spec_from_dict(yaml.safe_load(text), file="docs/workloads.md")
-        cluster_options(spec.cluster)
+        systems.get(spec.system).options(spec.cluster, file="docs/workloads.md")

@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness import generator as g
-from harness.cluster import ClusterOptions
 from harness.spec import SpecError, spec_from_dict
 from system_under_test.client.consumer import NoRoute
 from system_under_test.client.controller_client import NoControllerAvailable
 from system_under_test.client.producer import SendError
 from system_under_test.protocol import ConnectionLost, RequestTimeout, ResponseCode, RpcError
+from systems.splitbrain.options import ClusterOptions
 from workloads import registry
 from workloads.common import StatsChecker, completion_for
 from workloads.queue import (

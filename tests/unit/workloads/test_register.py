@@ -10,7 +10,6 @@ import systems
 from checker.history import Op
 from checker.per_key import check_keys, check_per_key, first_failing_key, split_by_key, verdict
 from harness import generator as g
-from harness.cluster import cluster_options
 from harness.generator import simulate
 from harness.spec import SpecError, spec_from_dict
 from systems.etcd.client import EtcdRegisterClient
@@ -20,7 +19,7 @@ from workloads.register import PerKeyLinearizable, RegisterWorkloadOptions, evid
 
 def _ctx(options: dict[str, Any]) -> registry.WorkloadContext:
     spec = spec_from_dict({"name": "e", "seed": 1, "system": "etcd", "workloads": ["register"]}, file="e.yaml")
-    db = systems.get("etcd").make_db(spec, cluster_options(spec.cluster))
+    db = systems.get("etcd").make_db(spec, systems.get("etcd").options(spec.cluster))
     return registry.WorkloadContext(spec, db, options, 1, 0)
 
 

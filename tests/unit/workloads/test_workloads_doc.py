@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.cluster import SplitbrainDB, cluster_options
 from harness.spec import load_spec
+from systems.splitbrain.db import SplitbrainDB
+from systems.splitbrain.options import cluster_options
 from workloads import registry
 from workloads.broker_ids import BrokerIdsOptions
 from workloads.controller_register import RegisterOptions

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from checker.linearizable import check as check_linearizable
 from checker.models import UNKNOWN, Inconsistent, OpInput
 from harness import generator as g
-from harness.extra_brokers import decode_identity_files, replace_flag
 from harness.spec import SpecError, spec_from_dict
-from nemesis.registration import FAILPOINTS, FIRST_REGISTRATION_POINTS
+from system_under_test.broker.registration import FAILPOINTS, FIRST_REGISTRATION_POINTS
 from system_under_test.broker.registration.meta_record import MetaRecord, encode_meta
+from systems.splitbrain.extra_brokers import decode_identity_files, replace_flag
 from workloads import registry
 from workloads.broker_ids import (
     BrokerIdsGen,

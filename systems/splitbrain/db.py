@@ -1,9 +1,10 @@
-"""The life cycle of the real cluster under test, over any control backend.
+"""Our cluster's DB: the life cycle of the real controllers and brokers under test, over any control backend.
 
-:class:`SplitbrainDB` implements the harness's DB protocol and its optional capabilities (Kill,
-Pause, Primary, LogFiles) for splitbrain controllers and brokers.  It only talks to nodes through
-the :class:`~harness.control.base.Remote` interface, so the same code drives network namespaces,
-docker containers and SSH hosts.
+:class:`SplitbrainDB` implements the harness's DB protocol and the capability protocols our cluster offers
+(:mod:`harness.protocols`: Kill, Pause, Primary, LogFiles, Clocks over the admin RPC, Failpoints, StoreFiles,
+NodeEvents, Registration) for splitbrain controllers and brokers.  It only talks to nodes through the
+:class:`~harness.control.base.Remote` interface, so the same code drives network namespaces, docker containers
+and SSH hosts.
 
 Per node it writes the cluster token into the node's directory, spawns the daemon with its log
 file next to its data directory, and waits until it is ready: a controller until the quorum has
@@ -11,8 +12,9 @@ a leader, a broker until it answers GET_BROKER_RUNTIME_INFO with a broker id.  `
 SIGKILL, ``start`` restarts with the same data directory, ``pause``/``resume`` are
 SIGSTOP/SIGCONT, ``primaries`` asks the controllers who leads and which brokers are masters.
 
-Cluster options (the spec's ``cluster:`` map) are validated by :func:`cluster_options` before
-anything starts; an unknown key or a bad value raises ``SpecError`` naming ``cluster.<key>``.
+Its options (the spec's ``cluster:`` map) are :class:`systems.splitbrain.options.ClusterOptions`, validated by
+:func:`systems.splitbrain.options.cluster_options` before anything starts.  The ports each node role listens on are
+:data:`CONTROLLER_PORT` and :data:`BROKER_PORT`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import re
 import secrets
 import signal
 import sys
@@ -34,10 +35,15 @@ from typing import Any
 
 from harness.node_processes import NodeProcesses
 from harness.protocols import FailpointRefused, FailpointUnreachable
-from harness.spec import SpecError, TestSpec
+from harness.spec import TestSpec
+from system_under_test.broker.registration import FAILPOINTS, FIRST_REGISTRATION_POINTS
 from system_under_test.client.controller_client import ControllerClient
-from system_under_test.lease_timing import DEFAULT_LEASE_TIMEOUT_MS
 from system_under_test.protocol import RequestCode, RpcError, connect
+from systems.splitbrain.extra_brokers import ExtraBrokers
+from systems.splitbrain.options import CONTROLLER_BUGS, KNOWN_BUGS, ClusterOptions
+
+__all__ = ["BROKER_PORT", "CONTROLLER_PORT", "PROBE_BROKER_SET", "SplitbrainDB", "leader_of", "node_flags_used",
+           "quorum_status"]
 
 log = logging.getLogger("splitbrain.cluster")
 
@@ -45,122 +51,6 @@ CONTROLLER_PORT = 9101
 BROKER_PORT = 10911
 PROBE_BROKER_SET = "nemesis-probe"
 """The broker set :meth:`SplitbrainDB.probe_write` applies ids in: no broker of a test belongs to it."""
-
-
-@dataclass(frozen=True)
-class ClusterOptions:
-    """Options of the cluster under test (the spec's ``cluster:`` map).
-
-    Attributes:
-        cluster_name: cluster name of controllers and brokers.
-        lease_timeout_ms: broker lease (KIP-631 session); shorter = faster failover, more fencing.
-        enable_elect_unclean_master: allow electing a broker outside the SyncStateSet (unsafe).
-        all_ack_in_sync_state_set: a send is acked only when every SyncStateSet member has it (safe).
-        flush: ``sync`` (fsync before ack) or ``async``.
-        dirty_recovery: ``raft`` lets a quorum restart after every controller was killed (the
-            harness kills whole quorums on purpose); ``manual`` is the seed's strict rule.
-        tick_interval_ms / election_ticks: controller Raft timing.
-        bugs: deliberately broken behaviours (``--bug`` switches) for proving the checkers work.
-        extra_controller_args / extra_broker_args: passed through verbatim.
-        version: a label only (e.g. ``0.3.0-rc1``), never passed to the nodes: results.json records it as the
-            run's ``cluster_version`` so the Spark warehouse and ``splitbrain spark gate`` can group runs by
-            release (:mod:`harness.provenance`); without it the package version is recorded.
-        store_fs: ``plain`` (the broker's store directory is a plain directory) or ``lazyfs``: each broker's store
-            is mounted through the lazy file system (:mod:`nemesis.lazyfs`) before the broker starts, so writes
-            not yet fsynced live only in its memory and ``lose-unfsynced`` really drops them (docs/nemeses.md,
-            *Disks*).  Local backend only; :func:`harness.commands._parts.validate_spec` refuses it elsewhere.
-        revision: a git revision of this repository whose cluster code the nodes run (``--sut-revision``), while
-            clients, nemeses and checkers stay the harness's; None runs the harness's own checkout.  Resolved to
-            a full sha and built before the run (:mod:`harness.revisions`, which also says how wire
-            compatibility is checked); the resolved spec in ``test.yaml`` holds the sha.
-        system_options: options of another system under test (``system:`` other than ``splitbrain``), a map its
-            adapter reads and validates in ``make_db`` (SpecError on ``cluster.system_options.<key>``; e.g. Redis's
-            replication settings, :mod:`systems.redis.config`).  The hook is deliberately small: every other key
-            of this map is still our cluster's until issue 29 makes ``cluster:`` per adapter.
-    """
-
-    cluster_name: str = "splitbrain"
-    lease_timeout_ms: int = DEFAULT_LEASE_TIMEOUT_MS
-    enable_elect_unclean_master: bool = False
-    all_ack_in_sync_state_set: bool = True
-    flush: str = "sync"
-    dirty_recovery: str = "raft"
-    tick_interval_ms: int = 50
-    election_ticks: int = 4
-    bugs: tuple[str, ...] = ()
-    extra_controller_args: tuple[str, ...] = ()
-    extra_broker_args: tuple[str, ...] = ()
-    version: str | None = None
-    revision: str | None = None
-    store_fs: str = "plain"
-    system_options: Mapping[str, Any] = field(default_factory=dict)
-
-
-STORE_FS = ("plain", "lazyfs")
-
-_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
-_VERSION_WHAT = ("a version label string: 1-64 chars of [A-Za-z0-9_.+-] starting with a letter or digit "
-                 "(quote numbers in YAML: version: \"0.3\")")
-
-_CHECKS: dict[str, tuple[type, str]] = {
-    "cluster_name": (str, "1-64 chars of [A-Za-z0-9_.-]"),
-    "lease_timeout_ms": (int, "100..600000"),
-    "enable_elect_unclean_master": (bool, "true or false"),
-    "all_ack_in_sync_state_set": (bool, "true or false"),
-    "flush": (str, "sync or async"),
-    "dirty_recovery": (str, "raft or manual"),
-    "tick_interval_ms": (int, "5..1000"),
-    "election_ticks": (int, "2..100"),
-    "bugs": (list, "a list of bug names"),
-    "extra_controller_args": (list, "a list of strings"),
-    "extra_broker_args": (list, "a list of strings"),
-    "version": (str, _VERSION_WHAT),
-    "revision": (str, "a git revision of this repository (a sha, tag, branch or e.g. HEAD~2)"),
-    "store_fs": (str, "plain or lazyfs"),
-    "system_options": (dict, "a map of the system adapter's own options (docs/systems.md)"),
-}
-
-
-def cluster_options(raw: Mapping[str, Any], *, file: str = "<spec>") -> ClusterOptions:
-    """Validate the spec's ``cluster:`` map.
-
-    Raises:
-        SpecError: naming ``cluster.<key>``, the value and what is allowed.
-    """
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key == "bugs" and isinstance(value, list):
-            unknown = sorted(set(map(str, value)) - KNOWN_BUGS)
-            if unknown:
-                raise SpecError(file, "cluster.bugs", unknown, f"bug names from {sorted(KNOWN_BUGS)}")
-        if key not in _CHECKS:
-            raise SpecError(file, f"cluster.{key}", value, f"one of {sorted(_CHECKS)}")
-        typ, allowed = _CHECKS[key]
-        if typ is int and (type(value) is not int):
-            raise SpecError(file, f"cluster.{key}", value, allowed)
-        if typ is not int and not isinstance(value, typ):
-            raise SpecError(file, f"cluster.{key}", value, allowed)
-        values[key] = tuple(str(v) for v in value) if typ is list else value
-    ranges = {"lease_timeout_ms": (100, 600_000), "tick_interval_ms": (5, 1000), "election_ticks": (2, 100)}
-    for key, (lo, hi) in ranges.items():
-        if key in values and not lo <= values[key] <= hi:
-            raise SpecError(file, f"cluster.{key}", values[key], _CHECKS[key][1])
-    if "revision" in values:
-        from harness.revisions import RevisionError, parse_revision_text
-
-        try:
-            parse_revision_text(values["revision"], where="cluster.revision")
-        except RevisionError:
-            raise SpecError(file, "cluster.revision", values["revision"], _CHECKS["revision"][1]) from None
-    if "version" in values and not _VERSION_RE.match(values["version"]):
-        raise SpecError(file, "cluster.version", values["version"], _VERSION_WHAT)
-    if values.get("flush", "sync") not in ("sync", "async"):
-        raise SpecError(file, "cluster.flush", values["flush"], "sync or async")
-    if values.get("store_fs", "plain") not in STORE_FS:
-        raise SpecError(file, "cluster.store_fs", values["store_fs"], _CHECKS["store_fs"][1])
-    if values.get("dirty_recovery", "raft") not in ("raft", "manual"):
-        raise SpecError(file, "cluster.dirty_recovery", values["dirty_recovery"], "raft or manual")
-    return ClusterOptions(**values)
 
 
 @dataclass
@@ -300,6 +190,28 @@ class SplitbrainDB:
         finally:
             await client.close()
 
+    # -- Registration (registration-crash) ------------------------------------------------------
+
+    @property
+    def registration_failpoints(self) -> tuple[str, ...]:
+        """Our broker's registration failpoints, in the order a first start passes them."""
+        return FAILPOINTS
+
+    @property
+    def first_registration_failpoints(self) -> frozenset[str]:
+        """The points only a broker without ``.broker.meta`` passes (GetNextBrokerId to the meta rename)."""
+        return frozenset(FIRST_REGISTRATION_POINTS)
+
+    @property
+    def broker_nodes(self) -> tuple[str, ...]:
+        """Every broker node of the spec, set by set: where extra brokers run."""
+        return tuple(n for s in self.spec.nodes.broker_sets for n in s)
+
+    def extra_brokers(self, root: str) -> ExtraBrokers:
+        """Extra broker processes of this cluster, their slots under ``<node dir>/<root>/`` (a caller's own root
+        keeps its slots apart from another's)."""
+        return ExtraBrokers(self, root=root)
+
     # -- Clocks (clock-admin) ------------------------------------------------------------------
 
     async def _admin(self, test: Mapping[str, Any], node: str, code: int, header: Mapping[str, Any]) -> dict[str, Any]:
@@ -375,6 +287,11 @@ class SplitbrainDB:
             *[a for b in o.bugs if b not in CONTROLLER_BUGS for a in ("--bug", b)],
             *o.extra_broker_args,
         ]
+
+    def node_flags(self) -> dict[str, frozenset[str]]:
+        """Every option :meth:`argv` can pass to each node command (:func:`node_flags_used`); a revision of this
+        repository whose node commands lack one is refused before a run (``cluster.revision``)."""
+        return node_flags_used()
 
     # -- DB protocol -------------------------------------------------------------------------
 
@@ -621,6 +538,17 @@ def node_flags_used() -> dict[str, frozenset[str]]:
     return out
 
 
-CONTROLLER_BUGS = frozenset({"stale-read", "no-epoch-fencing", "reuse-broker-id", "slow-failover"})
-BROKER_BUGS = frozenset({"ack-before-replication", "non-atomic-meta"})
-KNOWN_BUGS = CONTROLLER_BUGS | BROKER_BUGS
+async def quorum_status(controllers: Sequence[str], token: str | None) -> str:
+    """One line on a running cluster's controller quorum (``splitbrain cluster status``): the leader and whether
+    it is active, asked of the controllers at ``controllers`` (addresses), or why nobody answered within 3 s."""
+    client = ControllerClient(list(controllers), token=token, timeout_s=1.0)
+    try:
+        md = await asyncio.wait_for(client.get_metadata(), 3.0)
+        return f"leader={md.get('leader_id')} active={md.get('active')}"
+    except Exception as exc:
+        return f"no answer ({exc.__class__.__name__})"
+    finally:
+        try:
+            await client.close()
+        except Exception as exc:  # closing a client that never connected; the status line is already made
+            log.debug("quorum_status: close: %r", exc)

@@ -6,14 +6,16 @@ through the control backend, so the same code runs on network namespaces, docker
 one broker identity (one store dir): restarting a slot on another port is "the same broker with a changed
 address".
 
-:func:`start_slot` starts a slot and waits until it serves with a broker id (or exits: ``refused``, with the
-tail of its log).  :func:`crash_at` starts a slot with ``SPLITBRAIN_FAILPOINTS="<point>=1*crash"`` and waits
-for the failpoint to kill it (the process exits 86 and logs ``FAILPOINT <point>: crash``), then records which
-identity files the crash left behind (``.broker.meta``, ``.broker.meta.temp`` and their ``.tmp`` halves, each
-decoded: the id it holds, or ``corrupt``).
+:meth:`ExtraBrokers.start_slot` starts a slot and waits until it serves with a broker id (or exits: ``refused``,
+with the tail of its log).  :meth:`ExtraBrokers.crash_at` starts a slot with
+``SPLITBRAIN_FAILPOINTS="<point>=1*crash"`` and waits for the failpoint to kill it (the process exits 86 and logs
+``FAILPOINT <point>: crash``), then records which identity files the crash left behind (``.broker.meta``,
+``.broker.meta.temp`` and their ``.tmp`` halves, each decoded: the id it holds, or ``corrupt``).
 
-Used by the ``registration-crash`` nemesis (:mod:`nemesis.registration`) and the workloads that start brokers
-of their own (``broker-ids``, ``membership``); it sits in the harness core so both layers can.
+Our cluster's DB hands one out for its ``registration`` capability (:meth:`SplitbrainDB.extra_brokers
+<systems.splitbrain.db.SplitbrainDB.extra_brokers>`, the protocol :class:`harness.protocols.ExtraBrokerSlots`): the
+``registration-crash`` nemesis (:mod:`nemesis.registration`) and the workloads that start brokers of their own
+(``broker-ids``, ``membership``) reach it through the DB, so neither imports this module.
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
 from system_under_test.broker.registration import FAILPOINTS
 from system_under_test.broker.registration.errors import MetaCorruptError
 from system_under_test.broker.registration.meta_record import decode_meta, decode_temp_meta
 from system_under_test.protocol import RequestCode, connect
 
-__all__ = ["IDENTITY_FILES", "ExtraBrokers", "crash_at", "decode_identity_files", "replace_flag", "start_slot"]
+__all__ = ["IDENTITY_FILES", "BrokerCommand", "ExtraBrokers", "decode_identity_files", "replace_flag"]
 
 log = logging.getLogger("splitbrain.extra_brokers")
 
@@ -79,11 +81,18 @@ def decode_identity_files(listing: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+class BrokerCommand(Protocol):
+    """What :class:`ExtraBrokers` needs of its DB: the broker command line of a broker node, whose
+    ``--broker-name``, ``--listen`` and ``--store-dir`` it replaces per slot."""
+
+    def argv(self, test: Mapping[str, Any], node: str) -> list[str]: ...
+
+
 @dataclass
 class ExtraBrokers:
     """Spawns and tracks extra broker processes (see the module docstring).  Shell: talks to ``test["remote"]``."""
 
-    db: Any
+    db: BrokerCommand
     root: str = "extra"
     pids: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -167,52 +176,51 @@ class ExtraBrokers:
         finally:
             conn.close()
 
+    async def crash_at(self, test: Mapping[str, Any], node: str, slot: str, broker_name: str, port: int,
+                       failpoint: str, *, timeout_s: float = 8.0) -> dict[str, Any]:
+        """Start the slot armed to crash at ``failpoint``; wait for the crash; record the identity files.
 
-async def crash_at(extra: ExtraBrokers, test: Mapping[str, Any], node: str, slot: str, broker_name: str, port: int,
-                   failpoint: str, *, timeout_s: float = 8.0) -> dict[str, Any]:
-    """Start the slot armed to crash at ``failpoint``; wait for the crash; record the identity files.
+        Returns ``{"failpoint", "hit", "files"[, "log"]}``; ``hit`` is False if the process had not crashed at the
+        point within ``timeout_s`` (it is then killed, and ``log`` holds its log tail).
+        """
+        if failpoint not in FAILPOINTS:
+            raise ValueError(f"unknown registration failpoint {failpoint!r}; expected one of {FAILPOINTS}")
+        offset = await self.spawn(test, node, slot, broker_name, port,
+                                  {"SPLITBRAIN_FAILPOINTS": f"{failpoint}=1*crash"})
+        deadline = time.monotonic() + timeout_s
+        while await self.alive(test, node, slot) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        still = await self.alive(test, node, slot)
+        await self.kill(test, node, slot)
+        text = await self.log_since(test, node, slot, offset)
+        hit = not still and f"FAILPOINT {failpoint}: crash" in text
+        out: dict[str, Any] = {"failpoint": failpoint, "hit": hit, "files": await self.files(test, node, slot)}
+        if not hit:
+            out["log"] = text[-1500:]
+        return out
 
-    Returns ``{"failpoint", "hit", "files"[, "log"]}``; ``hit`` is False if the process had not crashed at the
-    point within ``timeout_s`` (it is then killed, and ``log`` holds its log tail).
-    """
-    if failpoint not in FAILPOINTS:
-        raise ValueError(f"unknown registration failpoint {failpoint!r}; expected one of {FAILPOINTS}")
-    offset = await extra.spawn(test, node, slot, broker_name, port, {"SPLITBRAIN_FAILPOINTS": f"{failpoint}=1*crash"})
-    deadline = time.monotonic() + timeout_s
-    while await extra.alive(test, node, slot) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    still = await extra.alive(test, node, slot)
-    await extra.kill(test, node, slot)
-    text = await extra.log_since(test, node, slot, offset)
-    hit = not still and f"FAILPOINT {failpoint}: crash" in text
-    out: dict[str, Any] = {"failpoint": failpoint, "hit": hit, "files": await extra.files(test, node, slot)}
-    if not hit:
-        out["log"] = text[-1500:]
-    return out
+    async def start_slot(self, test: Mapping[str, Any], node: str, slot: str, broker_name: str,
+                         port: int, *, timeout_s: float = 8.0) -> dict[str, Any]:
+        """Start the slot and wait until it serves with a broker id.
 
-
-async def start_slot(extra: ExtraBrokers, test: Mapping[str, Any], node: str, slot: str, broker_name: str,
-                     port: int, *, timeout_s: float = 8.0) -> dict[str, Any]:
-    """Start the slot and wait until it serves with a broker id.
-
-    Returns ``{"broker_id", "broker_epoch", "addr", "role"}``; ``{"refused": True, "log": tail}`` if the process
-    exited first; ``{"timeout": True, "log": tail}`` (process killed) if neither happened within ``timeout_s``.
-    """
-    offset = await extra.spawn(test, node, slot, broker_name, port)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not await extra.alive(test, node, slot):
-            await asyncio.sleep(0.1)  # let the last log lines land
-            return {"refused": True, "addr": extra.addr(test, node, port),
-                    "log": (await extra.log_since(test, node, slot, offset))[-1500:]}
-        try:
-            info = await extra.runtime_info(test, node, port)
-        except Exception:
-            info = {}
-        if info.get("broker_id"):
-            return {"broker_id": int(info["broker_id"]), "broker_epoch": info.get("broker_epoch"),
-                    "addr": extra.addr(test, node, port), "role": info.get("role")}
-        await asyncio.sleep(0.1)
-    await extra.kill(test, node, slot)
-    return {"timeout": True, "addr": extra.addr(test, node, port),
-            "log": (await extra.log_since(test, node, slot, offset))[-1500:]}
+        Returns ``{"broker_id", "broker_epoch", "addr", "role"}``; ``{"refused": True, "log": tail}`` if the process
+        exited first; ``{"timeout": True, "log": tail}`` (process killed) if neither happened within ``timeout_s``.
+        """
+        offset = await self.spawn(test, node, slot, broker_name, port)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not await self.alive(test, node, slot):
+                await asyncio.sleep(0.1)  # let the last log lines land
+                return {"refused": True, "addr": self.addr(test, node, port),
+                        "log": (await self.log_since(test, node, slot, offset))[-1500:]}
+            try:
+                info = await self.runtime_info(test, node, port)
+            except Exception:
+                info = {}
+            if info.get("broker_id"):
+                return {"broker_id": int(info["broker_id"]), "broker_epoch": info.get("broker_epoch"),
+                        "addr": self.addr(test, node, port), "role": info.get("role")}
+            await asyncio.sleep(0.1)
+        await self.kill(test, node, slot)
+        return {"timeout": True, "addr": self.addr(test, node, port),
+                "log": (await self.log_since(test, node, slot, offset))[-1500:]}

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.local_cluster import free_ports
 from system_under_test.protocol import RequestCode, connect
+from systems.splitbrain.local_cluster import free_ports
 
 
 @dataclass

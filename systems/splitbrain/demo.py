@@ -25,9 +25,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from harness.local_cluster import LocalQuorum
 from system_under_test.client.controller_client import ControllerClient
 from system_under_test.protocol import RequestCode
+from systems.splitbrain.local_cluster import LocalQuorum
 
 console = Console()
 
