@@ -56,7 +56,7 @@ def test_our_cluster_and_the_counter_declare_no_members() -> None:
     with pytest.raises(SpecError) as info:
         spec_from_dict({"name": "t", "seed": 1, "nodes": {"members": 3}})
     assert info.value.key == "nodes.members" and "controllers" in str(info.value)
-    counter = spec_from_dict({"name": "t", "seed": 1, "system": "counter"})
+    counter = spec_from_dict({"name": "t", "seed": 1, "system": "counter", "workloads": ["counter"]})
     assert (counter.nodes.controllers, counter.nodes.members) == (("c1", "c2", "c3"), ())
 
 
