@@ -394,8 +394,8 @@ def missing_capabilities(names: Sequence[str], offered: frozenset[str], *, targe
     declares the node roles ``roles``, and that system cannot serve; pure, in this order:
 
     * each package (aliases expanded; unknown names are left to :func:`validate`): its faults' ``needs``
-      (:func:`nemesis.faults.package_needs`), then the pools of the selectors it aims with of its own
-      (:func:`own_selectors`, for the topology ``topo``; our cluster's shape when None);
+      (:func:`nemesis.faults.package_needs`), then, given the topology ``topo`` (its defaults depend on it), the
+      pools of the selectors it aims with of its own (:func:`own_selectors`);
     * the selectors of ``nemesis.targets`` and ``nemesis.options.*.targets``, and the partition kinds of
       ``nemesis.options.partition.kinds``, by the pools they draw from (:func:`nemesis.targets.unserved`: each
       pool's node roles and capabilities);
@@ -418,13 +418,12 @@ def missing_capabilities(names: Sequence[str], offered: frozenset[str], *, targe
             else:
                 out.append(Missing(key, value, role=" or ".join(lack.roles), via=where))
 
-    has_sets = topo is None or bool(topo.broker_sets)
-    has_controllers = topo is None or bool(topo.controllers)
     for name in expand(names):
         need("nemesis.packages", name, package_needs(name))
-        for sel in own_selectors(name, (options or {}).get(name), has_broker_sets=has_sets,
-                                 has_controllers=has_controllers):
-            aim("nemesis.packages", name, sel, f"its own target {sel!r}")
+        if topo is not None:  # a package's defaults depend on the topology
+            for sel in own_selectors(name, (options or {}).get(name), has_broker_sets=bool(topo.broker_sets),
+                                     has_controllers=bool(topo.controllers)):
+                aim("nemesis.packages", name, sel, f"its own target {sel!r}")
     for i, t in enumerate(targets):
         aim(f"nemesis.targets[{i}]", t, str(t), "")
     for name, raw in (options or {}).items():

@@ -183,7 +183,6 @@ def test_missing_capabilities_expands_aliases_and_reads_selectors_modes_and_step
                                             options={"kill": {"targets": ["controller-leader"]}}, guided=True)
     assert [(m.key, m.value, m.capability) for m in missing] == [
         ("nemesis.packages", "partition", "network"),
-        ("nemesis.packages", "partition", "primaries"),  # its default kinds isolate-controller-leader, isolate-master
         ("nemesis.targets[1]", "masters+slaves:one", "primaries"),  # once, though both pools need it
         ("nemesis.options.kill.targets[0]", "controller-leader", "primaries"),
         ("nemesis.mode", "guided", "primaries"),
@@ -229,5 +228,4 @@ def test_the_counter_system_is_refused_the_faults_it_does_not_offer() -> None:
     with pytest.raises(SpecError) as info:
         refuse_missing_capabilities(spec, systems.get("counter").capabilities, ["disk"])
     assert (info.value.key, info.value.value) == ("nemesis.packages", "disk")
-    # and primaries, for its own default target masters
-    assert "needs failpoints, store-files, primaries, which 'counter' does not offer" in info.value.allowed
+    assert "needs failpoints, store-files, which 'counter' does not offer" in info.value.allowed

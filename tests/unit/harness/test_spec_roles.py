@@ -144,3 +144,11 @@ def test_our_cluster_and_the_counter_do_not_offer_each_others_workloads() -> Non
     assert "splitbrain-protocol" in systems.get("splitbrain").capabilities
     for name in ("etcd", "redis", "rabbitmq", "rabbitmq-mirrored", "counter"):
         assert "splitbrain-protocol" not in systems.get(name).capabilities, name
+
+
+def test_a_package_with_default_kinds_passes_the_whole_validation_on_a_system_of_members() -> None:
+    """The run's second check (validate_spec, with the packages the workloads add) knows no topology, so it leaves
+    a package's defaults to the first: RabbitMQ, without primaries, takes `partition` with its default kinds."""
+    from harness.commands._parts import validate_spec
+
+    validate_spec(_spec("rabbitmq", nemesis={"packages": ["partition", "kill"], "targets": ["one"]}))
