@@ -8,7 +8,8 @@ Vocabulary (after Jepsen's ``core.clj``):
   (``pause``/``resume``), :class:`Primary` (``primaries``), :class:`LogFiles` (``log_files``),
   :class:`NodeHelpers` (``python``), :class:`RegisterClients` (``register_client``), :class:`CounterClients`
   (``counter_client``), :class:`QueueClients` (``queue_client``; with :class:`DeliveryPromise` and
-  :class:`LogQueues`), :class:`Clocks` (``set_clock``/``read_clock``, offered through ``clock-admin`` or
+  :class:`LogQueues`), :class:`WireClients` (our cluster's wire protocol: ``client``, ``controller_addrs``,
+  ``token``, ``argv``), :class:`Clocks` (``set_clock``/``read_clock``, offered through ``clock-admin`` or
   ``clock-faketime``) and :class:`Registration` (``registration_failpoints``, ``extra_brokers``: brokers started
   beside the cluster, :class:`ExtraBrokerSlots`).
 * **options** -- what a system adapter parsed from the spec's ``cluster:`` map (:meth:`systems.System.options`);
@@ -73,6 +74,7 @@ __all__ = [
     "SystemOptions",
     "ValidatingClient",
     "ValidatingNemesis",
+    "WireClients",
     "compose_nemeses",
     "validate_completion",
     "verdict_of",
@@ -154,6 +156,24 @@ class NodeHelpers(Protocol):
     shaper used where the kernel lacks ``sch_netem``): ``python`` is the interpreter to run them with."""
 
     python: str
+
+
+@runtime_checkable
+class WireClients(Protocol):
+    """A DB whose controllers and brokers speak splitbrain's own wire protocol (docs/protocol.md; capability
+    ``splitbrain-protocol``): what our cluster's own workloads (``queue``, ``controller-register``, ``broker-ids``,
+    ``membership``) call of it.  ``token`` authenticates admin requests; ``controllers`` are the controller nodes,
+    ``controller_addrs`` their addresses in that order; ``client`` is a controller client (admin requests, leader
+    and replica info); ``argv`` is a broker's command line on a node, from which extra brokers of the same cluster
+    are started (:mod:`harness.extra_brokers`)."""
+
+    token: str
+
+    @property
+    def controllers(self) -> tuple[str, ...]: ...
+    def controller_addrs(self, test: Mapping[str, Any]) -> list[str]: ...
+    def client(self, test: Mapping[str, Any], timeout_s: float = ...) -> Any: ...
+    def argv(self, test: Mapping[str, Any], node: str) -> list[str]: ...
 
 
 @runtime_checkable
@@ -438,6 +458,9 @@ CAPABILITIES: Mapping[str, Capability] = {c.name: c for c in (
                                  "workload)", CounterClients),
     Capability("queue-client", "it makes clients of named FIFO queues or streams: send, poll, drain (the "
                                "generic-queue workload)", QueueClients),
+    Capability("splitbrain-protocol", "its controllers and brokers speak splitbrain's own wire protocol, and it makes "
+                                      "clients of it (our cluster's own workloads: queue, controller-register, "
+                                      "broker-ids, membership)", WireClients),
 )}
 """The one table of capability names (see :class:`Capability`)."""
 

@@ -219,9 +219,26 @@ _TOP_KEYS = (
 _NODE_WHAT = "a node name: lowercase letter then up to 9 of [a-z0-9-]"
 
 
-def _system(c: _Ctx, raw: Any) -> tuple[str, tuple[str, ...]]:
-    """``system:``: the adapter's name and the node roles it declares.  The adapter is loaded here, so a name no
-    adapter has, or one that fails to load (a broken entry point), is refused before anything else is read."""
+@dataclass(frozen=True)
+class _Served:
+    """What the spec's system serves: its name, the node roles it declares and the capabilities it offers."""
+
+    name: str
+    roles: tuple[str, ...]
+    capabilities: frozenset[str]
+
+    def lacks(self, *, role: bool) -> str:
+        """``..., which 'etcd' does not declare (it declares: members)`` for a role, or ``offer`` for a capability."""
+        if role:
+            return f"which {self.name!r} does not declare (it declares: {', '.join(self.roles)})"
+        return (f"which {self.name!r} does not offer (it offers: {', '.join(sorted(self.capabilities)) or 'nothing'}; "
+                f"capabilities: docs/systems.md)")
+
+
+def _system(c: _Ctx, raw: Any) -> _Served:
+    """``system:``: the adapter's name, the node roles it declares and the capabilities it offers.  The adapter is
+    loaded here, so a name no adapter has, or one that fails to load (a broken entry point), is refused before
+    anything else is read."""
     import systems
 
     if not isinstance(raw, str):
@@ -236,7 +253,7 @@ def _system(c: _Ctx, raw: Any) -> tuple[str, tuple[str, ...]]:
     if unreadable:
         raise c.err("system", raw, f"a system whose roles the nodes: map can hold; {raw!r} declares "
                     f"{list(system.roles)}, and nodes: has {list(NODE_ROLES)}")
-    return system.name, system.roles
+    return _Served(system.name, system.roles, frozenset(system.capabilities))
 
 
 def _role_nodes(c: _Ctx, key: str, raw: Any, prefix: str) -> tuple[str, ...]:
@@ -285,7 +302,11 @@ def _nodes(c: _Ctx, raw: Any, system: str = "splitbrain",
     return spec
 
 
-def _workloads(c: _Ctx, raw: Any) -> tuple[WorkloadSpec, ...]:
+def _workloads(c: _Ctx, raw: Any, system: _Served | None = None) -> tuple[WorkloadSpec, ...]:
+    """``workloads:``.  A workload whose needs the system cannot serve -- a node role it talks to that the system
+    does not declare, a capability it does not offer (:func:`workloads.registry.needs` and
+    :func:`~workloads.registry.roles`) -- is refused on ``workloads[i].name`` before it is built against the wrong
+    DB; an unknown name is left to the registry's build, which lists the known ones."""
     items = c.str_list("workloads", raw)
     if not 1 <= len(items) <= 8:
         raise c.err("workloads", raw, "1 to 8 workloads")
@@ -300,10 +321,25 @@ def _workloads(c: _Ctx, raw: Any) -> tuple[WorkloadSpec, ...]:
         if not isinstance(options, Mapping):
             raise c.err(f"{key}.options", options, "a mapping of workload options")
         out.append(WorkloadSpec(name, dict(options)))
+        if system is not None:
+            _refuse_unservable_workload(c, f"{key}.name", name, system)
     return tuple(out)
 
 
-def _nemesis(c: _Ctx, raw: Any, nodes: NodesSpec) -> NemesisSpec:
+def _refuse_unservable_workload(c: _Ctx, key: str, name: str, system: _Served) -> None:
+    from workloads import registry
+
+    roles = [r for r in registry.roles(name) if r not in system.roles]
+    if roles:
+        raise c.err(key, name, f"a workload that system {system.name!r} can serve: {name!r} talks to the node role "
+                    f"{', '.join(roles)}, {system.lacks(role=True)}")
+    lacking = [n for n in registry.needs(name) if n not in system.capabilities]
+    if lacking:
+        raise c.err(key, name, f"a workload that system {system.name!r} can serve: {name!r} needs the capability "
+                    f"{', '.join(lacking)}, {system.lacks(role=False)}")
+
+
+def _nemesis(c: _Ctx, raw: Any, nodes: NodesSpec, system: _Served | None = None) -> NemesisSpec:
     if raw is None or raw == "none":
         return NemesisSpec()
     m = c.mapping("nemesis", raw, ("packages", "interval_s", "targets", "schedule", "options", "role_wait_s", "mode",
@@ -316,6 +352,8 @@ def _nemesis(c: _Ctx, raw: Any, nodes: NodesSpec) -> NemesisSpec:
     targets = c.str_list("nemesis.targets", m.get("targets", list(NemesisSpec.targets)))
     if not targets:
         raise c.err("nemesis.targets", targets, "at least one target")
+    if system is not None:  # before the selectors' syntax: a role the system lacks is the cause to name
+        _refuse_unserved(c, system, nodes, pk, targets, m)
     tg = tuple(_target(c, f"nemesis.targets[{i}]", t, nodes) for i, t in enumerate(targets))
     options = m.get("options") or {}
     if not isinstance(options, Mapping):
@@ -339,6 +377,41 @@ def _nemesis(c: _Ctx, raw: Any, nodes: NodesSpec) -> NemesisSpec:
     load_max = c.num_range("nemesis.guided_load_max", m.get("guided_load_max", 1.0), 1.0, 10.0)
     return NemesisSpec(pk, interval, tg, _schedule(c, m.get("schedule"), nodes), dict(options), role_wait, mode,
                        tuple(modes), memory, load_max)
+
+
+def _refuse_unserved(c: _Ctx, system: _Served, nodes: NodesSpec, packages: tuple[str, ...], targets: list[Any],
+                     m: Mapping[str, Any]) -> None:
+    """Refuse what the ``nemesis:`` map asks of the system and the system cannot serve: a package whose faults need
+    a capability it lacks, a selector (``nemesis.targets``, a package's options or its own default targets, an
+    explicit schedule step's value) drawing from a node role it does not declare or needing a capability it does
+    not offer (the pool table, :data:`nemesis.targets.POOL_TABLE`), a partition kind aimed at such a role
+    (``isolate-master`` without broker sets), guided mode without ``primaries``
+    (:func:`nemesis.packages.missing_capabilities`).  The first key wins; its missing capabilities are all named."""
+    from nemesis.packages import missing_capabilities
+    from nemesis.schedule import Step
+    from nemesis.targets import Topology
+
+    options = m.get("options") if isinstance(m.get("options"), Mapping) else {}
+    raw_steps = m.get("schedule")
+    steps = [Step(0.0, str(s.get("f")), s.get("value")) if isinstance(s, Mapping) else Step(0.0, "", None)
+             for s in (raw_steps if isinstance(raw_steps, list) else [])]
+    raw_modes = m.get("modes")
+    modes = raw_modes.split(",") if isinstance(raw_modes, str) else raw_modes if isinstance(raw_modes, list) else []
+    guided = m.get("mode") == "guided" or "guided" in [str(x).strip() for x in modes]
+    missing = missing_capabilities(packages, system.capabilities, targets=[str(t) for t in targets],
+                                   options=options, guided=guided, schedule=steps, roles=system.roles,
+                                   topo=Topology(nodes.controllers, nodes.broker_sets, nodes.members))
+    if not missing:
+        return
+    first = missing[0]
+    same = [x for x in missing if (x.key, x.value) == (first.key, first.value)]
+    direct = [x.capability for x in same if not x.via and not x.role]
+    if direct:  # the key itself needs them (a package's faults, guided mode, a step's f)
+        why = f"{first.value!r} needs {', '.join(direct)}, {system.lacks(role=False)}"
+    else:
+        why = f"{first.value!r}: {first.via} needs {first.what}, {system.lacks(role=bool(first.role))}"
+    what = "package" if first.key == "nemesis.packages" else "setting"
+    raise c.err(first.key, first.value, f"a {what} that system {system.name!r} can serve: {why}")
 
 
 def _schedule(c: _Ctx, raw: Any, nodes: NodesSpec) -> tuple[Any, ...] | None:
@@ -404,8 +477,8 @@ def spec_from_dict(raw: Any, *, file: str = "<dict>", seed_source: Any = None) -
     m = c.mapping("", raw if raw is not None else {}, _TOP_KEYS)
     if "name" not in m:
         raise c.err("name", None, "a test name ([A-Za-z0-9_.-], up to 64 chars)")
-    system, roles = _system(c, m.get("system", "splitbrain"))
-    nodes = _nodes(c, m.get("nodes", {}), system, roles)
+    served = _system(c, m.get("system", "splitbrain"))
+    nodes = _nodes(c, m.get("nodes", {}), served.name, served.roles)
     cluster = m.get("cluster") or {}
     if not isinstance(cluster, Mapping):
         raise c.err("cluster", cluster, "a mapping of cluster options")
@@ -417,8 +490,8 @@ def spec_from_dict(raw: Any, *, file: str = "<dict>", seed_source: Any = None) -
         backend=c.choice("backend", m.get("backend", "local"), BACKENDS),
         nodes=nodes,
         cluster=dict(cluster),
-        workloads=_workloads(c, m.get("workloads", ["queue"])),
-        nemesis=_nemesis(c, m.get("nemesis"), nodes),
+        workloads=_workloads(c, m.get("workloads", ["queue"]), served),
+        nemesis=_nemesis(c, m.get("nemesis"), nodes, served),
         concurrency=c.int_range("concurrency", m.get("concurrency", 5), 1, 1024),
         rate=c.num_range("rate", m.get("rate", 100.0), 0.0, 1_000_000.0, lo_open=True),
         time_limit_s=c.num_range("time_limit_s", m.get("time_limit_s", 60.0), 0.0, 86_400.0, lo_open=True),
@@ -428,7 +501,7 @@ def spec_from_dict(raw: Any, *, file: str = "<dict>", seed_source: Any = None) -
         leave_running=c.boolean("leave_running", m.get("leave_running", False)),
         source=file,
         checker=_checker(c, m.get("checker")),
-        system=system,
+        system=served.name,
     )
 
 

@@ -14,12 +14,15 @@ accounting.  Now each ``f`` has one :class:`FaultRow` here, and:
   :class:`UnknownFault` for a nemesis op whose ``f`` has no row, instead of skipping it;
 * :mod:`nemesis.words` has exactly one entry per row (a unit test holds it to that);
 * validation (:func:`harness.commands._parts.validate_spec`) refuses a spec whose system does not offer a
-  capability its packages need (:func:`package_needs`: the :attr:`FaultRow.needs` of the rows naming the package),
-  its role selectors need (:data:`ROLE_SELECTOR_NEEDS`) or guided mode needs (:data:`GUIDED_NEEDS`).
+  capability its packages need (:func:`package_needs`: the :attr:`FaultRow.needs` of the rows naming the package)
+  or guided mode needs (:data:`GUIDED_NEEDS`); what a selector needs is the pool table's
+  (:data:`nemesis.targets.POOL_TABLE`), read at every place a row's value names nodes (:data:`VALUE_SHAPES`);
+* guided mode (:mod:`nemesis.guided`) knows which nodes a move aims at from the same places.
 
 tests/unit/nemesis/test_faults.py fails when any nemesis (a nemesis class's ``FS``, a package's planned
-faults and undo steps, the heal ops, the simulator's playable steps) can emit an ``f`` without a row, and
-when a row disagrees with the classes or packages it names.
+faults and undo steps, the heal ops, the simulator's playable steps, guided mode's moves) can emit an ``f``
+without a row, when a row disagrees with the classes or packages it names, and when guided mode cannot tell
+what a move aims at.
 
 Pure data: nothing here imports a nemesis class or a package (those are shells); rows name them by key.
 """
@@ -31,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "EVIDENCE", "FAULTS", "GUIDED_NEEDS", "NEMESES", "ROLE_SELECTOR_NEEDS", "ROWS", "VALUE_SHAPES", "AnyOf",
+    "EVIDENCE", "FAULTS", "GUIDED_NEEDS", "NEMESES", "ROWS", "VALUE_SHAPES", "AnyOf",
     "FaultRow", "Need", "UnknownFault", "need_met", "need_names", "package_needs", "row",
 ]
 
@@ -39,8 +42,20 @@ NEMESES = ("partition", "process", "clock", "packet", "failpoint", "disk", "regi
 """The nemesis families, in the order their classes are built for a run (:mod:`nemesis.packages` maps each to
 its class; the order is kept because each class draws from the run's RNG as it is built)."""
 
-VALUE_SHAPES = ("partition", "process", "clock", "packet", "failpoint", "disk", "registration")
-"""The shapes a step's ``value`` is checked as (:mod:`nemesis.schedule` has one check per shape)."""
+VALUE_SHAPES: Mapping[str, tuple[str, ...]] = {
+    "partition": ("targets", "from", "to"),
+    "process": ("",),
+    "clock": ("targets",),
+    "packet": ("targets", "to"),
+    "failpoint": ("targets",),
+    "disk": ("targets",),
+    "registration": (),
+}
+"""The shapes a step's ``value`` is checked as (:mod:`nemesis.schedule` has one check per shape) -> where a value
+of that shape names the nodes it hits: the keys holding target selectors (``""``: the value is itself a
+selector).  Validation checks those selectors against the system's roles and capabilities, and guided mode reads
+from them which nodes a move aims at (:func:`nemesis.schedule.selectors_of`; a partition's kind may aim at a role
+by itself: :data:`nemesis.schedule.PARTITION_KINDS`)."""
 
 EVIDENCE = ("grudge", "live-nodes", "nodes", "crash-report", "arm-results", "node-report", "registration-crash")
 """What a fault's completion must show to have taken effect (:func:`nemesis.accounting.judge` has one rule per
@@ -93,9 +108,6 @@ _DISK_ARM = ("failpoints", "store-files")  # store.write / before_fsync / read f
 _DISK_CUT = ("kill", "store-files")  # kill the broker, then cut or corrupt its store files while it is down
 _REGISTRATION = ("registration",)  # drives our broker's registration through its failpoints
 
-ROLE_SELECTOR_NEEDS: tuple[str, ...] = ("primaries",)
-"""What a role selector (``masters``, ``controller-leader``, ``primaries``...: :data:`nemesis.targets.ROLE_POOLS`)
-needs: the system says who leads right now."""
 GUIDED_NEEDS: tuple[str, ...] = ("primaries",)
 """What ``nemesis.mode: guided`` needs: it chooses faults from what it observes of the system while running --
 at least who leads, asked from outside (:mod:`harness.observe`); a system that also reports its own events
@@ -123,7 +135,8 @@ class FaultRow:
             False for an undo step or a read (``check-clock-offsets``).
         undo: for a fault, the ``f`` that takes it back; None for a fault that heals itself (it crashes and
             restarts what it hit within the op: ``crash-at``, ``restart``, ``lose-unfsynced``...).
-        value: the shape its ``value`` is checked as (:data:`VALUE_SHAPES`); None: the nemesis reads no value.
+        value: the shape its ``value`` is checked as (:data:`VALUE_SHAPES`, which also says where such a value
+            names its nodes); None: the nemesis reads no value.
         heal: the ops the heal phase runs after a run that used this ``f`` (undo whatever it may leave behind).
         packages: the nemesis packages (:data:`nemesis.packages.KINDS`) whose plans inject this fault.
         evidence: for a fault, what its completion must show to count as effective (:data:`EVIDENCE`); a fault
@@ -146,6 +159,11 @@ class FaultRow:
     @property
     def self_healing(self) -> bool:
         return self.fault and self.undo is None
+
+    @property
+    def target_keys(self) -> tuple[str, ...]:
+        """Where its value names the nodes it hits (:data:`VALUE_SHAPES`; empty for a row without a value)."""
+        return VALUE_SHAPES[self.value] if self.value is not None else ()
 
 
 ROWS: tuple[FaultRow, ...] = (

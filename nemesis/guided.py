@@ -58,31 +58,63 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from nemesis.coverage import MASTER_ONLY, Coverage, label, next_coverage, points
-from nemesis.schedule import UNDO, Step, fault_label
+from nemesis.schedule import UNDO, Step, fault_label, selectors_of
+from nemesis.targets import pools_of
 
 __all__ = [
-    "NARROWING", "TRIGGERS", "Config", "Decision", "Move", "Rng", "State", "decide", "memory_of", "moves_from_ops",
-    "state_from_memory", "took_effect",
+    "AIM", "NARROWING", "QUIET_AIM", "TRIGGERS", "TRIGGER_TABLE", "Config", "Decision", "Move", "Rng", "State",
+    "Trigger", "aims_of", "decide", "memory_of", "moves_from_ops", "state_from_memory", "took_effect",
 ]
 
-TRIGGERS = ("sync-state-set:", "apply:ElectMaster", "apply:AlterSyncStateSet", "become-master", "raft-leader",
-            "fenced", "failpoint-armed", "truncate", "node-restart", "client-outcome:", "primary-change:",
-            "primaries:")
-"""Label prefixes of the events that open a moment (see the module docstring); the last two are all a system
-watched from outside raises itself (:func:`harness.observe.primary_events`): a node gained or lost leadership,
-the count of leaders changed."""
+@dataclass(frozen=True)
+class Trigger:
+    """An observed event that opens a moment (see the module docstring), by the prefix of its label
+    (:func:`nemesis.coverage.label`).
+
+    Attributes:
+        prefix: the label prefix; the first row whose prefix a label starts with is the label's row.
+        aim: the pools (:data:`nemesis.targets.POOL_TABLE`) a move must hit to aim at the node that raised it --
+            what the move's selectors and partition kind draw from (:func:`aims_of`), never its spelling.
+        narrowing: it says the active faults cut the cluster's redundancy: stack or hold, never undo.
+    """
+
+    prefix: str
+    aim: tuple[str, ...] = ()
+    narrowing: bool = False
+
+
+_MASTER = ("masters", "primaries")
+TRIGGER_TABLE: tuple[Trigger, ...] = (
+    Trigger("sync-state-set:shrink", _MASTER, narrowing=True),
+    Trigger("sync-state-set:", _MASTER),
+    Trigger("apply:AlterSyncStateSet:shrink", _MASTER, narrowing=True),
+    Trigger("apply:AlterSyncStateSet", _MASTER),
+    Trigger("become-master", _MASTER),
+    Trigger("apply:ElectMaster", _MASTER),
+    Trigger("raft-leader", ("controller-leader", "primaries")),
+    Trigger("fenced", narrowing=True),
+    Trigger("failpoint-armed"),
+    Trigger("truncate"),
+    Trigger("node-restart"),
+    Trigger("client-outcome:"),
+    # all a system watched from outside raises itself (harness.observe.primary_events): a node gained or lost
+    # leadership, the count of leaders changed
+    Trigger("primary-change:gained", ("primaries",)),
+    Trigger("primary-change:"),
+    Trigger("primaries:"),
+)
+"""The one table of guided mode's triggers: right after a SyncStateSet shrink or a master election, hit the
+master; right after a leader election, the leader.  :data:`TRIGGERS`, :data:`AIM` and :data:`NARROWING` derive
+from it; tests/unit/nemesis/test_faults.py holds its aims to the pool table and to the moves the packages make."""
+TRIGGERS = tuple(t.prefix for t in TRIGGER_TABLE)
+"""Label prefixes of the events that open a moment."""
 
 HOLD = "hold"
 UNDO_PREFIX = "undo:"
-AIM: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("sync-state-set:", ("master", "primaries")), ("apply:AlterSyncStateSet", ("master", "primaries")),
-    ("become-master", ("master", "primaries")), ("apply:ElectMaster", ("master", "primaries")),
-    ("raft-leader", ("controller-leader", "primaries")), ("primary-change:gained", ("primaries",)),
-)
-"""Trigger label prefix -> what a move must name (kind or selector) to aim at the node that raised it: right
-after a SyncStateSet shrink or a master election, hit the master; right after a leader election, the leader."""
-QUIET_AIM = ("master", "primaries", "controller-leader")
-"""What a move must name to be aimed on the quiet (no trigger, no fault active): the nodes holding authority.
+AIM: tuple[tuple[str, tuple[str, ...]], ...] = tuple((t.prefix, t.aim) for t in TRIGGER_TABLE if t.aim)
+"""Trigger label prefix -> the pools a move must hit to aim at the node that raised it."""
+QUIET_AIM = ("masters", "primaries", "controller-leader")
+"""The pools a move must hit to be aimed on the quiet (no trigger, no fault active): the nodes holding authority.
 Untried moves are otherwise tried in random order, and with 20 moves a run spent its first minute on faults that
 cannot lose anything (a slave killed, a follower cut off) before it reached the master."""
 AIM_BONUS = 1.0
@@ -91,8 +123,15 @@ reaches something new), which learning can overrule."""
 LAST_COPY_BONUS = 3.0
 """The aim bonus when the trigger left the master alone in the SyncStateSet (:data:`MASTER_ONLY`): the master
 then holds the only copy of what it acknowledged, the moment a fault on it reaches furthest."""
-NARROWING = ("sync-state-set:shrink", "apply:AlterSyncStateSet:shrink", "fenced")
+NARROWING = tuple(t.prefix for t in TRIGGER_TABLE if t.narrowing)
 """Label prefixes of triggers that say the active faults cut the cluster's redundancy: stack or hold, not undo."""
+
+
+def aims_of(move: Move) -> frozenset[str]:
+    """The pools ``move`` hits nodes of: those of the selectors its value names where its fault-table row says,
+    and of the role its partition kind aims at (:func:`nemesis.schedule.selectors_of`).  Pure; a move of an ``f``
+    without a row hits none."""
+    return frozenset(p for sel in selectors_of(move.f, move.value) for p in pools_of(sel))
 
 
 class Rng(Protocol):
@@ -141,9 +180,13 @@ class Config:
     max_depth: int = 2
     explore: float = 1.0
 
+    aims: Mapping[str, frozenset[str]] = field(init=False, repr=False, compare=False)
+    """Move key -> the pools the move hits (:func:`aims_of`), computed once."""
+
     def __post_init__(self) -> None:
         if not self.moves:
             raise ValueError("guided nemesis: no fault moves to choose from (name nemesis packages)")
+        object.__setattr__(self, "aims", {m.key: aims_of(m) for m in self.moves})
 
 
 @dataclass(frozen=True)
@@ -278,16 +321,17 @@ def _score(stats: Mapping[tuple[str, str], tuple[int, float]], context: str, key
     return mean + explore * math.sqrt(math.log(total + 2) / (tries + PSEUDO))
 
 
-def _aim(trigger: str | None, key: str) -> float:
-    """The prior bonus of move ``key`` at ``trigger``: it names the node that raised it (:data:`AIM`), more when
-    the master was left alone in the SyncStateSet; on the quiet (``trigger`` None) it names a node holding
+def _aim(cfg: Config, trigger: str | None, key: str) -> float:
+    """The prior bonus of move ``key`` at ``trigger``: it hits the pool of the node that raised it (:data:`AIM`),
+    more when the master was left alone in the SyncStateSet; on the quiet (``trigger`` None) a pool holding
     authority (:data:`QUIET_AIM`); undo and hold are never aimed."""
     if key == HOLD or key.startswith(UNDO_PREFIX):
         return 0.0
+    hits = cfg.aims.get(key, frozenset())
     if trigger is None:
-        return AIM_BONUS if any(w in key for w in QUIET_AIM) else 0.0
-    words = next((w for prefix, w in AIM if trigger.startswith(prefix)), ())
-    if not any(w in key for w in words):
+        return AIM_BONUS if hits & set(QUIET_AIM) else 0.0
+    pools = next((w for prefix, w in AIM if trigger.startswith(prefix)), ())
+    if not hits & set(pools):
         return 0.0
     return LAST_COPY_BONUS if trigger.endswith(MASTER_ONLY) else AIM_BONUS
 
@@ -298,7 +342,7 @@ def _choose(cfg: Config, st: State, context: str, candidates: Sequence[str], rng
     priors = _priors(st.stats)
     optimistic = max(priors.values(), default=0.0) + cfg.explore  # never tried anywhere: before any repeat
     scored = [(_score(st.stats, context, c, total, cfg.explore, priors.get(c, optimistic))
-               + _aim(trigger, c), c) for c in candidates]
+               + _aim(cfg, trigger, c), c) for c in candidates]
     best = max(sc for sc, _ in scored)
     tied = [c for sc, c in scored if sc >= best - 1e-12]
     return tied[rng.randrange(len(tied))]
@@ -382,7 +426,7 @@ def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s
             return None, ready_at + cfg.quiet_wait_s, st
         candidates = [m.key for m in cfg.moves]
     if trig is not None and trig.endswith(MASTER_ONLY):  # the master holds the only copy: the moment is for it
-        candidates = [c for c in candidates if _aim(trig, c)] or candidates
+        candidates = [c for c in candidates if _aim(cfg, trig, c)] or candidates
     st = _credited(st)
     context = _context(st.active, trig)
     choice = _choose(cfg, st, context, candidates, rng, trig)

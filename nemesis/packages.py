@@ -29,24 +29,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.protocols import Nemesis, compose_nemeses
+from harness.protocols import CAPABILITIES, Nemesis, compose_nemeses
 from nemesis.accounting import Accounted
 from nemesis.clock import ClockNemesis
 from nemesis.disk import CORRUPT_MODES, FAULTS, REPAIRABLE_MODES, DiskNemesis
 from nemesis.failpoint import FailpointNemesis
-from nemesis.faults import GUIDED_NEEDS, NEMESES, ROLE_SELECTOR_NEEDS, ROWS, Need, need_met, package_needs, row
+from nemesis.faults import FAULTS as ROW_OF
+from nemesis.faults import GUIDED_NEEDS, NEMESES, ROWS, Need, need_met, package_needs, row
 from nemesis.packet import PacketNemesis
 from nemesis.packet_behavior import PRESETS
 from nemesis.partition import PartitionNemesis
 from nemesis.process import ProcessNemesis
 from nemesis.registration import REGISTRATION_POINTS, RegistrationCrashNemesis
-from nemesis.schedule import PARTITION_KINDS, UNDO, Step, timed
-from nemesis.targets import SelectorError, Topology, needs_roles
+from nemesis.schedule import PARTITION_AIMS, PARTITION_KINDS, UNDO, Step, selectors_of, timed
+from nemesis.targets import POOL_TABLE, SelectorError, Topology, unserved
 from nemesis.targets import validate as validate_target
 
 __all__ = [
     "ALIASES", "KINDS", "NEMESIS_OF", "PROTOCOL_POINTS", "Composed", "Missing", "PackageDef", "build", "definitions",
-    "expand", "missing_capabilities", "plan", "validate",
+    "expand", "missing_capabilities", "own_selectors", "plan", "validate",
 ]
 
 StartFn = Callable[[random.Random, int], dict[str, Any]]
@@ -186,11 +187,19 @@ class _Kind:
     any_kind: bool = False  # kinds are failpoint names: any well-formed name is allowed
 
 
+def _present(has_sets: bool, has_controllers: bool) -> tuple[str, ...]:
+    """The node roles a topology has nodes in (members are never aimed at by a kind, so they count as present)."""
+    return (*(("broker_sets",) if has_sets else ()), *(("controllers",) if has_controllers else ()), "members")
+
+
 def _aimable(kinds: tuple[str, ...], has_sets: bool, has_controllers: bool) -> tuple[str, ...]:
     """``kinds`` without those aimed at a role the topology lacks (``isolate-master*`` without broker sets,
-    ``isolate-controller-leader`` without controllers: an etcd or Redis spec of ``members``), so a default never
-    draws a fault that can only wait for its role and complete as not effective."""
-    return tuple(k for k in kinds if (has_sets or "master" not in k) and (has_controllers or "controller" not in k))
+    ``isolate-controller-leader`` without controllers: an etcd or Redis spec of ``members``; by
+    :data:`nemesis.schedule.PARTITION_AIMS` and the pool table), so a default never draws a fault that can only
+    wait for its role and complete as not effective."""
+    present = _present(has_sets, has_controllers)
+    return tuple(k for k in kinds if not any(lack.roles for lack in unserved(PARTITION_AIMS.get(k) or "", present,
+                                                                             frozenset(CAPABILITIES))))
 
 
 def _heal(package: str) -> tuple[dict[str, Any], ...]:
@@ -311,8 +320,13 @@ def validate(names: Sequence[str], targets: Sequence[str], topo: Topology, rng: 
             for i, k in enumerate(kinds):
                 if k not in allowed and not (kind.any_kind and isinstance(k, str) and "." in k):
                     raise ValueError(f"{key}.kinds[{i}]: unknown kind {k!r}; kinds: {', '.join(allowed)}")
-                if "master" in str(k) and not topo.broker_sets:
-                    raise ValueError(f"{key}.kinds[{i}]: {k} needs broker sets and this topology has none")
+                aim = PARTITION_AIMS.get(str(k)) if name == "partition" else None
+                if aim:
+                    try:
+                        validate_target(aim, topo, rng)
+                    except SelectorError as exc:
+                        raise ValueError(f"{key}.kinds[{i}]: {k} aims at {aim!r}, which this topology cannot "
+                                         f"serve ({exc})") from None
         tg = raw.get("targets")
         if tg is not None:
             if not isinstance(tg, list) or not tg:
@@ -324,42 +338,123 @@ def validate(names: Sequence[str], targets: Sequence[str], topo: Topology, rng: 
                     raise ValueError(f"{key}.targets[{i}]: {exc}") from None
 
 
+def own_selectors(name: str, raw: Any, *, has_broker_sets: bool, has_controllers: bool) -> tuple[str, ...]:
+    """The selectors package ``name`` aims with of its own, beyond ``nemesis.targets`` and what its options
+    (``raw``) name (pure; each once): its default targets when its options give none (``disk``: ``brokers:one``,
+    ``masters``), the roles its default kinds aim at by themselves (partition kinds:
+    :data:`nemesis.schedule.PARTITION_AIMS`; the defaults leave out those the topology lacks, :func:`_aimable`)
+    and the targets of ``protocol-crash``'s walk over its kinds (:data:`PROTOCOL_POINTS`, when its options give
+    no targets).  A unit test holds this to what the package plans."""
+    kind = KINDS.get(name)
+    if kind is None:
+        return ()
+    o = raw if isinstance(raw, Mapping) else {}
+    given_kinds = isinstance(o.get("kinds"), list) and bool(o.get("kinds"))
+    kinds = o["kinds"] if given_kinds else kind.default(has_broker_sets, has_controllers)
+    custom_targets = bool(o.get("targets"))
+    found: list[str | None] = list(kind.default_targets or ()) if not custom_targets else []
+    if name == "partition" and not given_kinds:  # given kinds are checked at their own key
+        found += [PARTITION_AIMS.get(str(k)) for k in kinds]
+    if name == "protocol-crash" and not custom_targets:
+        points = dict(PROTOCOL_POINTS)
+        found += [points.get(str(k), "one") for k in kinds]
+    out: list[str] = []
+    for sel in found:
+        if sel and sel not in out:
+            out.append(sel)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Missing:
-    """A capability the spec asks of its system and the system does not offer: ``key`` and ``value`` say where the
-    spec asks (``nemesis.packages`` and the package, ``nemesis.targets[1]`` and the selector...).  ``capability``
-    is a name, or alternatives none of which is offered, spelt ``clock-admin or clock-faketime``."""
+    """What the spec asks of its system and the system cannot serve: ``key`` and ``value`` say where the spec asks
+    (``nemesis.packages`` and the package, ``nemesis.targets[1]`` and the selector...).  ``capability`` is a
+    capability name the system does not offer, or alternatives none of which it offers, spelt ``clock-admin or
+    clock-faketime``; ``role`` (then ``capability`` is empty) the node roles none of which it declares, spelt
+    ``broker_sets or members``.  ``via`` says how the key comes to need it (``pool 'masters'``, ``its target
+    'masters'``); empty when the key needs it directly (a package's fault, guided mode, a step's ``f``)."""
 
     key: str
     value: Any
-    capability: str
+    capability: str = ""
+    role: str = ""
+    via: str = ""
+
+    @property
+    def what(self) -> str:
+        """The missing thing in words: ``the capability primaries`` or ``the node role broker_sets``."""
+        return f"the node role {self.role}" if self.role else f"the capability {self.capability}"
 
 
 def missing_capabilities(names: Sequence[str], offered: frozenset[str], *, targets: Sequence[str] = (),
                          options: Mapping[str, Any] | None = None, guided: bool = False,
-                         schedule: Sequence[Step] = ()) -> list[Missing]:
-    """What the packages (aliases expanded; validated names assumed), the selectors of ``nemesis.targets`` and
-    ``nemesis.options.*.targets``, guided mode and an explicit schedule's steps need of the system and ``offered``
-    lacks, from the fault table's ``needs`` (:mod:`nemesis.faults`); pure.  Not checked yet: the selectors a
-    package uses by default (``disk``'s ``masters``, ``protocol-crash``'s walk) and partition kinds aimed at a
-    role (``isolate-master``)."""
+                         schedule: Sequence[Step] = (), roles: Sequence[str] | None = None,
+                         topo: Topology | None = None) -> list[Missing]:
+    """What the spec asks of a system that offers the capabilities ``offered`` and, unless ``roles`` is None,
+    declares the node roles ``roles``, and that system cannot serve; pure, in this order:
+
+    * each package (aliases expanded; unknown names are left to :func:`validate`): its faults' ``needs``
+      (:func:`nemesis.faults.package_needs`), then, given the topology ``topo`` (its defaults depend on it), the
+      pools of the selectors it aims with of its own (:func:`own_selectors`);
+    * the selectors of ``nemesis.targets`` and ``nemesis.options.*.targets``, and the partition kinds of
+      ``nemesis.options.partition.kinds``, by the pools they draw from (:func:`nemesis.targets.unserved`: each
+      pool's node roles and capabilities);
+    * guided mode (:data:`nemesis.faults.GUIDED_NEEDS`);
+    * each step of an explicit schedule: its ``f``'s ``needs``, then the pools of the selectors it hits
+      (:func:`nemesis.schedule.selectors_of`: its value's targets and its partition kind's aim); a step whose
+      ``f`` has no row is left to :func:`nemesis.schedule.parse`, which refuses it.
+    """
     out: list[Missing] = []
+    declared = tuple(roles) if roles is not None else None
 
     def need(key: str, value: Any, capabilities: Sequence[Need]) -> None:
         out.extend(Missing(key, value, str(c)) for c in capabilities if not need_met(c, offered))
 
+    def aim(key: str, value: Any, selector: str, via: str) -> None:
+        for lack in unserved(selector, declared if declared is not None else _ANY_ROLE, offered):
+            where = f"{via} (pool {lack.pool!r})" if via else f"pool {lack.pool!r}"
+            if lack.capability is not None:
+                out.append(Missing(key, value, lack.capability, via=where))
+            else:
+                out.append(Missing(key, value, role=" or ".join(lack.roles), via=where))
+
     for name in expand(names):
         need("nemesis.packages", name, package_needs(name))
+        if topo is not None:  # a package's defaults depend on the topology
+            for sel in own_selectors(name, (options or {}).get(name), has_broker_sets=bool(topo.broker_sets),
+                                     has_controllers=bool(topo.controllers)):
+                aim("nemesis.packages", name, sel, f"its own target {sel!r}")
     for i, t in enumerate(targets):
-        need(f"nemesis.targets[{i}]", t, ROLE_SELECTOR_NEEDS if needs_roles(str(t)) else ())
+        aim(f"nemesis.targets[{i}]", t, str(t), "")
     for name, raw in (options or {}).items():
-        for i, t in enumerate((raw or {}).get("targets") or () if isinstance(raw, Mapping) else ()):
-            need(f"nemesis.options.{name}.targets[{i}]", t, ROLE_SELECTOR_NEEDS if needs_roles(str(t)) else ())
+        o = raw if isinstance(raw, Mapping) else {}
+        for i, t in enumerate(o.get("targets") or () if isinstance(o.get("targets"), list) else ()):
+            aim(f"nemesis.options.{name}.targets[{i}]", t, str(t), "")
+        for i, k in enumerate(o.get("kinds") or () if name == "partition" and isinstance(o.get("kinds"), list)
+                              else ()):
+            kind_aim = PARTITION_AIMS.get(str(k))
+            if kind_aim:
+                aim(f"nemesis.options.{name}.kinds[{i}]", k, kind_aim, f"kind {k!r} aims at {kind_aim!r}")
     if guided:
         need("nemesis.mode", "guided", GUIDED_NEEDS)
     for i, step in enumerate(schedule):
-        need(f"nemesis.schedule[{i}].f", step.f, row(step.f, "nemesis.schedule").needs)
-    return out
+        if step.f not in ROW_OF:  # refused by nemesis.schedule.parse, which names the f
+            continue
+        need(f"nemesis.schedule[{i}].f", step.f, ROW_OF[step.f].needs)
+        for sel in selectors_of(step.f, step.value):
+            aim(f"nemesis.schedule[{i}].value", step.value, sel, f"its target {sel!r}")
+    seen: set[tuple[str, str, str, str]] = set()  # once per key and need (two pools of a selector need primaries)
+    unique = []
+    for m in out:
+        if (m.key, repr(m.value), m.capability, m.role) not in seen:
+            seen.add((m.key, repr(m.value), m.capability, m.role))
+            unique.append(m)
+    return unique
+
+
+_ANY_ROLE = tuple(dict.fromkeys(r for p in POOL_TABLE for r in p.roles))
+"""Every node role a pool draws from: assumed declared when the caller does not say (capabilities only are
+checked then)."""
 
 
 @dataclass

@@ -31,20 +31,35 @@ from typing import Any
 
 from harness import generator as g
 from nemesis.disk_kinds import CORRUPT_MODES, FAULTS
-from nemesis.faults import ROWS
+from nemesis.faults import FAULTS as ROW_OF
+from nemesis.faults import ROWS, VALUE_SHAPES
 from nemesis.packet_behavior import DEFAULTS as PACKET_DEFAULTS
 from nemesis.packet_behavior import complete as complete_behavior
 from nemesis.targets import SelectorError, Topology
 from nemesis.targets import validate as validate_selector
 
 __all__ = [
-    "FAULT_FS", "KNOWN_FS", "PARTITION_KINDS", "UNDO", "UNDO_FS", "ScheduleError", "Step", "fault_label", "join_units",
-    "parse", "timed", "to_data", "units",
+    "FAULT_FS", "KNOWN_FS", "PARTITION_AIMS", "PARTITION_KINDS", "UNDO", "UNDO_FS", "ScheduleError", "Step",
+    "fault_label", "join_units", "parse", "selectors_of", "timed", "to_data", "units",
 ]
 
-PARTITION_KINDS = ("random-halves", "isolate", "isolate-controller-leader", "isolate-master",
-                   "isolate-master-from-slaves", "isolate-master-from-controllers", "majorities-ring", "bridge",
-                   "one-way", "grudge")
+PARTITION_AIMS: Mapping[str, str | None] = {
+    "random-halves": None,
+    "isolate": None,  # its value's targets
+    "isolate-controller-leader": "controller-leader",
+    "isolate-master": "masters",
+    "isolate-master-from-slaves": "masters",  # and the slaves of that master's set
+    "isolate-master-from-controllers": "masters+controllers",
+    "majorities-ring": None,
+    "bridge": None,
+    "one-way": None,  # its value's from and to
+    "grudge": None,  # node names
+}
+"""Partition kind -> the selector the kind aims at by itself (None: none; the selectors in its value, if any,
+are read where :data:`nemesis.faults.VALUE_SHAPES` says).  Validation refuses a kind whose pools the system
+cannot serve (``isolate-master`` without broker sets), and guided mode aims by it; a unit test holds it to what
+:class:`nemesis.partition.PartitionNemesis` resolves for each kind."""
+PARTITION_KINDS = tuple(PARTITION_AIMS)
 UNDO: Mapping[str, str] = {r.f: r.undo for r in ROWS if r.undo is not None}
 """Fault f -> the f that undoes it (from the one fault table, :mod:`nemesis.faults`).  Faults not listed here
 undo themselves (``crash-at``, ``restart``, ``lose-unfsynced``, ``corrupt-file`` and ``registration-crash``
@@ -99,6 +114,25 @@ def fault_label(f: str, value: Any) -> str:
     return f
 
 
+def selectors_of(f: str, value: Any) -> tuple[str, ...]:
+    """The target selectors a step ``f`` with ``value`` hits nodes by, each once, in order: those its value names
+    where its row's shape says (:data:`nemesis.faults.VALUE_SHAPES`), then the one its partition kind aims at
+    (:data:`PARTITION_AIMS`).  Pure; an ``f`` without a row, or a value of another shape, names none.  Validation
+    checks them against the system's roles and capabilities; guided mode reads what a move aims at from them."""
+    r = ROW_OF.get(f)
+    if r is None:
+        return ()
+    v = value if isinstance(value, Mapping) else {}
+    found = [value if key == "" else v.get(key) for key in r.target_keys]
+    if r.value == "partition":
+        found.append(PARTITION_AIMS.get(str(v.get("kind", "random-halves"))))
+    out: list[str] = []
+    for sel in found:
+        if isinstance(sel, str) and sel.strip() and sel not in out:
+            out.append(sel)
+    return tuple(out)
+
+
 # ---------------------------------------------------------------------------------------------
 # Parsing and validation
 
@@ -149,7 +183,7 @@ def _partition_value(i: int, f: str, raw: Any, topo: Topology) -> None:
     kind = v.get("kind", "random-halves")
     if kind not in PARTITION_KINDS:
         raise ScheduleError(i, "value.kind", f"unknown partition kind {kind!r}; kinds: {', '.join(PARTITION_KINDS)}")
-    _selectors(i, v, ("targets", "from", "to"), topo)
+    _selectors(i, v, VALUE_SHAPES["partition"], topo)
     if kind == "grudge":
         grudge = v.get("grudge")
         if not isinstance(grudge, Mapping) or not grudge:
@@ -163,7 +197,7 @@ def _partition_value(i: int, f: str, raw: Any, topo: Topology) -> None:
 
 def _clock_value(i: int, f: str, raw: Any, topo: Topology) -> None:
     v = _mapping(i, raw, f, ("targets", "delta_ms", "rate", "period_ms", "duration_s"))
-    _selectors(i, v, ("targets",), topo)
+    _selectors(i, v, VALUE_SHAPES["clock"], topo)
     for key, lo in (("delta_ms", -1e9), ("rate", 1e-6), ("period_ms", 1.0), ("duration_s", 0.0)):
         if key in v:
             _number(i, f"value.{key}", v[key], lo=lo)
@@ -171,7 +205,7 @@ def _clock_value(i: int, f: str, raw: Any, topo: Topology) -> None:
 
 def _packet_value(i: int, f: str, raw: Any, topo: Topology) -> None:
     v = _mapping(i, raw, f, ("targets", "to", "behavior"))
-    _selectors(i, v, ("targets", "to"), topo)
+    _selectors(i, v, VALUE_SHAPES["packet"], topo)
     behavior = v.get("behavior")
     if behavior is None:
         return
@@ -191,7 +225,7 @@ def _failpoint_value(i: int, f: str, raw: Any, topo: Topology) -> None:
     if (f != "disarm-failpoint" or name is not None) and not well_formed:
         raise ScheduleError(i, "value.name", f"a failpoint name such as controller.before_propose "
                             f"(see `splitbrain admin failpoint list`); got {name!r}")
-    _selectors(i, v, ("targets",), topo)
+    _selectors(i, v, VALUE_SHAPES["failpoint"], topo)
     for key in ("timeout_s", "ready_timeout_s"):
         if key in v:
             _number(i, f"value.{key}", v[key], lo=0.1, hi=3600)
@@ -201,7 +235,7 @@ def _failpoint_value(i: int, f: str, raw: Any, topo: Topology) -> None:
 
 def _disk_value(i: int, f: str, raw: Any, topo: Topology) -> None:
     v = _mapping(i, raw, f, ("fault", "targets", "delay_ms", "mode", "ready_timeout_s"))
-    _selectors(i, v, ("targets",), topo)
+    _selectors(i, v, VALUE_SHAPES["disk"], topo)
     if f == "start-disk" and v.get("fault", "slow-fsync") not in FAULTS:
         raise ScheduleError(i, "value.fault", f"unknown disk fault {v.get('fault')!r}; known: {', '.join(FAULTS)}")
     if f == "corrupt-file" and v.get("mode", "bitflip-tail") not in CORRUPT_MODES:

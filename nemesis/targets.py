@@ -18,6 +18,12 @@ A selector is a string.  Its atoms:
 Atoms join with ``+`` into a union (``masters+controller-followers:one``); the result is the sorted
 set of nodes any atom picked.
 
+Every pool has one row in :data:`POOL_TABLE`: the node roles (:data:`harness.spec.NODE_ROLES`) it draws from and
+the capabilities (:data:`harness.protocols.CAPABILITIES`) it needs of the system.  :func:`unserved` reads it to say
+what a system cannot serve of a selector (a pool whose roles it does not declare, a capability it does not offer),
+so validation refuses ``masters`` for a system of ``members`` (etcd) or ``primaries`` for one that cannot say who
+leads (RabbitMQ) before the run, instead of a step that waits ``role_wait_s`` and completes as not effective.
+
 Role atoms need the cluster's current roles (``primaries``: the controller leader first, if known,
 then the broker masters, as :meth:`harness.cluster.SplitbrainDB.primaries` returns them; for members, the
 members that say they lead, as :meth:`systems.etcd.db.EtcdDB.primaries` returns them).  When a role
@@ -41,8 +47,8 @@ class Sampler(Protocol):
     def sample(self, population: Sequence[str], k: int) -> list[str]: ...
 
 __all__ = [
-    "POOLS", "ROLE_POOLS", "SIMPLE", "RoleUnavailable", "SelectorError", "Topology", "needs_roles", "pins",
-    "resolve", "roles_of", "validate",
+    "POOLS", "POOL_OF", "POOL_TABLE", "ROLE_POOLS", "SIMPLE", "Lack", "Pool", "RoleUnavailable", "SelectorError",
+    "Topology", "needs_roles", "pins", "pools_of", "resolve", "roles_of", "unserved", "validate",
 ]
 
 
@@ -68,8 +74,44 @@ class Topology:
 
 
 SIMPLE = ("one", "minority", "minority-third", "majority", "all")
-ROLE_POOLS = ("controller-leader", "controller-followers", "masters", "slaves", "primaries")
-POOLS = ("controllers", "brokers", "broker-set-N", "members", *ROLE_POOLS)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One pool a selector may name.
+
+    Attributes:
+        name: as a selector spells it (``broker-set-N`` stands for every ``broker-set-<i>``).
+        roles: the node roles (the keys of a spec's ``nodes:`` map, :attr:`systems.System.roles`) it draws from;
+            a system must declare at least one of them.
+        needs: the capabilities a system must offer for the pool to resolve (``primaries``: it says who leads).
+        leads: resolved from who leads right now (a *role* pool: it may have no node mid-election, and waits).
+    """
+
+    name: str
+    roles: tuple[str, ...]
+    needs: tuple[str, ...] = ()
+    leads: bool = False
+
+
+_LEADS = ("primaries",)  # who leads right now is asked of the DB (harness.protocols.Primary)
+POOL_TABLE: tuple[Pool, ...] = (
+    Pool("controllers", ("controllers",)),
+    Pool("brokers", ("broker_sets",)),
+    Pool("broker-set-N", ("broker_sets",)),
+    Pool("members", ("members",)),
+    Pool("controller-leader", ("controllers",), _LEADS, leads=True),
+    Pool("controller-followers", ("controllers",), _LEADS, leads=True),
+    Pool("masters", ("broker_sets",), _LEADS, leads=True),
+    Pool("slaves", ("broker_sets",), _LEADS, leads=True),
+    # our cluster: the controller leader and every master (broker sets); a system of members: whoever leads
+    Pool("primaries", ("broker_sets", "members"), _LEADS, leads=True),
+)
+"""Every pool, with what it needs of the system (see :class:`Pool`); :data:`POOLS` and :data:`ROLE_POOLS` derive
+from it, and :func:`unserved` reads it."""
+POOL_OF: dict[str, Pool] = {p.name: p for p in POOL_TABLE}
+POOLS = tuple(POOL_OF)
+ROLE_POOLS = tuple(p.name for p in POOL_TABLE if p.leads)
 
 
 class SelectorError(ValueError):
@@ -183,9 +225,57 @@ def resolve(selector: str, topo: Topology, primaries: Sequence[str], rng: Sample
     return sorted(out)
 
 
+def _pool_name(atom: str) -> str | None:
+    """The pool ``atom`` (a term of a selector, ``POOL`` or ``POOL:SUBSET``) draws from, None for a random subset
+    of every node or node names."""
+    scope = atom.split(":", 1)[0].strip() if ":" in atom else atom.strip()
+    if scope.startswith("broker-set-") and scope[len("broker-set-"):].isdigit():
+        return "broker-set-N"
+    return scope if scope in POOL_OF else None
+
+
+def pools_of(selector: str) -> tuple[str, ...]:
+    """The pools (:data:`POOL_TABLE` names) ``selector`` draws from, in the order written, each once (pure,
+    syntactic: random subsets of every node and node names draw from no pool)."""
+    out: list[str] = []
+    for atom in selector.split("+"):
+        name = _pool_name(atom)
+        if name is not None and name not in out:
+            out.append(name)
+    return tuple(out)
+
+
 def needs_roles(selector: str) -> bool:
     """Whether resolving ``selector`` needs the cluster's current roles (pure, syntactic)."""
-    return any(p in selector for p in ROLE_POOLS)
+    return any(POOL_OF[p].leads for p in pools_of(selector))
+
+
+@dataclass(frozen=True)
+class Lack:
+    """What a system cannot serve of a selector: pool ``pool`` draws from the node roles ``roles``, none of which
+    it declares, or needs the capability ``capability``, which it does not offer (one of the two is set)."""
+
+    pool: str
+    roles: tuple[str, ...] = ()
+    capability: str | None = None
+
+    def __str__(self) -> str:
+        if self.capability is not None:
+            return f"pool {self.pool!r} needs the capability {self.capability}"
+        return f"pool {self.pool!r} draws from the node role {' or '.join(self.roles)}"
+
+
+def unserved(selector: str, roles: Sequence[str], offered: frozenset[str] | set[str]) -> tuple[Lack, ...]:
+    """What a system declaring the node roles ``roles`` and offering the capabilities ``offered`` cannot serve of
+    ``selector``, by :data:`POOL_TABLE` (pure; empty: it can).  A pool whose roles are all undeclared is one
+    :class:`Lack` naming them; each capability it needs and ``offered`` lacks is another."""
+    out: list[Lack] = []
+    for name in pools_of(selector):
+        pool = POOL_OF[name]
+        if not set(pool.roles) & set(roles):
+            out.append(Lack(name, roles=pool.roles))
+        out.extend(Lack(name, capability=c) for c in pool.needs if c not in offered)
+    return tuple(out)
 
 
 def roles_of(nodes: Sequence[str], topo: Topology, primaries: Sequence[str]) -> dict[str, str]:

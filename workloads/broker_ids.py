@@ -474,7 +474,7 @@ class LinearizableIdsChecker:
 # Builder
 
 
-@register("broker-ids")
+@register("broker-ids", needs=("splitbrain-protocol",), roles=("controllers", "broker_sets"))
 def build_broker_ids(ctx: WorkloadContext) -> Workload:
     """The broker-ids workload for ``ctx`` (see the module docstring).
 

@@ -272,7 +272,7 @@ class LinearizableChecker:
 # Builder
 
 
-@register("controller-register")
+@register("controller-register", needs=("splitbrain-protocol",), roles=("controllers",))
 def build_register(ctx: WorkloadContext) -> Workload:
     """The controller-register workload for ``ctx`` (see the module docstring)."""
     o = register_options(ctx)

@@ -359,7 +359,7 @@ class MembershipInvariants:
         return check_invariants(_invariant_ops(history))
 
 
-@register("membership")
+@register("membership", needs=("splitbrain-protocol",), roles=("controllers", "broker_sets"))
 def build_membership(ctx: WorkloadContext) -> Workload:
     """The membership workload (see the module docstring).
 

@@ -361,7 +361,7 @@ class PerfChecker:
 # Builder
 
 
-@register("queue")
+@register("queue", needs=("splitbrain-protocol",), roles=("controllers", "broker_sets"))
 def build_queue(ctx: WorkloadContext) -> Workload:
     """The queue workload for ``ctx`` (see the module docstring).
 

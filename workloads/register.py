@@ -3,8 +3,7 @@
 It is written against a small client protocol, not against one system: the system's DB makes the client
 (:class:`harness.protocols.RegisterClients`, the capability ``register-client``), so a system adapter that offers
 it (etcd: :mod:`systems.etcd`) gets this workload, its generator and its checker for free, and a spec naming it for
-a system that does not is refused at validation (:func:`harness.commands._parts.validate_spec`, on
-``workloads[i].name``).
+a system that does not is refused when the spec loads (:mod:`harness.spec`, on ``workloads[i].name``).
 
 Ops have the ``cas-register`` model's shape (:mod:`checker.models`) plus the register's name in ``key``: ``read``
 (value ``None``; ok value = the value read, ``None`` for a key nobody wrote), ``write v``, ``cas [expected, new]``

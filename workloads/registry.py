@@ -7,11 +7,13 @@ and final reads after healing) and named checkers.  Builders receive a :class:`W
 raising ``SpecError`` naming ``workloads[i].options.<key>``.
 
 Workloads register themselves with :func:`register`; ``splitbrain test --workload NAME`` and the
-spec's ``workloads:`` list select them.  A workload written against a client protocol rather than our cluster
-names the capabilities it needs of the system (``register(name, needs=...)``, :func:`needs`; names from
-:data:`harness.protocols.CAPABILITIES`), and validation refuses a spec whose system lacks one before anything
-starts.  Several workloads can run in one test: their generators
-are mixed and each op is routed to the client of the workload whose ``fs`` contains its ``f``.
+spec's ``workloads:`` list select them.  Each workload names what it needs of the system
+(``register(name, needs=..., roles=...)``): the capabilities its client asks of the DB (:func:`needs`; names from
+:data:`harness.protocols.CAPABILITIES`: ``register-client`` for ``register``, ``splitbrain-protocol`` for our
+cluster's own workloads, which speak its wire protocol) and the node roles it talks to (:func:`roles`; names from
+:data:`harness.spec.NODE_ROLES`: ``queue`` sends to broker sets).  Validation (:mod:`harness.spec`) refuses a spec
+whose system lacks one, on ``workloads[i].name``, before anything starts.  Several workloads can run in one test:
+their generators are mixed and each op is routed to the client of the workload whose ``fs`` contains its ``f``.
 """
 
 from __future__ import annotations
@@ -61,18 +63,20 @@ class Workload:
 Builder = Callable[[WorkloadContext], Workload]
 _BUILDERS: dict[str, Builder] = {}
 _NEEDS: dict[str, tuple[str, ...]] = {}
+_ROLES: dict[str, tuple[str, ...]] = {}
 _MODULES = ("workloads.queue", "workloads.controller_register", "workloads.broker_ids", "workloads.membership",
             "workloads.register", "workloads.generic_queue", "workloads.counter")
 
 
-def register(name: str, *, needs: tuple[str, ...] = ()) -> Callable[[Builder], Builder]:
-    """Register a builder under ``name``; ``needs``: the capabilities it asks of the system (see the module
-    docstring; our cluster's own workloads declare none yet, they are written against its protocol)."""
+def register(name: str, *, needs: tuple[str, ...] = (), roles: tuple[str, ...] = ()) -> Callable[[Builder], Builder]:
+    """Register a builder under ``name``; ``needs``: the capabilities it asks of the system; ``roles``: the node
+    roles it talks to, each of which the system must declare (see the module docstring)."""
     def deco(fn: Builder) -> Builder:
         if name in _BUILDERS and _BUILDERS[name] is not fn:
             raise ValueError(f"workload {name!r} registered twice")
         _BUILDERS[name] = fn
         _NEEDS[name] = tuple(needs)
+        _ROLES[name] = tuple(roles)
         return fn
 
     return deco
@@ -82,6 +86,12 @@ def needs(name: str) -> tuple[str, ...]:
     """The capabilities workload ``name`` needs of the system (empty for an unknown name: :func:`build` says so)."""
     _load_all()
     return _NEEDS.get(name, ())
+
+
+def roles(name: str) -> tuple[str, ...]:
+    """The node roles workload ``name`` talks to (empty: any node; and for an unknown name)."""
+    _load_all()
+    return _ROLES.get(name, ())
 
 
 def _load_all() -> None:

@@ -20,6 +20,7 @@ from harness.protocols import CAPABILITIES, DB, SystemOptions
 from harness.spec import SpecError, load_spec, resolved_yaml, spec_from_dict
 from nemesis import faults, packages
 from nemesis.schedule import Step
+from nemesis.targets import POOL_TABLE
 from systems.splitbrain.db import SplitbrainDB
 from systems.splitbrain.options import cluster_options
 
@@ -30,7 +31,7 @@ class FakeSystem:
 
     name: str = "fake"
     roles: tuple[str, ...] = ("controllers", "broker_sets")
-    capabilities: frozenset[str] = frozenset({"kill", "log-files"})
+    capabilities: frozenset[str] = frozenset({"kill", "log-files", "splitbrain-protocol"})
 
     def options(self, raw: Any, *, file: str = "<spec>") -> SystemOptions:
         return cluster_options(raw, file=file)
@@ -60,8 +61,13 @@ def plugins(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return table
 
 
+SERVED = {"etcd": "register", "redis": "generic-queue", "rabbitmq": "generic-queue",
+          "rabbitmq-mirrored": "generic-queue", "counter": "counter"}
+"""A workload each system can serve (our cluster and the fake one: queue)."""
+
+
 def _raw(**extra: Any) -> dict[str, Any]:
-    return {"name": "t", "seed": 1, "workloads": ["queue"], **extra}
+    return {"name": "t", "seed": 1, "workloads": [SERVED.get(str(extra.get("system")), "queue")], **extra}
 
 
 # -- the registry ---------------------------------------------------------------------------------------------------
@@ -240,7 +246,7 @@ def test_every_package_row_selector_and_mode_needs_only_known_capabilities() -> 
         needs = faults.package_needs(name)
         assert needs, f"package {name!r} needs nothing: no fault table row names it"
         assert {c for need in needs for c in faults.need_names(need)} <= set(CAPABILITIES), (name, needs)
-    assert set(faults.ROLE_SELECTOR_NEEDS) | set(faults.GUIDED_NEEDS) <= set(CAPABILITIES)
+    assert {c for pool in POOL_TABLE for c in pool.needs} | set(faults.GUIDED_NEEDS) <= set(CAPABILITIES)
 
 
 def test_missing_capabilities_expands_aliases_and_reads_selectors_modes_and_steps() -> None:
@@ -249,7 +255,7 @@ def test_missing_capabilities_expands_aliases_and_reads_selectors_modes_and_step
                                             options={"kill": {"targets": ["controller-leader"]}}, guided=True)
     assert [(m.key, m.value, m.capability) for m in missing] == [
         ("nemesis.packages", "partition", "network"),
-        ("nemesis.targets[1]", "masters+slaves:one", "primaries"),
+        ("nemesis.targets[1]", "masters+slaves:one", "primaries"),  # once, though both pools need it
         ("nemesis.options.kill.targets[0]", "controller-leader", "primaries"),
         ("nemesis.mode", "guided", "primaries"),
     ]

@@ -65,8 +65,8 @@ async def nemesis_op(nem: ClockNemesis, test: dict[str, Any], f: str, value: Any
 
 async def mechanics(tmp: Path) -> dict[str, Any]:
     nodes = ["m1", "m2"]
-    spec = spec_from_dict({"name": "faketime", "system": "counter", "nodes": {"members": 2}, "seed": 1},
-                          file="<test>")
+    spec = spec_from_dict({"name": "faketime", "system": "counter", "nodes": {"members": 2}, "seed": 1,
+                           "workloads": ["counter"]}, file="<test>")
     remote = await LocalRemote.create(nodes, state_dir=tmp / "state")
     test: dict[str, Any] = {"name": "faketime", "nodes": nodes, "remote": remote}
     db = CounterDB(PORT, spec=spec)

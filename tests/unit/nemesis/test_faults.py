@@ -186,3 +186,58 @@ def test_the_perf_windows_pair_each_fault_with_its_undo() -> None:
     unpaired = {r.f for r in ROWS if healing_f(r.f) != r.undo}
     assert unpaired == PERF_UNPAIRED, sorted(unpaired ^ PERF_UNPAIRED)
     assert all(healing_f(r.f) is None for r in ROWS if r.f in PERF_UNPAIRED)
+
+
+# -- guided mode reads the same table: every move it can make has a row and an aim it can read ---------------------
+
+
+def _guided_moves(has_sets: bool = True, has_controllers: bool = True) -> tuple[Any, ...]:
+    """Every move guided mode can draw from every package, over every kind and a spread of selectors."""
+    from nemesis.guided_run import moves
+
+    targets = ["one", "masters", "slaves:one", "primaries", "controller-leader", "brokers:one"] if has_sets else \
+        ["one", "members:one", "primaries"]
+    options = {n: {"kinds": list(KINDS[n].all())} for n in KINDS}
+    defs = definitions(list(KINDS), targets=targets, options=options, interval_s=5.0, has_broker_sets=has_sets,
+                       has_controllers=has_controllers)
+    return moves(defs, seed=1)
+
+
+def test_every_move_guided_mode_can_make_has_a_row_and_an_aim() -> None:
+    from nemesis.guided import aims_of
+    from nemesis.targets import POOLS
+
+    for move in _guided_moves():
+        r = row(move.f, "guided move")  # no row: UnknownFault
+        assert r.fault, move.key  # guided mode draws faults; their undos come from the rows
+        assert aims_of(move) <= set(POOLS), move.key
+        if r.value is not None and r.value != "partition" and VALUE_SHAPES[r.value]:  # random partitions aim at none
+            assert schedule.selectors_of(move.f, move.value), f"{move.key}: its row names where it aims; found none"
+
+
+def test_every_value_shape_says_where_its_targets_are() -> None:
+    assert set(VALUE_SHAPES) == set(schedule._CHECK_OF_SHAPE)
+    for shape, keys in VALUE_SHAPES.items():
+        assert all(isinstance(k, str) for k in keys), shape
+        assert ("" in keys) == (shape == "process") and (keys == ("",) or "" not in keys), shape
+    for r in ROWS:
+        assert r.target_keys == (VALUE_SHAPES[r.value] if r.value else ()), r.f
+
+
+def test_guided_modes_aims_are_pools_that_some_move_hits() -> None:
+    """The trigger table's aims and the quiet aim name pools of the pool table, and each is hit by some move the
+    packages make on our cluster (or, for ``primaries`` after a member gained leadership, on a system of members):
+    an aim no move can hit would be dead, as a misspelt one was possible when aims were substrings of move keys."""
+    from nemesis.guided import AIM, NARROWING, QUIET_AIM, TRIGGER_TABLE, TRIGGERS, aims_of
+    from nemesis.targets import POOL_OF
+
+    hit = {p for m in _guided_moves() for p in aims_of(m)}
+    hit_members = {p for m in _guided_moves(False, False) for p in aims_of(m)}
+    assert len({t.prefix for t in TRIGGER_TABLE}) == len(TRIGGER_TABLE)
+    assert tuple(t.prefix for t in TRIGGER_TABLE) == TRIGGERS
+    assert set(NARROWING) <= set(TRIGGERS) and {p for p, _ in AIM} <= set(TRIGGERS)
+    for prefix, pools in (*AIM, ("quiet", QUIET_AIM)):
+        assert pools and set(pools) <= set(POOL_OF), prefix
+        assert set(pools) & (hit | hit_members), f"trigger {prefix}: no move hits {pools}"
+    for i, t in enumerate(TRIGGER_TABLE):  # a general prefix never hides a specific one listed after it
+        assert not any(t.prefix.startswith(u.prefix) for u in TRIGGER_TABLE[:i]), t.prefix

@@ -55,7 +55,7 @@ def test_our_cluster_declares_no_members_and_the_counter_only_members() -> None:
     with pytest.raises(SpecError) as info:
         spec_from_dict({"name": "t", "seed": 1, "nodes": {"members": 3}})
     assert info.value.key == "nodes.members" and "controllers" in str(info.value)
-    counter = spec_from_dict({"name": "t", "seed": 1, "system": "counter"})
+    counter = spec_from_dict({"name": "t", "seed": 1, "system": "counter", "workloads": ["counter"]})
     assert (counter.nodes.controllers, counter.nodes.members) == ((), ("m1", "m2", "m3"))
 
 

@@ -38,6 +38,19 @@ def test_example_loads_and_its_workloads_build(path: Path) -> None:
             assert wl.name == w.name and wl.generator is not None
 
 
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_validates_against_its_system_in_every_mode_it_can_serve(path: Path) -> None:
+    """The whole validation a run does first (`splitbrain test` exits 2 where this raises): its system's roles and
+    capabilities against its selectors, kinds, schedule and workloads -- and again in guided mode, for a system
+    that can say who leads."""
+    from harness.commands._parts import validate_spec
+
+    spec = load_spec(path)
+    validate_spec(spec)
+    if spec.nemesis.packages and "primaries" in systems.get(spec.system).capabilities:
+        validate_spec(load_spec(path, {"nemesis_mode": "guided"}))
+
+
 def test_smoke_is_the_one_minute_local_queue_run_with_partition_and_kill() -> None:
     spec = load_spec(next(p for p in EXAMPLES if p.stem == "smoke"))
     assert (spec.backend, spec.time_limit_s, [w.name for w in spec.workloads]) == ("local", 60.0, ["queue"])

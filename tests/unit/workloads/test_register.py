@@ -26,7 +26,7 @@ def _ctx(options: dict[str, Any]) -> registry.WorkloadContext:
 def test_it_is_registered_and_needs_a_register_client() -> None:
     assert "register" in registry.names()
     assert registry.needs("register") == ("register-client",)
-    assert registry.needs("queue") == ()
+    assert registry.needs("queue") == ("splitbrain-protocol",)  # our cluster's own wire protocol
 
 
 def test_it_builds_the_systems_client_in_the_read_mode_asked_for() -> None:

@@ -1,0 +1,154 @@
+"""A spec is refused when it loads (harness/spec.py; exit 2 from ``splitbrain test``) if it asks its system for a
+node role the system does not declare or a capability it does not offer: a selector's pool (nemesis.targets,
+package options, a package's own default targets, an explicit schedule step's value), a partition kind aimed at a
+role, a workload.  Each refusal names the key and what is missing."""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint
+from typing import Any
+
+import pytest
+
+import systems
+from harness.protocols import CAPABILITIES, DB
+from harness.spec import SpecError, spec_from_dict
+
+
+@dataclass(frozen=True)
+class ControllersOnly:
+    """A system of controllers alone that offers every capability: what it cannot serve is roles."""
+
+    name: str = "controllers-only"
+    roles: tuple[str, ...] = ("controllers",)
+    capabilities: frozenset[str] = frozenset(CAPABILITIES)
+
+    def make_db(self, spec: Any, options: Any) -> DB:
+        raise NotImplementedError
+
+
+@pytest.fixture(autouse=True)
+def controllers_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = types.ModuleType("spec_roles_systems_for_test")
+    module.SYSTEM = ControllersOnly()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(systems, "entry_points", lambda: [
+        EntryPoint("controllers-only", f"{module.__name__}:SYSTEM", systems.ENTRY_POINT_GROUP)])
+
+
+WORKLOAD = {"etcd": "register", "rabbitmq": "generic-queue", "redis": "generic-queue", "counter": "counter",
+            "controllers-only": "controller-register"}
+
+
+def _spec(system: str, **extra: Any) -> Any:
+    return spec_from_dict({"name": "t", "seed": 1, "system": system, "workloads": [WORKLOAD.get(system, "queue")],
+                           **extra}, file="s.yaml")
+
+
+def _kill(*targets: str) -> dict[str, Any]:
+    return {"packages": ["kill"], "targets": list(targets)}
+
+
+def _step(f: str, value: Any) -> dict[str, Any]:
+    return {"schedule": [{"at_s": 1, "f": "kill", "value": "one"}, {"at_s": 2, "f": f, "value": value}]}
+
+
+REFUSED = [
+    # (id, system, spec keys, refused key, words of the reason)
+    ("masters-on-etcd", "etcd", {"nemesis": _kill("one", "masters")}, "nemesis.targets[1]",
+     ["pool 'masters' needs the node role broker_sets", "which 'etcd' does not declare (it declares: members)"]),
+    ("controller-leader-on-etcd", "etcd", {"nemesis": _kill("controller-leader")}, "nemesis.targets[0]",
+     ["the node role controllers"]),
+    ("primaries-without-leaders", "rabbitmq", {"nemesis": {"packages": ["partition"], "targets": ["primaries"]}},
+     "nemesis.targets[0]", ["pool 'primaries' needs the capability primaries", "'rabbitmq' does not offer"]),
+    ("primaries-on-counter", "counter", {"nemesis": _kill("primaries")}, "nemesis.targets[0]",
+     ["the node role broker_sets or members"]),
+    ("option-targets", "etcd", {"nemesis": {"packages": ["kill"], "targets": ["one"],
+                                            "options": {"kill": {"targets": ["members:one", "slaves:one"]}}}},
+     "nemesis.options.kill.targets[1]", ["pool 'slaves'"]),
+    ("isolate-master-kind", "etcd", {"nemesis": {"packages": ["partition"], "targets": ["one"],
+                                                 "options": {"partition": {"kinds": ["isolate", "isolate-master"]}}}},
+     "nemesis.options.partition.kinds[1]", ["kind 'isolate-master' aims at 'masters'", "node role broker_sets"]),
+    ("isolate-controller-leader-kind", "etcd",
+     {"nemesis": {"packages": ["partition"], "options": {"partition": {"kinds": ["isolate-controller-leader"]}},
+                  "targets": ["one"]}},
+     "nemesis.options.partition.kinds[0]", ["node role controllers"]),
+    ("schedule-target", "etcd", {"nemesis": _step("pause", "masters")}, "nemesis.schedule[1].value",
+     ["its target 'masters'", "node role broker_sets"]),
+    ("schedule-kind", "etcd", {"nemesis": _step("start-partition", {"kind": "isolate-master-from-slaves"})},
+     "nemesis.schedule[1].value", ["its target 'masters'"]),
+    ("schedule-clock-target", "counter", {"nemesis": _step("skew-clock", {"targets": "controller-leader", "rate": 2})},
+     "nemesis.schedule[1].value", ["capability primaries"]),
+    ("disk-default-targets", "controllers-only", {"nemesis": {"packages": ["disk"], "targets": ["one"]}},
+     "nemesis.packages", ["'disk': its own target 'brokers:one' (pool 'brokers') needs the node role broker_sets"]),
+    ("package-capability-first", "etcd", {"nemesis": {"packages": ["kill", "disk"], "targets": ["one"]}},
+     "nemesis.packages", ["'disk' needs failpoints, store-files, which 'etcd' does not offer"]),
+    ("guided-without-primaries", "rabbitmq", {"nemesis": {"packages": ["partition"], "targets": ["one"],
+                                                          "mode": "guided"}},
+     "nemesis.mode", ["needs primaries"]),
+    ("controller-register-on-etcd", "etcd", {"workloads": ["controller-register"]}, "workloads[0].name",
+     ["'controller-register' talks to the node role controllers", "'etcd' does not declare"]),
+    ("controller-register-on-counter", "counter", {"workloads": ["controller-register"]}, "workloads[0].name",
+     ["needs the capability splitbrain-protocol", "'counter' does not offer"]),
+    ("queue-on-redis", "redis", {"workloads": ["generic-queue", "queue"]}, "workloads[1].name",
+     ["'queue' talks to the node role controllers, broker_sets"]),
+    ("register-on-our-cluster", "splitbrain", {"workloads": ["register"]}, "workloads[0].name",
+     ["needs the capability register-client"]),
+]
+
+
+@pytest.mark.parametrize(("system", "keys", "key", "words"), [r[1:] for r in REFUSED], ids=[r[0] for r in REFUSED])
+def test_a_spec_asking_what_its_system_cannot_serve_is_refused_on_the_key(system: str, keys: dict[str, Any], key: str,
+                                                                          words: list[str]) -> None:
+    with pytest.raises(SpecError) as info:
+        _spec(system, **keys)
+    assert info.value.key == key, str(info.value)
+    for w in words:
+        assert w in info.value.allowed, (w, info.value.allowed)
+
+
+ACCEPTED = [
+    ("members-on-etcd", "etcd", {"nemesis": {"packages": ["partition", "kill"], "targets": ["one", "members:one",
+                                                                                          "primaries"]}}),
+    ("default-kinds-on-etcd", "etcd", {"nemesis": {"packages": ["partition"], "targets": ["one"]}}),  # aimable only
+    ("ours", "splitbrain", {"nemesis": {"packages": ["all", "protocol-crash"], "mode": "guided",
+                                        "targets": ["masters+slaves:one", "controller-leader"]}}),
+    ("ours-schedule", "splitbrain", {"nemesis": _step("start-partition", {"kind": "isolate-master-from-controllers"})}),
+    ("controllers-only-register", "controllers-only", {"nemesis": {"packages": ["kill", "protocol-crash"],
+                                                                   "targets": ["controllers:one"]}}),
+    ("counter-kill", "counter", {"nemesis": _kill("controllers:one")}),
+    ("unknown-workload-left-to-the-registry", "etcd", {"workloads": ["no-such-workload"]}),
+]
+
+
+@pytest.mark.parametrize(("system", "keys"), [r[1:] for r in ACCEPTED], ids=[r[0] for r in ACCEPTED])
+def test_what_a_system_can_serve_loads(system: str, keys: dict[str, Any]) -> None:
+    assert _spec(system, **keys).system == system
+
+
+def test_protocol_crash_on_a_system_without_broker_sets_walks_only_the_controller_points() -> None:
+    """Its default walk leaves out the master's point where there are no broker sets, so it is not refused; named
+    explicitly, the master's point is refused on the package (its own target ``masters``)."""
+    spec = _spec("controllers-only", nemesis={"packages": ["protocol-crash"], "targets": ["one"]})
+    assert spec.nemesis.packages == ("protocol-crash",)
+    with pytest.raises(SpecError) as info:
+        _spec("controllers-only", nemesis={"packages": ["protocol-crash"], "targets": ["one"], "options": {
+            "protocol-crash": {"kinds": ["broker.master.after_append_before_replication"]}}})
+    assert info.value.key == "nemesis.packages" and "its own target 'masters'" in info.value.allowed
+
+
+def test_our_cluster_and_the_counter_do_not_offer_each_others_workloads() -> None:
+    assert "splitbrain-protocol" in systems.get("splitbrain").capabilities
+    for name in ("etcd", "redis", "rabbitmq", "rabbitmq-mirrored", "counter"):
+        assert "splitbrain-protocol" not in systems.get(name).capabilities, name
+
+
+def test_a_package_with_default_kinds_passes_the_whole_validation_on_a_system_of_members() -> None:
+    """The run's second check (validate_spec, with the packages the workloads add) knows no topology, so it leaves
+    a package's defaults to the first: RabbitMQ, without primaries, takes `partition` with its default kinds."""
+    from harness.commands._parts import validate_spec
+
+    validate_spec(_spec("rabbitmq", nemesis={"packages": ["partition", "kill"], "targets": ["one"]}))
