@@ -197,11 +197,11 @@ def test_a_counter_spec_validates_and_its_workload_is_in_the_registry() -> None:
     spec = spec_from_dict(_raw(system="counter", nodes={"members": 1}, workloads=[{"name": "counter"}],
                                nemesis={"packages": ["pause", "kill", "clock"], "targets": ["one"]}), file="s.yaml")
     validate_spec(spec)
-    parts, db = build_parts(spec, cluster_options(spec.cluster))
+    parts, db = build_parts(spec, systems.get("counter").options(spec.cluster, file="s.yaml"))
     assert type(db).__module__ == "systems.counter.db" and set(parts.checkers) == {"counter/counter"}
     with pytest.raises(SpecError) as info:  # our cluster makes no counter client
         validate_spec(spec_from_dict(_raw(workloads=["counter"]), file="s.yaml"))
-    assert info.value.key == "workloads[0].name" and "needs counter-client" in info.value.allowed
+    assert info.value.key == "workloads[0].name" and "needs the capability counter-client" in info.value.allowed
 
 
 def test_the_counter_example_and_the_selftest_spec_validate_as_specs_of_splitbrain_test() -> None:

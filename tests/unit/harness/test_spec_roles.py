@@ -16,6 +16,7 @@ import pytest
 import systems
 from harness.protocols import CAPABILITIES, DB
 from harness.spec import SpecError, spec_from_dict
+from systems.options import plain_options
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,9 @@ class ControllersOnly:
     name: str = "controllers-only"
     roles: tuple[str, ...] = ("controllers",)
     capabilities: frozenset[str] = frozenset(CAPABILITIES)
+
+    def options(self, raw: Any, *, file: str = "<spec>") -> Any:
+        return plain_options(raw, file=file, system=self.name)
 
     def make_db(self, spec: Any, options: Any) -> DB:
         raise NotImplementedError
@@ -65,7 +69,7 @@ REFUSED = [
     ("primaries-without-leaders", "rabbitmq", {"nemesis": {"packages": ["partition"], "targets": ["primaries"]}},
      "nemesis.targets[0]", ["pool 'primaries' needs the capability primaries", "'rabbitmq' does not offer"]),
     ("primaries-on-counter", "counter", {"nemesis": _kill("primaries")}, "nemesis.targets[0]",
-     ["the node role broker_sets or members"]),
+     ["pool 'primaries' needs the capability primaries", "'counter' does not offer"]),
     ("option-targets", "etcd", {"nemesis": {"packages": ["kill"], "targets": ["one"],
                                             "options": {"kill": {"targets": ["members:one", "slaves:one"]}}}},
      "nemesis.options.kill.targets[1]", ["pool 'slaves'"]),
@@ -81,7 +85,7 @@ REFUSED = [
     ("schedule-kind", "etcd", {"nemesis": _step("start-partition", {"kind": "isolate-master-from-slaves"})},
      "nemesis.schedule[1].value", ["its target 'masters'"]),
     ("schedule-clock-target", "counter", {"nemesis": _step("skew-clock", {"targets": "controller-leader", "rate": 2})},
-     "nemesis.schedule[1].value", ["capability primaries"]),
+     "nemesis.schedule[1].value", ["needs the node role controllers", "'counter' does not declare"]),
     ("disk-default-targets", "controllers-only", {"nemesis": {"packages": ["disk"], "targets": ["one"]}},
      "nemesis.packages", ["'disk': its own target 'brokers:one' (pool 'brokers') needs the node role broker_sets"]),
     ("package-capability-first", "etcd", {"nemesis": {"packages": ["kill", "disk"], "targets": ["one"]}},
@@ -92,7 +96,7 @@ REFUSED = [
     ("controller-register-on-etcd", "etcd", {"workloads": ["controller-register"]}, "workloads[0].name",
      ["'controller-register' talks to the node role controllers", "'etcd' does not declare"]),
     ("controller-register-on-counter", "counter", {"workloads": ["controller-register"]}, "workloads[0].name",
-     ["needs the capability splitbrain-protocol", "'counter' does not offer"]),
+     ["'controller-register' talks to the node role controllers", "'counter' does not declare"]),
     ("queue-on-redis", "redis", {"workloads": ["generic-queue", "queue"]}, "workloads[1].name",
      ["'queue' talks to the node role controllers, broker_sets"]),
     ("register-on-our-cluster", "splitbrain", {"workloads": ["register"]}, "workloads[0].name",
@@ -119,7 +123,7 @@ ACCEPTED = [
     ("ours-schedule", "splitbrain", {"nemesis": _step("start-partition", {"kind": "isolate-master-from-controllers"})}),
     ("controllers-only-register", "controllers-only", {"nemesis": {"packages": ["kill", "protocol-crash"],
                                                                    "targets": ["controllers:one"]}}),
-    ("counter-kill", "counter", {"nemesis": _kill("controllers:one")}),
+    ("counter-kill", "counter", {"nemesis": _kill("members:one")}),
     ("unknown-workload-left-to-the-registry", "etcd", {"workloads": ["no-such-workload"]}),
 ]
 
