@@ -32,6 +32,9 @@ class EtcdSystem:
     roles: tuple[str, ...] = ("members",)
     capabilities: frozenset[str] = frozenset({"kill", "pause", "network", "primaries", "log-files",
                                               "register-client"})
+    node_packages: tuple[str, ...] = ("etcd-server",)
+    """Debian's etcd server (``/usr/bin/etcd``): what a docker run's node image carries beyond the base one
+    (:func:`harness.images.ensure_system_image`)."""
 
     def make_db(self, spec: Any, options: Any) -> EtcdDB:
         """A static cluster of the spec's members (``spec``: a :class:`harness.spec.TestSpec`)."""

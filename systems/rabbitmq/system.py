@@ -38,6 +38,9 @@ class RabbitSystem:
     queue_type: str = "quorum"
     roles: tuple[str, ...] = ("members",)
     capabilities: frozenset[str] = OFFERED
+    node_packages: tuple[str, ...] = ("rabbitmq-server",)
+    """Debian's ``rabbitmq-server`` (Erlang comes with it): what a docker run's node image carries beyond the base
+    one (:func:`harness.images.ensure_system_image`)."""
 
     def make_db(self, spec: Any, options: Any) -> RabbitDB:
         """A cluster of the spec's members declaring this adapter's queue type (``spec``: a TestSpec)."""

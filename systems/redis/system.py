@@ -32,6 +32,9 @@ class RedisSystem:
     name: str = "redis"
     roles: tuple[str, ...] = ("members",)
     capabilities: frozenset[str] = frozenset({"kill", "pause", "network", "primaries", "log-files", "queue-client"})
+    node_packages: tuple[str, ...] = ("redis-server", "redis-sentinel")
+    """Debian's ``redis-server`` and ``redis-sentinel``: what a docker run's node image carries beyond the base one
+    (:func:`harness.images.ensure_system_image`)."""
 
     def make_db(self, spec: Any, options: Any) -> RedisDB:
         """A Sentinel deployment of the spec's members with ``options.system_options`` (``options``: the spec's
