@@ -89,3 +89,30 @@ def test_images_build_refuses_an_unknown_system_with_exit_2(capsys: pytest.Captu
     assert run(args) == 2
     err = capsys.readouterr().err
     assert "--system no-such-system" in err and "no system called 'no-such-system'" in err and "etcd" in err
+
+
+def test_a_docker_run_takes_its_system_image_and_a_failed_build_names_the_system(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    import harness.images
+    from harness.commands._backend import BackendUnavailable, system_image
+    from harness.spec import spec_from_dict
+
+    spec = spec_from_dict({"name": "x", "system": "etcd", "backend": "docker", "nodes": {"members": 3},
+                           "workloads": ["register"]}, file="<unit>")
+    asked: list[str] = []
+
+    def made(system: str, *, log: object = None) -> str:
+        asked.append(system)
+        return f"splitbrain/node-{system}:test"
+
+    monkeypatch.setattr(harness.images, "image_for_system", made)
+    assert asyncio.run(system_image(spec)) == "splitbrain/node-etcd:test" and asked == ["etcd"]
+
+    def broken(system: str, *, log: object = None) -> str:
+        raise ImageError("docker build of splitbrain/node-etcd:test failed: apt-get exit 100")
+
+    monkeypatch.setattr(harness.images, "image_for_system", broken)
+    with pytest.raises(BackendUnavailable, match=r"no node image for system 'etcd': docker build .* apt-get exit 100"):
+        asyncio.run(system_image(spec))
