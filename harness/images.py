@@ -29,6 +29,7 @@ Dockerfile rendering, pip settings) are plain functions tested in ``tests/unit/h
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib
 import os
@@ -632,6 +633,7 @@ def ensure_system_image(system: str, *, force: bool = False, log: Any = None) ->
             and _image_label(client, tag, SYSTEM_PACKAGES_LABEL) == wanted):
         return SystemImageReport(node, tag, packages, False, 0.0)
     t0 = time.monotonic()
+    old = _image_id(client, tag)
     with tempfile.TemporaryDirectory(prefix="splitbrain-system-image-") as tmp:
         ctx = Path(tmp)
         (ctx / "sources.list").write_text(render_sources_list(host_apt_sources()), encoding="utf-8")
@@ -648,7 +650,19 @@ def ensure_system_image(system: str, *, force: bool = False, log: Any = None) ->
                     log(chunk["stream"].rstrip())
             if "error" in chunk:
                 raise ImageError(f"docker build of {tag} failed: {chunk['error'].strip()}\n" + "\n".join(tail))
+    if old is not None and old != _image_id(client, tag):
+        # the replaced image, now untagged, would keep its ~100 MB package layer after every node-image rebuild;
+        # the engine refuses (and we leave it) while a container still uses it
+        with contextlib.suppress(Exception):
+            client.images.remove(old)
     return SystemImageReport(node, tag, packages, True, time.monotonic() - t0)
+
+
+def _image_id(client: Any, ref: str) -> str | None:
+    try:
+        return str(client.images.get(ref).id)
+    except Exception:
+        return None
 
 
 def image_for_system(system: str, *, log: Any = None) -> str | None:
