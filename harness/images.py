@@ -12,6 +12,12 @@
    machine's pip index (index settings read from ``pip config list`` and ``PIP_*`` at run time
    and passed as build args) and the project itself from a wheel built on the host.
 
+A third kind is built per system under test, on demand (``splitbrain test`` of a docker run whose system needs it,
+or ``splitbrain images build --system NAME``): **system** -- ``splitbrain/node-<system>:<version>`` FROM the node
+image with the Debian packages the adapter declares (``node_packages``: etcd's ``etcd-server``, Redis's
+``redis-server`` and ``redis-sentinel``, RabbitMQ's ``rabbitmq-server``), from the same mirror; rebuilt when its
+labels say it was built on another node image or with another package list (:func:`ensure_system_image`).
+
 The build context is a temporary directory holding only the rendered Dockerfile, the rendered
 ``sources.list``, the entrypoint script and the wheel (a few hundred KB).  Existing images are
 reused unless ``--force`` (node image) or ``--rebuild-base`` -- except that a node image whose
@@ -23,6 +29,7 @@ Dockerfile rendering, pip settings) are plain functions tested in ``tests/unit/h
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib
 import os
@@ -46,7 +53,8 @@ __all__ = [
     "ImageError", "SUT_DIR", "ensure_revision_image", "render_revision_dockerfile", "revision_image_tag",
     "configure", "ensure_images", "host_apt_sources", "node_image_tag", "node_requirements", "parse_deb822",
     "parse_one_line", "pick_mirror", "pip_build_args", "pip_cert_path", "project_version", "render_dockerfile",
-    "render_sources_list", "run",
+    "render_sources_list", "render_system_dockerfile", "run", "SystemImageReport", "ensure_system_image",
+    "image_for_system", "node_packages", "system_image_tag",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -516,6 +524,154 @@ def ensure_revision_image(build: Any, *, log: Any = None) -> str:
     return tag
 
 
+# -- a node image per system under test ----------------------------------------------------------------
+
+SYSTEM_LABEL = "splitbrain.system"
+SYSTEM_PACKAGES_LABEL = "splitbrain.system-packages"
+SYSTEM_BASE_LABEL = "splitbrain.system-base-id"
+_DEB_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")  # Debian policy 5.6.7: a package name
+
+
+def node_packages(system: object) -> tuple[str, ...]:
+    """The Debian packages ``system`` (a :class:`systems.System`) needs on its nodes beyond the node image's
+    :data:`APT_PACKAGES`: its ``node_packages`` attribute, ``()`` without one (our own cluster, the counter).
+
+    The registry's Protocol does not carry the member yet, so it is read here, once, with its type checked.
+
+    Raises:
+        ImageError: the attribute is not a tuple of Debian package names (the message names the system).
+    """
+    raw = getattr(system, "node_packages", ())
+    name = getattr(system, "name", type(system).__name__)
+    if not isinstance(raw, tuple) or not all(isinstance(p, str) and _DEB_NAME.match(p) for p in raw):
+        raise ImageError(f"system {name!r}: node_packages must be a tuple of Debian package names, got {raw!r}")
+    return raw
+
+
+def system_image_tag(system: str, version: str) -> str:
+    """``splitbrain/node-<system>:<version>``: the node image plus the Debian packages ``system`` needs.
+
+    Raises:
+        ImageError: ``system`` cannot be part of a docker repository name (lowercase letters, digits, ``.-_``).
+    """
+    if not re.match(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$", system):
+        raise ImageError(f"system image: {system!r} cannot be part of an image name (lowercase a-z, 0-9, '.', "
+                         "'_', '-' between them)")
+    return f"splitbrain/node-{system}:{version}"
+
+
+def render_system_dockerfile(*, node_image: str, packages: Sequence[str], labels: Mapping[str, str]) -> str:
+    """The system image: ``node_image`` plus ``packages`` from the build machine's Debian mirror (the context's
+    ``sources.list``, rendered by :func:`render_sources_list` as for the node image).  Debian's maintainer scripts
+    would start each daemon as a service (there is no init to start it in a container, and the harness starts its
+    own): a ``policy-rc.d`` forbids that during the install and is removed after it."""
+    if not re.match(r"^[a-z0-9][a-z0-9._/:@-]*$", node_image):
+        raise ImageError(f"node image must be a docker reference, got {node_image!r}")
+    if not packages:
+        raise ImageError("system image: no packages to install (a system without node_packages uses the node image)")
+    for pkg in packages:
+        if not _DEB_NAME.match(pkg):
+            raise ImageError(f"system image: {pkg!r} is not a Debian package name")
+    for k, v in labels.items():
+        if not re.match(r"^[a-z0-9][a-z0-9._-]*$", k) or not re.match(r"^[A-Za-z0-9._:/+,-]*$", v):
+            raise ImageError(f"label {k}={v!r}: expected a lowercase dotted key and a plain value")
+    label_line = "LABEL" + "".join(f' {k}="{v}"' for k, v in labels.items()) + "\n"
+    return (f"FROM {node_image}\n"
+            "COPY sources.list /etc/apt/sources.list\n"
+            "RUN printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d \\\n"
+            " && apt-get update -qq \\\n"
+            f" && apt-get install -y -qq --no-install-recommends {' '.join(packages)} >/dev/null \\\n"
+            " && rm -f /usr/sbin/policy-rc.d \\\n"
+            " && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb\n"
+            f"{label_line}")
+
+
+@dataclass(frozen=True)
+class SystemImageReport:
+    """What :func:`ensure_system_image` did: the node image's report, the system image and whether it was built."""
+
+    node: BuildReport
+    image: str
+    packages: tuple[str, ...]
+    built: bool
+    seconds: float
+
+    def describe_system(self) -> str:
+        how = f"built in {self.seconds:.1f} s" if self.built else "reused"
+        return f"{self.image} [{' '.join(self.packages)}] ({how})"
+
+    def describe(self) -> str:
+        return f"{self.node.describe()}; system {self.describe_system()}"
+
+
+def ensure_system_image(system: str, *, force: bool = False, log: Any = None) -> SystemImageReport | None:
+    """The node image for a run of ``system`` (a name in :mod:`systems`): None when the system needs no packages
+    beyond the node image (its runs use the node image itself), else :func:`system_image_tag`, built FROM the
+    current node image (itself built or refreshed first) if the engine lacks it, ``force``, or it was built on
+    another node image or with another package list (its labels say which).
+
+    Raises:
+        ImageError: unknown or broken system (message lists the known ones), engine unreachable, or a build step
+            failed (the step's output tail in the message).
+    """
+    import systems
+
+    try:
+        adapter = systems.get(system)
+    except systems.RegistryError as exc:
+        raise ImageError(f"--system {system}: {exc}") from None
+    packages = node_packages(adapter)
+    if not packages:
+        return None
+    node = ensure_images(log=log)
+    client = docker_client()
+    version = project_version((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    tag = system_image_tag(system, version)
+    base_id = str(client.images.get(node.node_image).id).replace("sha256:", "")
+    wanted = ",".join(packages)
+    if (not force and _image_label(client, tag, SYSTEM_BASE_LABEL) == base_id
+            and _image_label(client, tag, SYSTEM_PACKAGES_LABEL) == wanted):
+        return SystemImageReport(node, tag, packages, False, 0.0)
+    t0 = time.monotonic()
+    old = _image_id(client, tag)
+    with tempfile.TemporaryDirectory(prefix="splitbrain-system-image-") as tmp:
+        ctx = Path(tmp)
+        (ctx / "sources.list").write_text(render_sources_list(host_apt_sources()), encoding="utf-8")
+        (ctx / "Dockerfile").write_text(render_system_dockerfile(
+            node_image=node.node_image, packages=packages,
+            labels={"splitbrain.image": "node-system", SYSTEM_LABEL: system, SYSTEM_PACKAGES_LABEL: wanted,
+                    SYSTEM_BASE_LABEL: base_id}), encoding="utf-8")
+        tail: list[str] = []
+        for chunk in client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True,
+                                      network_mode="bridge"):
+            if "stream" in chunk and chunk["stream"].strip():
+                tail = (tail + [chunk["stream"].rstrip()])[-40:]
+                if log is not None:
+                    log(chunk["stream"].rstrip())
+            if "error" in chunk:
+                raise ImageError(f"docker build of {tag} failed: {chunk['error'].strip()}\n" + "\n".join(tail))
+    if old is not None and old != _image_id(client, tag):
+        # the replaced image, now untagged, would keep its ~100 MB package layer after every node-image rebuild;
+        # the engine refuses (and we leave it) while a container still uses it
+        with contextlib.suppress(Exception):
+            client.images.remove(old)
+    return SystemImageReport(node, tag, packages, True, time.monotonic() - t0)
+
+
+def _image_id(client: Any, ref: str) -> str | None:
+    try:
+        return str(client.images.get(ref).id)
+    except Exception:
+        return None
+
+
+def image_for_system(system: str, *, log: Any = None) -> str | None:
+    """The image a docker run of ``system`` starts its containers from, built on demand; None: the node image
+    (:func:`harness.control.docker.default_image`), for a system that needs no packages beyond it."""
+    report = ensure_system_image(system, log=log)
+    return None if report is None else report.image
+
+
 # -- CLI: `splitbrain images build` -----------------------------------------------------------------
 
 
@@ -526,14 +682,28 @@ def configure(p: argparse.ArgumentParser) -> None:
     b.add_argument("--rebuild-base", action="store_true", help="also debootstrap a fresh base image")
     b.add_argument("--base", help="use this engine image as the base (no debootstrap)")
     b.add_argument("--verbose", action="store_true", help="stream the docker build output")
+    b.add_argument("--system", metavar="NAME",
+                   help="also build the node image of this system under test (its Debian packages on top of the "
+                        "node image; with --force rebuilt too)")
 
 
 def run(args: argparse.Namespace) -> int:
+    log = print if args.verbose else None
+    system = getattr(args, "system", None)
     try:
-        report = ensure_images(force=args.force, rebuild_base=args.rebuild_base, base=args.base,
-                               log=print if args.verbose else None)
+        if system is not None:
+            import systems
+
+            try:  # an unknown name is refused before anything is built
+                systems.get(system)
+            except systems.RegistryError as exc:
+                raise ImageError(f"--system {system}: {exc}") from None
+        report = ensure_images(force=args.force, rebuild_base=args.rebuild_base, base=args.base, log=log)
+        sys_report = ensure_system_image(system, force=args.force, log=log) if system is not None else None
     except ImageError as exc:
         print(f"images: {exc}", file=sys.stderr)
         return 2
     print(f"images: {report.describe()}")
+    if system is not None:
+        print(f"images: system {system}: {sys_report.describe_system() if sys_report else 'needs no packages'}")
     return 0

@@ -95,6 +95,8 @@ async def open_remote(spec: TestSpec, *, nodes_file: str | None = None, state_di
                 except ImageError as exc:
                     raise BackendUnavailable(f"backend 'docker': no node image for revision {sut.short}: "
                                              f"{exc}") from None
+            else:
+                image = await system_image(spec)
             return await mod.DockerRemote.create(list(spec.nodes.all), owner=owner, image=image)
         targets = ssh_targets(spec, nodes_file)
         try:
@@ -112,6 +114,23 @@ async def open_remote(spec: TestSpec, *, nodes_file: str | None = None, state_di
         return remote
     except ControlError as exc:
         raise BackendUnavailable(f"backend {spec.backend!r} could not be created: {exc}") from None
+
+
+async def system_image(spec: TestSpec) -> str | None:
+    """The image of a docker run of ``spec.system``: None (the node image) for a system that needs no Debian
+    packages beyond it, else its own image, built on demand (:func:`harness.images.ensure_system_image`).
+
+    Raises:
+        BackendUnavailable: that image could not be built (the message says which step failed and why).
+    """
+    import asyncio
+
+    from harness.images import ImageError, image_for_system
+
+    try:
+        return await asyncio.to_thread(image_for_system, spec.system)
+    except ImageError as exc:
+        raise BackendUnavailable(f"backend 'docker': no node image for system {spec.system!r}: {exc}") from None
 
 
 # Where a revision's interpreter sits inside its node image (:func:`harness.images.ensure_revision_image`).

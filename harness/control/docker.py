@@ -1,4 +1,6 @@
-"""The DOCKER control backend: every node is a container of ``splitbrain/node`` (docker SDK).
+"""The DOCKER control backend: every node is a container of ``splitbrain/node`` (docker SDK), or of the system's
+own ``splitbrain/node-<system>`` when the system under test needs Debian packages the node image lacks
+(:func:`harness.images.image_for_system`, chosen by ``harness.commands._backend.open_remote``).
 
 Topology of one run (prefix ``sbXXXXXX``, unique per run so parallel runs never collide)::
 

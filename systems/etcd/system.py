@@ -35,6 +35,9 @@ class EtcdSystem:
     roles: tuple[str, ...] = ("members",)
     capabilities: frozenset[str] = frozenset({"kill", "pause", "network", "primaries", "log-files",
                                               "register-client"})
+    node_packages: tuple[str, ...] = ("etcd-server",)
+    """Debian's etcd server (``/usr/bin/etcd``): what a docker run's node image carries beyond the base one
+    (:func:`harness.images.ensure_system_image`)."""
 
     def options(self, raw: Mapping[str, Any], *, file: str = "<spec>") -> PlainOptions:
         """The spec's ``cluster:`` map: ``version`` and ``system_options`` only (:func:`systems.options.plain_options`;

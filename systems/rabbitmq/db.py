@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -108,18 +109,33 @@ class RabbitDB:
     def _env(self, test: dict[str, Any], node: str) -> dict[str, str]:
         return node_env(self.base(test, node), test["remote"].address(node))
 
-    def _write_files(self, test: dict[str, Any], node: str) -> None:
+    def _files(self, test: dict[str, Any], node: str) -> dict[Path, str]:
+        """The node's files: path -> content (the cookie, ``rabbitmq.conf``, ``advanced.config``, the plugins)."""
         base, remote = self.base(test, node), test["remote"]
         peers = [remote.address(n) for n in test["nodes"]]
-        (base / "home").mkdir(parents=True, exist_ok=True)
-        cookie = base / "home" / ".erlang.cookie"
-        cookie.write_text(COOKIE)
-        os.chmod(cookie, 0o400)  # Erlang refuses a cookie others can read
-        (base / "rabbitmq.conf").write_text(rabbitmq_conf(remote.address(node), peers,
-                                                          partition_handling=self.partition_handling,
-                                                          amqp_port=self.amqp_port))
-        (base / "advanced.config").write_text(advanced_config(net_ticktime_s=self.net_ticktime_s))
-        (base / "enabled_plugins").write_text("[].\n")
+        return {
+            base / "home" / ".erlang.cookie": COOKIE,
+            base / "rabbitmq.conf": rabbitmq_conf(remote.address(node), peers,
+                                                  partition_handling=self.partition_handling,
+                                                  amqp_port=self.amqp_port),
+            base / "advanced.config": advanced_config(net_ticktime_s=self.net_ticktime_s),
+            base / "enabled_plugins": "[].\n",
+        }
+
+    async def _write_files(self, test: dict[str, Any], node: str) -> None:
+        """Put the node's files on the node through the Remote (a container's or host's file system is not the
+        harness's: writing ``node_dir`` paths here worked on the local backend only)."""
+        remote, files = test["remote"], self._files(test, node)
+        for path, text in files.items():
+            fd, local = tempfile.mkstemp(prefix="splitbrain-rabbitmq-")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(text)
+                await remote.upload(node, local, str(path))
+            finally:
+                os.unlink(local)
+        cookie = self.base(test, node) / "home" / ".erlang.cookie"
+        await remote.exec(node, ["chmod", "400", str(cookie)], check=True)  # Erlang refuses a cookie others read
 
     # -- DB --------------------------------------------------------------------------------------------
 
@@ -127,7 +143,7 @@ class RabbitDB:
         """A fresh broker (any old files removed) in a cluster of every node; see the module docstring."""
         remote = test["remote"]
         await remote.exec(node, ["rm", "-rf", str(self.base(test, node))], check=True)
-        await asyncio.to_thread(self._write_files, test, node)
+        await self._write_files(test, node)
         await self._start_epmd(test, node)
         seed = test["nodes"][0]
         if node != seed:

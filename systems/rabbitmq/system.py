@@ -41,6 +41,9 @@ class RabbitSystem:
     queue_type: str = "quorum"
     roles: tuple[str, ...] = ("members",)
     capabilities: frozenset[str] = OFFERED
+    node_packages: tuple[str, ...] = ("rabbitmq-server",)
+    """Debian's ``rabbitmq-server`` (Erlang comes with it): what a docker run's node image carries beyond the base
+    one (:func:`harness.images.ensure_system_image`)."""
 
     def options(self, raw: Mapping[str, Any], *, file: str = "<spec>") -> PlainOptions:
         """The spec's ``cluster:`` map: ``version`` and ``system_options`` only (:func:`systems.options.plain_options`;

@@ -34,6 +34,9 @@ class RedisSystem:
     name: str = "redis"
     roles: tuple[str, ...] = ("members",)
     capabilities: frozenset[str] = frozenset({"kill", "pause", "network", "primaries", "log-files", "queue-client"})
+    node_packages: tuple[str, ...] = ("redis-server", "redis-sentinel")
+    """Debian's ``redis-server`` and ``redis-sentinel``: what a docker run's node image carries beyond the base one
+    (:func:`harness.images.ensure_system_image`)."""
 
     def options(self, raw: Mapping[str, Any], *, file: str = "<spec>") -> PlainOptions:
         """The spec's ``cluster:`` map: ``version`` and ``system_options`` only (:func:`systems.options.plain_options`;
