@@ -51,6 +51,10 @@ FAKETIME_LIBRARY = "libfaketimeMT.so.1"
 """The build of libfaketime that is safe in multithreaded processes (the Debian package ships both)."""
 FAKETIME_FILE = "faketime.rc"
 """The control file's name in the node's directory."""
+MAPS_CHECKS = 40
+MAPS_CHECK_INTERVAL_S = 0.05
+"""How often, and how far apart, a process's memory map is read for libfaketime before it is said to lack it (2 s in
+all: the launcher's exec of the program is that long at most on a loaded machine)."""
 
 
 class NodeProcessError(RuntimeError):
@@ -327,10 +331,17 @@ class NodeProcesses:
             why = self.without_faketime.get(node, "it was started before faketime was on")
             raise FaketimeError(f"{self.label} {node} (pid {pid}) runs without libfaketime: {why}")
         if (node, pid) not in self._mapped:
-            res = await test["remote"].exec(node, ["grep", "-c", "libfaketime", f"/proc/{pid}/maps"])
-            if res.exit_code != 0 or res.stdout.strip() in ("", "0"):
-                raise FaketimeError(f"{self.label} {node} (pid {pid}) has no libfaketime in /proc/{pid}/maps "
-                                    f"({res.describe()}): its clock cannot be set")
+            # The tracked pid may still be the launcher (``ip netns exec``, ``nsenter``) that has not yet exec'd the
+            # program: its map has no libfaketime for a moment after spawn.  Look again for a bounded while before
+            # calling the process one that runs without it (CI met that window on a loaded machine).
+            for attempt in range(MAPS_CHECKS):
+                res = await test["remote"].exec(node, ["grep", "-c", "libfaketime", f"/proc/{pid}/maps"])
+                if res.exit_code == 0 and res.stdout.strip() not in ("", "0"):
+                    break
+                if attempt + 1 == MAPS_CHECKS or not await self.alive(test, node):
+                    raise FaketimeError(f"{self.label} {node} (pid {pid}) has no libfaketime in /proc/{pid}/maps "
+                                        f"({res.describe()}): its clock cannot be set")
+                await asyncio.sleep(MAPS_CHECK_INTERVAL_S)
             self._mapped.add((node, pid))
         return pid, self.clocks[node]
 

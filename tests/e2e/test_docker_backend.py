@@ -87,8 +87,8 @@ def test_remote_protocol_on_containers(node_image: str, tmp_path: Path) -> None:
 def test_counter_workload_on_docker(node_image: str, tmp_path: Path) -> None:
     async def main() -> int:
         spec = spec_from_dict({
-            "name": "counter-docker", "backend": "docker",
-            "nodes": {"controllers": 1, "broker_sets": {"count": 0}}, "workloads": ["counter"], "concurrency": 3,
+            "name": "counter-docker", "backend": "docker", "system": "counter",
+            "nodes": {"members": 1}, "workloads": ["counter"], "concurrency": 3,
             "rate": 100, "time_limit_s": 3, "phases": {"recovery_s": 0.2, "final_drain_s": 5}, "seed": 7,
         }, file="<e2e>")
         remote = await DockerRemote.create(list(spec.nodes.all), image=node_image)

@@ -121,7 +121,7 @@ def test_counter_workload_over_ssh(node_image: str, tmp_path: Path) -> None:
                                             python=VENV_PYTHON)
             try:
                 spec = spec_from_dict({
-                    "name": "counter-ssh", "backend": "ssh", "nodes": {"controllers": ["c1"], "broker_sets": []},
+                    "name": "counter-ssh", "backend": "ssh", "system": "counter", "nodes": {"members": ["c1"]},
                     "workloads": ["counter"], "concurrency": 3, "rate": 100, "time_limit_s": 3,
                     "phases": {"recovery_s": 0.2, "final_drain_s": 5}, "seed": 11,
                 }, file="<e2e>")
