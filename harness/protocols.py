@@ -49,6 +49,7 @@ __all__ = [
     "Checker",
     "CounterClients",
     "Client",
+    "OperatorRecovery",
     "FailpointRefused",
     "FailpointUnreachable",
     "Failpoints",
@@ -141,6 +142,20 @@ class Pause(Protocol):
 @runtime_checkable
 class Primary(Protocol):
     async def primaries(self, test: dict[str, Any]) -> list[str]: ...
+
+
+@runtime_checkable
+class OperatorRecovery(Protocol):
+    """A system whose own recovery can leave a node down after every fault is healed, and what an operator would
+    do about it.  RabbitMQ 3.10's autoheal stops the losing side's broker app and, when two heals overlap, may never
+    start it again; its mirrored queues then stop on every node, so the final drain cannot decide the run.  The
+    runner calls ``recover`` once per node after the recovery wait, before the final phase, and records what it
+    did (``results.json`` ``operator_recovery``, and a line of the summary): the run never hides that a node had to
+    be brought back by hand.  Not a capability: nothing asks for it; a DB without it is left as it is."""
+
+    async def recover(self, test: dict[str, Any], node: str) -> str | None:
+        """Bring ``node`` back if the system left it down: None if it needed nothing, else what was done."""
+        ...
 
 
 @runtime_checkable

@@ -52,6 +52,7 @@ from harness.protocols import (
     LeaseOptions,
     LogFiles,
     Nemesis,
+    OperatorRecovery,
     Primary,
 )
 from harness.spec import TestSpec, resolved_yaml
@@ -135,6 +136,7 @@ class _Run:
     crash_at: str = ""  # file:line in function of the innermost project frame of a crash
     interrupted: bool = False
     signals: int = 0
+    recovered: dict[str, str] = field(default_factory=dict)  # node -> what OperatorRecovery did before the final
 
     @property
     def main_start_ns(self) -> int | None:
@@ -275,14 +277,33 @@ def _phases(spec: TestSpec, parts: TestParts, heal_limit_s: float) -> list[tuple
 
 
 async def _run_phases(r: _Run, phases: Sequence[tuple[str, Any, float | None]]) -> None:
-    """Run the phases in order, fsyncing the history at each end; an interrupt ends the run after its phase."""
+    """Run the phases in order, fsyncing the history at each end; an interrupt ends the run after its phase.
+    Before the final phase, a DB that can (:class:`OperatorRecovery`) brings back what its own recovery left down."""
     for name, gen, limit in phases:
+        if name == "final":
+            await _operator_recovery(r)
         r.progress.phase(name, limit)
         completed = await r.interp.run(gen, phase=name)
         r.writer.sync()
         if not completed:
             r.interrupted = True
             return
+
+
+async def _operator_recovery(r: _Run) -> None:
+    """Ask an :class:`OperatorRecovery` DB to bring back each node its own recovery left down; what it did (or why
+    it could not) goes to ``r.recovered`` and so to ``results.json``."""
+    db = r.parts.db
+    if not isinstance(db, OperatorRecovery):
+        return
+    for node in r.spec.nodes.all:
+        try:
+            did = await db.recover(r.test, node)
+        except Exception as exc:  # a node that cannot be brought back is reported, and the final phase still runs
+            did = f"could not bring it back: {exc.__class__.__name__}: {exc}"
+        if did is not None:
+            r.recovered[node] = did
+            log.warning("operator recovery of %s: %s", node, did)
 
 
 async def _wind_down(r: _Run, drain_s: float) -> None:
@@ -402,7 +423,7 @@ def _record(r: _Run, merged: dict[str, Any], history: Sequence[Any]) -> tuple[di
                         crashed=r.crash or None, crashed_at=r.crash_at or None, counts=dict(r.writer.counts),
                         duration_s=time.monotonic() - r.started, main_phase_start_ns=r.main_start_ns,
                         main_phase_end_ns=r.main_end_ns, faults=faults, fault_warnings=fault_warnings, **observed,
-                        **_provenance(spec))
+                        **({"operator_recovery": dict(r.recovered)} if r.recovered else {}), **_provenance(spec))
     write_junit(r.run, spec.name, merged, time_s=time.monotonic() - r.started,
                 error=f"{r.crash} (at {r.crash_at})" if r.crash and r.crash_at else r.crash,
                 properties={"seed": str(spec.seed), "spec": str(r.run.test_yaml),
@@ -415,6 +436,8 @@ def _report(r: _Run, doc: Mapping[str, Any], faults: Mapping[str, Any], code: in
     for line in summary_lines(doc, width=_summary_width(), faults=fault_line(faults), crash=r.crash,
                               where=r.crash_at):
         print(f"[splitbrain] {line}", flush=True)
+    for node, did in (doc.get("operator_recovery") or {}).items():
+        print(f"[splitbrain] operator recovery before the final phase: {node}: {did}", flush=True)
     if doc.get("load") is not None:
         print(f"[splitbrain] {describe_load(doc['load'])}", flush=True)
     if doc.get("replication_lag") is not None:

@@ -196,6 +196,27 @@ class RabbitDB:
         except (RabbitStartError, TimeoutError) as exc:
             raise TimeoutError(f"rabbitmq broker {node} not ready: {exc}") from None
 
+    # -- OperatorRecovery -------------------------------------------------------------------------------
+
+    async def recover(self, test: dict[str, Any], node: str) -> str | None:
+        """After the recovery wait: a broker that takes no AMQP connections is brought back as an operator would.
+
+        Its process gone: started on its data.  Its Erlang VM running but taking no connections -- autoheal stopped
+        the losing side's app and, when a second heal overlapped the first, never started it again (RabbitMQ
+        3.10.8 here; docs/systems.md) -- the broker is restarted on its data (TERM, 5 s, KILL, start): ``rabbitmqctl
+        start_app`` on such a node was tried first and hung for 120 s, the VM still in its unfinished autoheal.
+        Either way it waits until the broker takes connections (``start_timeout_s``).
+        """
+        if await self._listening(test, node) is None:
+            return None
+        if not await self.alive(test, node):
+            await self.start(test, node)
+            return "its broker process had exited; started it on its data"
+        await self.brokers.stop(test, node, grace_s=5.0)
+        await self.start(test, node)
+        return ("its Erlang VM ran but took no AMQP connections (autoheal stopped the rabbit app and did not start "
+                "it again); restarted the broker on its data")
+
     # -- Pause -----------------------------------------------------------------------------------------
 
     async def pause(self, test: dict[str, Any], node: str) -> None:
