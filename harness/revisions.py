@@ -47,12 +47,12 @@ import tarfile
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
-    "BUILD_VERSION", "REPO_ROOT", "RevisionError", "RevisionSystem", "SutBuild", "WireReport", "build_record",
-    "cache_root", "commit_with_changes", "ensure_build", "harness_wire", "load_build", "node_command",
-    "parse_revision_text", "resolve_revision", "source_archive",
+    "BUILD_VERSION", "REPO_ROOT", "BuildsRevisions", "RevisionError", "RevisionSystem", "SutBuild", "WireReport",
+    "build_record", "cache_root", "commit_with_changes", "ensure_build", "harness_wire", "load_build", "node_command",
+    "parse_revision_text", "resolve_revision", "revision_system_of", "source_archive",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -81,6 +81,21 @@ def parse_revision_text(text: object, *, where: str) -> str:
         raise RevisionError(f"{where}: {text!r} is not a git revision name (a sha, tag, branch or an expression "
                             "such as HEAD~2: letters, digits and _ . ~ ^ @ {{ }} / + -, not starting with '-')")
     return text
+
+
+@runtime_checkable
+class BuildsRevisions(Protocol):
+    """A system adapter whose nodes can run another git revision of this repository (``cluster.revision``,
+    ``--sut-revision``): ``revisions`` is its part of the build."""
+
+    @property
+    def revisions(self) -> RevisionSystem:
+        ...
+
+
+def revision_system_of(adapter: object) -> RevisionSystem | None:
+    """The adapter's part of a revision's build, or None when its nodes cannot run another revision."""
+    return adapter.revisions if isinstance(adapter, BuildsRevisions) else None
 
 
 @dataclass(frozen=True, slots=True)

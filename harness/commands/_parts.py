@@ -28,7 +28,7 @@ import yaml
 import systems
 from harness import generator as g
 from harness.protocols import DB, SystemOptions
-from harness.revisions import RevisionError, SutBuild, ensure_build
+from harness.revisions import RevisionError, SutBuild, ensure_build, revision_system_of
 from harness.runner import TestParts
 from harness.spec import SpecError, TestSpec, load_spec
 
@@ -332,13 +332,12 @@ def prepare(path: str, overrides: Mapping[str, Any], *, allow_weak_quorum: bool 
     options = validate_spec(spec)
     if options.revision is None:
         return Prepared(spec, options)
-    from systems.splitbrain.revision import REVISIONS  # cluster.revision is our cluster's option
-
+    revisions = revision_system_of(systems.get(spec.system))
     db = make_db(spec, options)
-    if not isinstance(db, RunsNodeCommands):  # validate_spec refused it already
+    if revisions is None or not isinstance(db, RunsNodeCommands):  # validate_spec refused it already
         raise _no_revision(spec, options.revision)
     try:
-        sut = ensure_build(options.revision, system=REVISIONS, node_flags=db.node_flags())
+        sut = ensure_build(options.revision, system=revisions, node_flags=db.node_flags())
     except RevisionError as exc:
         raise SpecError(spec.source, "cluster.revision", options.revision,
                         f"a revision this harness can run ({exc})") from None

@@ -26,6 +26,7 @@ from harness.protocols import CAPABILITIES
 
 if TYPE_CHECKING:
     from harness.provenance import SutSource
+    from harness.revisions import RevisionSystem
     from systems.splitbrain.db import SplitbrainDB
     from systems.splitbrain.options import ClusterOptions
 
@@ -59,6 +60,13 @@ class SplitbrainSystem:
         from systems.splitbrain.db import SplitbrainDB
 
         return SplitbrainDB(spec, options)
+
+    @property
+    def revisions(self) -> RevisionSystem:
+        """Its part of building another git revision's nodes (``cluster.revision``: :mod:`harness.revisions`)."""
+        from systems.splitbrain.revision import REVISIONS
+
+        return REVISIONS
 
     @property
     def sut_source(self) -> SutSource:

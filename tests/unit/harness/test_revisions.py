@@ -194,3 +194,11 @@ def test_the_revision_image_copies_the_packages_and_checks_where_they_import_fro
             render_revision_dockerfile(**args)
     with pytest.raises(ImageError):
         revision_image_tag("HEAD")
+
+
+def test_only_an_adapter_whose_nodes_run_this_repository_builds_revisions() -> None:
+    import systems
+    from harness.revisions import revision_system_of
+
+    assert revision_system_of(systems.get("splitbrain")) is REVISIONS
+    assert all(revision_system_of(systems.get(name)) is None for name in ("etcd", "redis", "rabbitmq", "counter"))
