@@ -180,7 +180,7 @@ class WireClients(Protocol):
     ``membership``) call of it.  ``token`` authenticates admin requests; ``controllers`` are the controller nodes,
     ``controller_addrs`` their addresses in that order; ``client`` is a controller client (admin requests, leader
     and replica info); ``argv`` is a broker's command line on a node, from which extra brokers of the same cluster
-    are started (:mod:`harness.extra_brokers`)."""
+    are started (:mod:`systems.splitbrain.extra_brokers`)."""
 
     token: str
 

@@ -379,7 +379,7 @@ def ensure_build(rev: str, *, system: RevisionSystem, repo: Path = REPO_ROOT, ca
     """The build of revision ``rev``, made once per sha and reused (module docstring).
 
     ``system``: the system's part of the build (ours: :data:`systems.splitbrain.revision.REVISIONS`).
-    ``node_flags``: the options the harness passes to each node command (:func:`harness.cluster.node_flags_used`),
+    ``node_flags``: the options the harness passes to each node command (:func:`systems.splitbrain.db.node_flags_used`),
     checked against the revision's when it is first built.
 
     Raises:

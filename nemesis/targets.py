@@ -25,7 +25,7 @@ so validation refuses ``masters`` for a system of ``members`` (etcd) or ``primar
 leads (RabbitMQ) before the run, instead of a step that waits ``role_wait_s`` and completes as not effective.
 
 Role atoms need the cluster's current roles (``primaries``: the controller leader first, if known,
-then the broker masters, as :meth:`harness.cluster.SplitbrainDB.primaries` returns them; for members, the
+then the broker masters, as :meth:`systems.splitbrain.db.SplitbrainDB.primaries` returns them; for members, the
 members that say they lead, as :meth:`systems.etcd.db.EtcdDB.primaries` returns them).  When a role
 has no node right now (no leader mid-election), :func:`resolve` raises :class:`RoleUnavailable`, which
 the nemesis answers by asking again until its wait runs out; a selector that can never be satisfied

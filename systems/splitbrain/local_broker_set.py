@@ -1,6 +1,6 @@
 """Start, kill and restart the brokers of one broker set as real local processes (tests, benchmarks, demos).
 
-Companion of :class:`harness.local_cluster.LocalQuorum`: each broker is a ``splitbrain broker``
+Companion of :class:`systems.splitbrain.local_cluster.LocalQuorum`: each broker is a ``splitbrain broker``
 process with its own store directory and log file under ``base_dir``; ``kill`` sends SIGKILL (or
 any signal), ``start`` may give a broker a new listen address (the id stays, the controller learns
 the new address).

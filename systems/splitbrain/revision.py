@@ -97,7 +97,7 @@ def wire_differences(harness: Mapping[str, Any], sut: Mapping[str, Any],
 
     Both tables are :data:`WIRE_PROBE` outputs (``request``, ``response``, ``kinds``, ``schemas``,
     ``wire_version``, ``node_flags``); ``used_flags`` are the options the harness passes to each node command
-    (:func:`harness.cluster.node_flags_used`), checked against the revision's ``node_flags`` when given.
+    (:func:`systems.splitbrain.db.node_flags_used`), checked against the revision's ``node_flags`` when given.
     """
     problems: list[str] = []
     optional: list[str] = []

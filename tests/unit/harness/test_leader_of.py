@@ -1,4 +1,4 @@
-"""Which controller leads, from every controller's metadata answer (harness.cluster.leader_of, pure)."""
+"""Which controller leads, from every controller's metadata answer (systems.splitbrain.db.leader_of, pure)."""
 
 from __future__ import annotations
 
