@@ -46,7 +46,7 @@ def test_each_adapter_offers_what_its_db_implements_and_declares_its_queue_type(
 def test_the_examples_validate(name: str, system: str) -> None:
     spec = load_spec(ROOT / "examples" / name)
     validate_spec(spec)
-    assert (spec.system, spec.nodes.members, spec.time_limit_s) == (system, ("m1", "m2", "m3"), 120.0)
+    assert (spec.system, spec.nodes.members, spec.time_limit_s) == (system, ("m1", "m2", "m3"), 90.0)
     assert list(spec.nemesis.packages) == ["partition"]
     assert [w.name for w in spec.workloads] == ["generic-queue"]
 
