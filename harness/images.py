@@ -332,6 +332,25 @@ def source_digest(root: Path = REPO_ROOT) -> str:
     return h.hexdigest()
 
 
+def _docker_build(client: Any, ctx: Path, tag: str, *, network_mode: str, log: Any = None,
+                  buildargs: Mapping[str, str] | None = None) -> None:
+    """``docker build`` of the context ``ctx`` as ``tag``, each output line to ``log``.
+
+    Raises:
+        ImageError: the build failed; the message ends with its last 40 lines of output.
+    """
+    tail: list[str] = []
+    for chunk in client.api.build(path=str(ctx), tag=tag, buildargs=dict(buildargs or {}), rm=True, forcerm=True,
+                                  decode=True, network_mode=network_mode):
+        line = str(chunk.get("stream", "")).rstrip()
+        if line:
+            tail = (tail + [line])[-40:]
+            if log is not None:
+                log(line)
+        if "error" in chunk:
+            raise ImageError(f"docker build of {tag} failed: {chunk['error'].strip()}\n" + "\n".join(tail))
+
+
 def _image_label(client: Any, ref: str, key: str) -> str | None:
     try:
         labels = client.images.get(ref).labels or {}
@@ -395,17 +414,7 @@ def build_node(client: Any, base_image: str, tag: str, log: Any = None, *, diges
             base_image=base_image, requirements=node_requirements(pyproject_text), pip_args=pip_args,
             pip_cert=bool(cert), labels=labels,
         ), encoding="utf-8")
-        tail: list[str] = []
-        for chunk in client.api.build(path=str(ctx), tag=tag, buildargs=pip_args, rm=True, forcerm=True,
-                                      decode=True, network_mode="bridge"):
-            if "stream" in chunk:
-                line = chunk["stream"].rstrip()
-                if line:
-                    tail = (tail + [line])[-40:]
-                    if log is not None:
-                        log(line)
-            if "error" in chunk:
-                raise ImageError(f"docker build of {tag} failed: {chunk['error'].strip()}\n" + "\n".join(tail))
+        _docker_build(client, ctx, tag, network_mode="bridge", log=log, buildargs=pip_args)
 
 
 def ensure_images(
@@ -512,15 +521,7 @@ def ensure_revision_image(build: Any, *, log: Any = None) -> str:
             node_image=node, packages=packages,
             labels={REVISION_LABEL: build.revision, REVISION_BASE_LABEL: base_id.replace("sha256:", ""),
                     "splitbrain.image": "node-sut"}), encoding="utf-8")
-        tail: list[str] = []
-        for chunk in client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True,
-                                      network_mode="none"):
-            if "stream" in chunk and chunk["stream"].strip():
-                tail = (tail + [chunk["stream"].rstrip()])[-40:]
-                if log is not None:
-                    log(chunk["stream"].rstrip())
-            if "error" in chunk:
-                raise ImageError(f"docker build of {tag} failed: {chunk['error'].strip()}\n" + "\n".join(tail))
+        _docker_build(client, ctx, tag, network_mode="none", log=log)
     return tag
 
 
@@ -641,15 +642,7 @@ def ensure_system_image(system: str, *, force: bool = False, log: Any = None) ->
             node_image=node.node_image, packages=packages,
             labels={"splitbrain.image": "node-system", SYSTEM_LABEL: system, SYSTEM_PACKAGES_LABEL: wanted,
                     SYSTEM_BASE_LABEL: base_id}), encoding="utf-8")
-        tail: list[str] = []
-        for chunk in client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True,
-                                      network_mode="bridge"):
-            if "stream" in chunk and chunk["stream"].strip():
-                tail = (tail + [chunk["stream"].rstrip()])[-40:]
-                if log is not None:
-                    log(chunk["stream"].rstrip())
-            if "error" in chunk:
-                raise ImageError(f"docker build of {tag} failed: {chunk['error'].strip()}\n" + "\n".join(tail))
+        _docker_build(client, ctx, tag, network_mode="bridge", log=log)
     if old is not None and old != _image_id(client, tag):
         # the replaced image, now untagged, would keep its ~100 MB package layer after every node-image rebuild;
         # the engine refuses (and we leave it) while a container still uses it
