@@ -43,7 +43,10 @@ from nemesis.replay import anomaly_kinds  # noqa: E402
 from nemesis.schedule import fault_label, units  # noqa: E402
 from nemesis.schedule import parse as parse_schedule  # noqa: E402
 from nemesis.targets import Topology, needs_roles  # noqa: E402
+from systems.splitbrain.selectors import SELECTORS  # noqa: E402
 
+TOPOLOGY = Topology(("c1", "c2", "c3"), (("b1-1", "b1-2", "b1-3"),), selectors=SELECTORS)
+"""The bench's cluster (its spec's nodes), with our cluster's pools."""
 TARGETS = {"same_sequence": "== true", "max_offset_diff_s": "<= 0.5", "repro_reproduced": ">= 8 of 10",
            "shrink_units_before": ">= 8", "shrink_units_after": "<= 3"}
 
@@ -105,7 +108,7 @@ def _role(record: dict[str, Any], role: str) -> str:
     """A role selector's nodes are compared by their exact role (that is what it selected); a random
     subset's nodes by controller/broker only -- which controller leads is the cluster's doing, not the
     harness's, and differs between runs."""
-    if needs_roles(str(record.get("selector", ""))):
+    if needs_roles(str(record.get("selector", "")), TOPOLOGY):
         return role
     return "controller" if role.startswith("controller") else "broker"
 
@@ -163,14 +166,13 @@ def shrink(args: argparse.Namespace, work: Path, log: Path) -> dict[str, Any]:
             break
     if run is None:
         return {"shrink_units_before": None, "shrink_note": f"no invalid run in {args.max_seeds} seeds"}
-    topo = Topology(("c1", "c2", "c3"), (("b1-1", "b1-2", "b1-3"),))
-    before = len(units(parse_schedule(yaml.safe_load((run / "schedule.yaml").read_text()), topo)))
+    before = len(units(parse_schedule(yaml.safe_load((run / "schedule.yaml").read_text()), TOPOLOGY)))
     t0 = time.monotonic()
     code, out = splitbrain("shrink", str(run), "--runs-per-candidate", str(args.runs_per_candidate),
                            "--budget-min", str(args.budget_min), log=log)
     minutes = (time.monotonic() - t0) / 60
     shrunk = yaml.safe_load((run / "shrunk.yaml").read_text())
-    after = len(units(parse_schedule(shrunk["nemesis"]["schedule"], topo)))
+    after = len(units(parse_schedule(shrunk["nemesis"]["schedule"], TOPOLOGY)))
     return {"shrink_units_before": before, "shrink_units_after": after, "shrink_exit": code,
             "shrink_candidates": len(re.findall(r"^\[shrink\] candidate \d+:", out, re.M)),
             "shrink_minutes": round(minutes, 1), "shrink_run": str(run),

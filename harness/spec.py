@@ -12,6 +12,7 @@ workloads, the nemesis packages and schedule, the load (concurrency, rate), the 
       controllers: 3               # a count (named c1..c3) or a list of node names
       broker_sets: {count: 1, replicas: 3}   # or a list of lists of node names
       # members: 3                 # a system that declares the members role (etcd): a count (m1..m3) or names
+      # voters: 3                  # a flat role an adapter declares of its own (harness.roles.NodeRole)
     cluster: {}                    # free map, checked by the cluster module
     workloads: [queue]             # names, or {name: queue, options: {...}}
     nemesis: {packages: [partition, kill], interval_s: 10, targets: [one, minority]}
@@ -42,6 +43,9 @@ from typing import Any
 import yaml
 
 from harness.errors import SpecError
+from harness.roles import BUILT_IN as BUILT_IN_ROLES
+from harness.roles import NodeRole, declared_names, role_table
+from nemesis.targets import Selectors, Topology, topology_of
 
 __all__ = [
     "BACKENDS",
@@ -68,10 +72,11 @@ OVERRIDE_KEYS = (
     "nodes", "time_limit", "concurrency", "rate", "nemesis", "workload", "seed", "test_count", "leave_running",
     "backend", "nemesis_mode", "sut_revision",
 )
-NODE_ROLES = ("controllers", "broker_sets", "members")
-"""The roles the ``nodes:`` map can hold; a system declares which of them it reads (:attr:`systems.System.roles`).
-``controllers`` and ``broker_sets`` are our cluster's; ``members`` are the peers of a system that has one kind of
-node (etcd).  A role the system does not declare has no nodes."""
+NODE_ROLES = tuple(r.name for r in BUILT_IN_ROLES)
+"""The built-in roles the ``nodes:`` map can hold (:data:`harness.roles.BUILT_IN`); a system declares which of them
+it reads, and may add flat roles of its own (:attr:`systems.System.roles`).  ``controllers`` and ``broker_sets`` are
+our cluster's; ``members`` are the peers of a system that has one kind of node (etcd).  A role the system does not
+declare has no nodes."""
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _NODE_RE = re.compile(r"^[a-z][a-z0-9-]{0,9}$")
 _MAX_SEED = 2**63 - 1
@@ -80,15 +85,25 @@ _MAX_SEED = 2**63 - 1
 @dataclass(frozen=True)
 class NodesSpec:
     """Node names per role.  ``broker_sets[i]`` are the replicas of broker set i; ``members`` are the nodes of a
-    system whose nodes are all alike (empty for our cluster)."""
+    system whose nodes are all alike (empty for our cluster); ``others`` the flat roles the system declares of its
+    own, each row with its nodes, in the order it declares them; ``selectors`` the pools its adapter adds
+    (:func:`systems.selectors_of`; not part of the spec's value: the system's name says it)."""
 
     controllers: tuple[str, ...]
     broker_sets: tuple[tuple[str, ...], ...]
     members: tuple[str, ...] = ()
+    others: tuple[tuple[NodeRole, tuple[str, ...]], ...] = ()
+    selectors: Selectors = field(default_factory=Selectors, compare=False, repr=False)
 
     @property
     def all(self) -> tuple[str, ...]:
-        return self.controllers + tuple(n for s in self.broker_sets for n in s) + self.members
+        """Every node in role-table order (the order ``--nodes`` names them in)."""
+        return self.topology.all
+
+    @property
+    def topology(self) -> Topology:
+        """The nodes as selectors see them (:class:`nemesis.targets.Topology`)."""
+        return topology_of(self)
 
 
 @dataclass(frozen=True)
@@ -221,11 +236,14 @@ _NODE_WHAT = "a node name: lowercase letter then up to 9 of [a-z0-9-]"
 
 @dataclass(frozen=True)
 class _Served:
-    """What the spec's system serves: its name, the node roles it declares and the capabilities it offers."""
+    """What the spec's system serves: its name, the node roles it declares (names, and the rows in table order) and
+    the capabilities it offers, and the selector pools it adds."""
 
     name: str
     roles: tuple[str, ...]
     capabilities: frozenset[str]
+    rows: tuple[NodeRole, ...] = ()
+    selectors: Selectors = field(default_factory=Selectors)
 
     def lacks(self, *, role: bool) -> str:
         """``..., which 'etcd' does not declare (it declares: members)`` for a role, or ``offer`` for a capability."""
@@ -249,35 +267,36 @@ def _system(c: _Ctx, raw: Any) -> _Served:
         raise c.err("system", raw, f"one of the known systems: {', '.join(systems.names())}") from None
     except systems.RegistryError as exc:
         raise c.err("system", raw, f"a system adapter that loads ({exc})") from None
-    unreadable = [r for r in system.roles if r not in NODE_ROLES]
-    if unreadable:
-        raise c.err("system", raw, f"a system whose roles the nodes: map can hold; {raw!r} declares "
-                    f"{list(system.roles)}, and nodes: has {list(NODE_ROLES)}")
-    return _Served(system.name, system.roles, frozenset(system.capabilities))
+    # the registry checked the roles make a table (systems.check)
+    return _Served(system.name, declared_names(system.roles), frozenset(system.capabilities), role_table(system.roles),
+                   systems.selectors_of(system))
 
 
-def _role_nodes(c: _Ctx, key: str, raw: Any, prefix: str) -> tuple[str, ...]:
-    """A role given as a count (named ``<prefix>1`` ..) or as a list of node names: 1 to 9 nodes."""
+def _role_nodes(c: _Ctx, raw: Any, row: NodeRole) -> tuple[str, ...]:
+    """A flat role given as a count (named ``<prefix>1`` ..) or as a list of node names, within the row's bounds."""
+    key = f"nodes.{row.name}"
     if isinstance(raw, list):
-        if not 1 <= len(raw) <= 9:
-            raise c.err(key, raw, "1 to 9 node names")
+        if not row.lo <= len(raw) <= row.hi:
+            raise c.err(key, raw, f"{row.lo} to {row.hi} node names")
         return tuple(c.name(f"{key}[{i}]", n, _NODE_RE, _NODE_WHAT) for i, n in enumerate(raw))
-    return tuple(f"{prefix}{i + 1}" for i in range(c.int_range(key, raw, 1, 9)))
+    return tuple(f"{row.prefix}{i + 1}" for i in range(c.int_range(key, raw, row.lo, row.hi)))
 
 
-def _nodes(c: _Ctx, raw: Any, system: str = "splitbrain",
-           roles: tuple[str, ...] = ("controllers", "broker_sets")) -> NodesSpec:
-    """``nodes:``.  A role the system does not declare has no nodes, and giving it nodes is refused (the counter
-    self-test declares only ``controllers``, etcd only ``members``).  A declared role left out gets its default:
-    3 controllers, one broker set of 3 replicas, 3 members."""
-    m = c.mapping("nodes", raw, NODE_ROLES)
+def _nodes(c: _Ctx, raw: Any, served: _Served) -> NodesSpec:
+    """``nodes:``: exactly the roles the system declares (:mod:`harness.roles`).  A built-in role the system does
+    not declare has no nodes, and giving it nodes is refused (etcd declares only ``members``); any other key is
+    unknown.  A declared role left out gets its row's default: 3 controllers, one broker set of 3 replicas, 3
+    members."""
+    m = c.mapping("nodes", raw, (*NODE_ROLES, *(r.name for r in served.rows if r.name not in NODE_ROLES)))
+    roles = served.roles
     for role in NODE_ROLES:
         if role not in roles and m.get(role) not in (None, 0, [], {"count": 0}):
-            raise c.err(f"nodes.{role}", m[role], f"nothing: system {system!r} declares the roles {list(roles)}")
+            raise c.err(f"nodes.{role}", m[role], f"nothing: system {served.name!r} declares the roles {list(roles)}")
     if "broker_sets" not in roles:
         m = {**m, "broker_sets": {"count": 0}}
-    controllers = _role_nodes(c, "nodes.controllers", m.get("controllers", 3), "c") if "controllers" in roles else ()
-    members = _role_nodes(c, "nodes.members", m.get("members", 3), "m") if "members" in roles else ()
+    flat = {r.name: _role_nodes(c, m.get(r.name, r.default), r) for r in served.rows if not r.sets}
+    controllers, members = flat.pop("controllers", ()), flat.pop("members", ())
+    others = tuple((r, flat[r.name]) for r in served.rows if r.name in flat)
     bs = m.get("broker_sets", {"count": 1, "replicas": 3})
     if isinstance(bs, list):
         if len(bs) > 16:
@@ -293,7 +312,7 @@ def _nodes(c: _Ctx, raw: Any, system: str = "splitbrain",
         count = c.int_range("nodes.broker_sets.count", bm.get("count", 1), 0, 16)
         replicas = c.int_range("nodes.broker_sets.replicas", bm.get("replicas", 3), 1, 5)
         broker_sets = tuple(tuple(f"b{i + 1}-{j + 1}" for j in range(replicas)) for i in range(count))
-    spec = NodesSpec(controllers, broker_sets, members)
+    spec = NodesSpec(controllers, broker_sets, members, others, served.selectors)
     seen: set[str] = set()
     for n in spec.all:
         if n in seen:
@@ -383,14 +402,12 @@ def _refuse_unserved(c: _Ctx, system: _Served, nodes: NodesSpec, packages: tuple
                      m: Mapping[str, Any]) -> None:
     """Refuse what the ``nemesis:`` map asks of the system and the system cannot serve: a package whose faults need
     a capability it lacks, a selector (``nemesis.targets``, a package's options or its own default targets, an
-    explicit schedule step's value) drawing from a node role it does not declare or needing a capability it does
-    not offer (the pool table, :data:`nemesis.targets.POOL_TABLE`), a partition kind aimed at such a role
-    (``isolate-master`` without broker sets), guided mode without ``primaries``
+    explicit schedule step's value) drawing from a node role it does not declare, needing a capability it does not
+    offer, or naming no pool it has (the pool table, :attr:`nemesis.targets.Topology.table`), a partition kind aimed
+    at such a pool (``isolate-master`` on etcd), guided mode without ``primaries``
     (:func:`nemesis.packages.missing_capabilities`).  The first key wins; its missing capabilities are all named."""
     from nemesis.packages import missing_capabilities
     from nemesis.schedule import Step
-    from nemesis.targets import Topology
-
     options = m.get("options") if isinstance(m.get("options"), Mapping) else {}
     raw_steps = m.get("schedule")
     steps = [Step(0.0, str(s.get("f")), s.get("value")) if isinstance(s, Mapping) else Step(0.0, "", None)
@@ -400,13 +417,16 @@ def _refuse_unserved(c: _Ctx, system: _Served, nodes: NodesSpec, packages: tuple
     guided = m.get("mode") == "guided" or "guided" in [str(x).strip() for x in modes]
     missing = missing_capabilities(packages, system.capabilities, targets=[str(t) for t in targets],
                                    options=options, guided=guided, schedule=steps, roles=system.roles,
-                                   topo=Topology(nodes.controllers, nodes.broker_sets, nodes.members))
+                                   topo=nodes.topology)
     if not missing:
         return
     first = missing[0]
     same = [x for x in missing if (x.key, x.value) == (first.key, first.value)]
-    direct = [x.capability for x in same if not x.via and not x.role]
-    if direct:  # the key itself needs them (a package's faults, guided mode, a step's f)
+    direct = [x.capability for x in same if not x.via and not x.role and not x.pools]
+    if first.pools:  # a word that is no pool of this system (another system's, or a typo)
+        why = (f"{first.value!r}: {first.via + ': ' if first.via else ''}{first.pool!r} is no pool of {system.name!r} "
+               f"(its pools: {first.pools}; selectors: docs/nemeses.md){_pool_elsewhere(first.pool, system.name)}")
+    elif direct:  # the key itself needs them (a package's faults, guided mode, a step's f)
         why = f"{first.value!r} needs {', '.join(direct)}, {system.lacks(role=False)}"
     else:
         why = f"{first.value!r}: {first.via} needs {first.what}, {system.lacks(role=bool(first.role))}"
@@ -414,15 +434,36 @@ def _refuse_unserved(c: _Ctx, system: _Served, nodes: NodesSpec, packages: tuple
     raise c.err(first.key, first.value, f"a {what} that system {system.name!r} can serve: {why}")
 
 
+def _pool_elsewhere(word: str, system: str) -> str:
+    """``; 'masters' is a pool of 'splitbrain' (drawing from the node role broker_sets)`` when a built-in adapter other
+    than ``system`` has the pool ``word``, so a refusal says what the word would need; empty otherwise.  Read only
+    when a spec is refused: it loads the built-in adapters."""
+    import systems
+    from nemesis.targets import pools_of
+
+    homes = []
+    for name in systems.BUILT_IN:
+        if name == system:
+            continue
+        try:
+            own = systems.selectors_of(systems.get(name))
+        except systems.RegistryError:
+            continue
+        table = Topology(selectors=own).table
+        found = pools_of(word, table)
+        if found and any(p.name == found[0] for p in own.pools):
+            homes.append(f"{name!r} (drawing from the node role {' or '.join(table[found[0]].roles)})")
+    return f"; {word!r} is a pool of {', '.join(homes)}" if homes else ""
+
+
 def _schedule(c: _Ctx, raw: Any, nodes: NodesSpec) -> tuple[Any, ...] | None:
     """``nemesis.schedule``: explicit steps; :mod:`nemesis.schedule` owns the format."""
     if raw is None:
         return None
     from nemesis.schedule import ScheduleError, parse
-    from nemesis.targets import Topology
 
     try:
-        return parse(raw, Topology(nodes.controllers, nodes.broker_sets, nodes.members))
+        return parse(raw, nodes.topology)
     except ScheduleError as exc:
         step = "" if exc.index is None else f"[{exc.index}]" + (f".{exc.field}" if exc.field else "")
         value = raw if exc.index is None else raw[exc.index]
@@ -435,13 +476,12 @@ def _target(c: _Ctx, key: str, raw: Any, nodes: NodesSpec) -> str:
     """A target selector; nemesis.targets owns the syntax (one, controllers:minority, masters, node names...)."""
     import random
 
-    from nemesis.targets import Topology
     from nemesis.targets import validate as validate_target
 
     if not isinstance(raw, str):
         raise c.err(key, raw, f"a target selector string such as {NEMESIS_TARGETS}")
     try:
-        validate_target(raw, Topology(nodes.controllers, nodes.broker_sets, nodes.members), random.Random(0))
+        validate_target(raw, nodes.topology, random.Random(0))
     except ValueError as exc:
         raise c.err(key, raw, str(exc)) from None
     return raw
@@ -478,7 +518,7 @@ def spec_from_dict(raw: Any, *, file: str = "<dict>", seed_source: Any = None) -
     if "name" not in m:
         raise c.err("name", None, "a test name ([A-Za-z0-9_.-], up to 64 chars)")
     served = _system(c, m.get("system", "splitbrain"))
-    nodes = _nodes(c, m.get("nodes", {}), served.name, served.roles)
+    nodes = _nodes(c, m.get("nodes", {}), served)
     cluster = m.get("cluster") or {}
     if not isinstance(cluster, Mapping):
         raise c.err("cluster", cluster, "a mapping of cluster options")
@@ -510,7 +550,8 @@ def apply_overrides(
 ) -> dict[str, Any]:
     """CLI-style overrides on top of the parsed YAML (before validation).
 
-    Keys: ``nodes`` (comma list of names, assigned to controllers, then broker replicas, then members in order),
+    Keys: ``nodes`` (comma list of names, assigned to controllers, then broker replicas, then members, then the
+    system's own flat roles in the order it declares them: :func:`harness.roles.role_table`),
     ``time_limit``, ``concurrency``, ``rate``, ``nemesis`` (comma list of packages or "none"),
     ``workload`` (comma list of names), ``seed``, ``test_count``, ``leave_running``, ``backend``,
     ``nemesis_mode`` (``random`` | ``guided``), ``sut_revision`` (the cluster's ``revision`` option:
@@ -536,6 +577,7 @@ def apply_overrides(
                 "controllers": [next(it) for _ in current.controllers],
                 "broker_sets": [[next(it) for _ in s] for s in current.broker_sets],
                 **({"members": [next(it) for _ in current.members]} if current.members else {}),
+                **{row.name: [next(it) for _ in nodes] for row, nodes in current.others},
             }
         elif key == "time_limit":
             out["time_limit_s"] = value
@@ -590,6 +632,8 @@ def spec_to_dict(spec: TestSpec) -> dict[str, Any]:
     d["nodes"] = {"controllers": list(spec.nodes.controllers), "broker_sets": [list(s) for s in spec.nodes.broker_sets]}
     if spec.nodes.members:  # only a system that declares members has them: every other spec reads as before
         d["nodes"]["members"] = list(spec.nodes.members)
+    for row, nodes in spec.nodes.others:  # a system's own flat roles, in the order it declares them
+        d["nodes"][row.name] = list(nodes)
     d["workloads"] = [{"name": w.name, "options": dict(w.options)} for w in spec.workloads]
     d["nemesis"] = {
         "packages": list(spec.nemesis.packages), "interval_s": spec.nemesis.interval_s,

@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.protocols import Kill
 from nemesis.accounting import STEP
-from nemesis.targets import RoleUnavailable, Topology, resolve, roles_of
+from nemesis.targets import RoleUnavailable, resolve, roles_of, topology_of
 
 __all__ = ["ROLE_WAIT_S", "NemesisBase", "guard", "restart_and_wait"]
 
@@ -57,8 +57,7 @@ class NemesisBase:
         self.db = db
         self._rng = rng
         spec = db.spec
-        self.topo = Topology(tuple(spec.nodes.controllers), tuple(tuple(s) for s in spec.nodes.broker_sets),
-                             tuple(getattr(spec.nodes, "members", ())))  # unit tests fake nodes without it
+        self.topo = topology_of(spec.nodes)  # its roles and the pools its adapter adds (harness.spec.NodesSpec)
         self.role_wait_s = float(getattr(getattr(spec, "nemesis", None), "role_wait_s", ROLE_WAIT_S))
 
     @property

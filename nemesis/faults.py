@@ -16,7 +16,7 @@ accounting.  Now each ``f`` has one :class:`FaultRow` here, and:
 * validation (:func:`harness.commands._parts.validate_spec`) refuses a spec whose system does not offer a
   capability its packages need (:func:`package_needs`: the :attr:`FaultRow.needs` of the rows naming the package)
   or guided mode needs (:data:`GUIDED_NEEDS`); what a selector needs is the pool table's
-  (:data:`nemesis.targets.POOL_TABLE`), read at every place a row's value names nodes (:data:`VALUE_SHAPES`);
+  (:attr:`nemesis.targets.Topology.table`), read at every place a row's value names nodes (:data:`VALUE_SHAPES`);
 * guided mode (:mod:`nemesis.guided`) knows which nodes a move aims at from the same places.
 
 tests/unit/nemesis/test_faults.py fails when any nemesis (a nemesis class's ``FS``, a package's planned

@@ -42,7 +42,7 @@ from nemesis.partition import PartitionNemesis
 from nemesis.process import ProcessNemesis
 from nemesis.registration import REGISTRATION_POINTS, RegistrationCrashNemesis
 from nemesis.schedule import PARTITION_AIMS, PARTITION_KINDS, UNDO, Step, selectors_of, timed
-from nemesis.targets import POOL_TABLE, SelectorError, Topology, unserved
+from nemesis.targets import SelectorError, Topology, topology_of, unserved
 from nemesis.targets import validate as validate_target
 
 __all__ = [
@@ -178,7 +178,7 @@ class _Kind:
     """A package's vocabulary: every kind it may pick, the default choice, its fixed targets."""
 
     all: Callable[[], tuple[str, ...]]
-    default: Callable[[bool, bool], tuple[str, ...]]  # (has broker sets, has controllers) -> default kinds
+    default: Callable[[Topology], tuple[str, ...]]  # the topology -> default kinds
     make: Callable[[_Options, float], StartFn]
     alternate: bool
     heal: tuple[dict[str, Any], ...]
@@ -187,19 +187,20 @@ class _Kind:
     any_kind: bool = False  # kinds are failpoint names: any well-formed name is allowed
 
 
-def _present(has_sets: bool, has_controllers: bool) -> tuple[str, ...]:
-    """The node roles a topology has nodes in (members are never aimed at by a kind, so they count as present)."""
-    return (*(("broker_sets",) if has_sets else ()), *(("controllers",) if has_controllers else ()), "members")
+def _present(topo: Topology) -> tuple[str, ...]:
+    """The node roles a topology has nodes in."""
+    return (*(("broker_sets",) if topo.broker_sets else ()),
+            *(role for role, _, nodes in topo.flat if nodes))
 
 
-def _aimable(kinds: tuple[str, ...], has_sets: bool, has_controllers: bool) -> tuple[str, ...]:
-    """``kinds`` without those aimed at a role the topology lacks (``isolate-master*`` without broker sets,
-    ``isolate-controller-leader`` without controllers: an etcd or Redis spec of ``members``; by
-    :data:`nemesis.schedule.PARTITION_AIMS` and the pool table), so a default never draws a fault that can only
-    wait for its role and complete as not effective."""
-    present = _present(has_sets, has_controllers)
-    return tuple(k for k in kinds if not any(lack.roles for lack in unserved(PARTITION_AIMS.get(k) or "", present,
-                                                                             frozenset(CAPABILITIES))))
+def _aimable(kinds: tuple[str, ...], topo: Topology) -> tuple[str, ...]:
+    """``kinds`` without those aimed at a pool the topology lacks or whose role it has no nodes in
+    (``isolate-master*`` without broker sets or without our cluster's pools, ``isolate-controller-leader`` without
+    controllers: an etcd or Redis spec of ``members``; by :data:`nemesis.schedule.PARTITION_AIMS` and the topology's
+    pool table), so a default never draws a fault that can only wait for its role and complete as not effective."""
+    present = _present(topo)
+    return tuple(k for k in kinds if not any(lack.roles or lack.pools for lack in unserved(
+        PARTITION_AIMS.get(k) or "", topo, present, frozenset(CAPABILITIES))))
 
 
 def _heal(package: str) -> tuple[dict[str, Any], ...]:
@@ -215,21 +216,21 @@ def _heal(package: str) -> tuple[dict[str, Any], ...]:
 
 KINDS: dict[str, _Kind] = {  # by package name: the names a spec may use
     "partition": _Kind(lambda: tuple(k for k in PARTITION_KINDS if k != "grudge"),
-                       lambda s, c: _aimable(PARTITION_DEFAULT, s, c), _partition, True, _heal("partition"),
+                       lambda t: _aimable(PARTITION_DEFAULT, t), _partition, True, _heal("partition"),
                        PartitionNemesis),
-    "kill": _Kind(lambda: ("kill", "terminate"), lambda s, c: ("kill",), _process, True, _heal("kill"), ProcessNemesis),
-    "pause": _Kind(lambda: ("pause",), lambda s, c: ("pause",), _process, True, _heal("pause"), ProcessNemesis),
-    "clock": _Kind(lambda: CLOCK_KINDS, lambda s, c: CLOCK_KINDS, _clock, True, _heal("clock"), ClockNemesis),
-    "packet": _Kind(lambda: tuple(PRESETS), lambda s, c: tuple(PRESETS), _packet, True, _heal("packet"), PacketNemesis),
-    "disk": _Kind(lambda: DISK_KINDS, lambda s, c: DISK_KINDS, _disk(REPAIRABLE_MODES), True, _heal("disk"),
+    "kill": _Kind(lambda: ("kill", "terminate"), lambda t: ("kill",), _process, True, _heal("kill"), ProcessNemesis),
+    "pause": _Kind(lambda: ("pause",), lambda t: ("pause",), _process, True, _heal("pause"), ProcessNemesis),
+    "clock": _Kind(lambda: CLOCK_KINDS, lambda t: CLOCK_KINDS, _clock, True, _heal("clock"), ClockNemesis),
+    "packet": _Kind(lambda: tuple(PRESETS), lambda t: tuple(PRESETS), _packet, True, _heal("packet"), PacketNemesis),
+    "disk": _Kind(lambda: DISK_KINDS, lambda t: DISK_KINDS, _disk(REPAIRABLE_MODES), True, _heal("disk"),
                   DiskNemesis, ("brokers:one", "masters")),
-    "disk-corrupt": _Kind(lambda: DISK_KINDS, lambda s, c: DISK_KINDS, _disk(CORRUPT_MODES), True,
+    "disk-corrupt": _Kind(lambda: DISK_KINDS, lambda t: DISK_KINDS, _disk(CORRUPT_MODES), True,
                           _heal("disk-corrupt"), DiskNemesis, ("brokers:one", "masters")),
     "protocol-crash": _Kind(lambda: tuple(p for p, _ in PROTOCOL_POINTS),
-                            lambda s, c: tuple(p for p, t in PROTOCOL_POINTS if t != "masters" or s),
+                            lambda t: _aimed_points(t),
                             lambda o, i: _protocol_crash(o, i, False), False, _heal("protocol-crash"),
                             FailpointNemesis, any_kind=True),
-    "registration-crash": _Kind(lambda: REGISTRATION_POINTS, lambda s, c: REGISTRATION_POINTS, _registration_crash,
+    "registration-crash": _Kind(lambda: REGISTRATION_POINTS, lambda t: REGISTRATION_POINTS, _registration_crash,
                                 False, _heal("registration-crash"), RegistrationCrashNemesis),
 }
 ALIASES = {"all": ["partition", "kill", "pause", "clock", "packet", "disk"], "leader-chaos": ["partition", "kill"]}
@@ -244,24 +245,35 @@ def expand(names: Sequence[str]) -> list[str]:
     return out
 
 
-def _options(name: str, raw: Mapping[str, Any] | None, targets: Sequence[str], has_sets: bool,
-             has_controllers: bool = True) -> _Options:
+def _lacks(selector: str, topo: Topology) -> bool:
+    """Whether the topology lacks a pool ``selector`` draws from, or nodes in the roles one draws from."""
+    return any(lack.roles or lack.pools for lack in unserved(selector, topo, _present(topo), frozenset(CAPABILITIES)))
+
+
+def _aimed_points(topo: Topology) -> tuple[str, ...]:
+    """``protocol-crash``'s default walk: the points whose target ``topo`` has (without broker sets, not the master's
+    step); every point when it has none of them (a system of members, which validation refuses the package for want of
+    failpoints), so the walk is never empty."""
+    return tuple(p for p, aim in PROTOCOL_POINTS if not _lacks(aim, topo)) or tuple(p for p, _ in PROTOCOL_POINTS)
+
+
+def _options(name: str, raw: Mapping[str, Any] | None, targets: Sequence[str], topo: Topology) -> _Options:
     kind = KINDS[name]
     raw = raw or {}
-    kinds = tuple(raw.get("kinds") or kind.default(has_sets, has_controllers))
+    kinds = tuple(raw.get("kinds") or kind.default(topo))
     tg = tuple(raw.get("targets") or kind.default_targets or targets or ("one",))
     return _Options(kinds, tg)
 
 
 def definitions(names: Sequence[str], *, targets: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None,
-                interval_s: float, has_broker_sets: bool, has_controllers: bool = True) -> list[PackageDef]:
+                interval_s: float, topo: Topology) -> list[PackageDef]:
     """The expanded packages with their options applied (validated names assumed); the default kinds leave out
-    those aimed at a role the topology lacks (:func:`_aimable`)."""
+    those aimed at a pool or role ``topo`` lacks (:func:`_aimable`)."""
     out = []
     for name in expand(names):
         kind = KINDS[name]
         raw = (options or {}).get(name)
-        o = _options(name, raw, targets, has_broker_sets, has_controllers)
+        o = _options(name, raw, targets, topo)
         if name == "protocol-crash" and raw and raw.get("targets"):
             start = _protocol_crash(o, interval_s, True)
         else:
@@ -338,7 +350,7 @@ def validate(names: Sequence[str], targets: Sequence[str], topo: Topology, rng: 
                     raise ValueError(f"{key}.targets[{i}]: {exc}") from None
 
 
-def own_selectors(name: str, raw: Any, *, has_broker_sets: bool, has_controllers: bool) -> tuple[str, ...]:
+def own_selectors(name: str, raw: Any, *, topo: Topology) -> tuple[str, ...]:
     """The selectors package ``name`` aims with of its own, beyond ``nemesis.targets`` and what its options
     (``raw``) name (pure; each once): its default targets when its options give none (``disk``: ``brokers:one``,
     ``masters``), the roles its default kinds aim at by themselves (partition kinds:
@@ -350,7 +362,7 @@ def own_selectors(name: str, raw: Any, *, has_broker_sets: bool, has_controllers
         return ()
     o = raw if isinstance(raw, Mapping) else {}
     given_kinds = isinstance(o.get("kinds"), list) and bool(o.get("kinds"))
-    kinds = o["kinds"] if given_kinds else kind.default(has_broker_sets, has_controllers)
+    kinds = o["kinds"] if given_kinds else kind.default(topo)
     custom_targets = bool(o.get("targets"))
     found: list[str | None] = list(kind.default_targets or ()) if not custom_targets else []
     if name == "partition" and not given_kinds:  # given kinds are checked at their own key
@@ -371,18 +383,26 @@ class Missing:
     (``nemesis.packages`` and the package, ``nemesis.targets[1]`` and the selector...).  ``capability`` is a
     capability name the system does not offer, or alternatives none of which it offers, spelt ``clock-admin or
     clock-faketime``; ``role`` (then ``capability`` is empty) the node roles none of which it declares, spelt
-    ``broker_sets or members``.  ``via`` says how the key comes to need it (``pool 'masters'``, ``its target
-    'masters'``); empty when the key needs it directly (a package's fault, guided mode, a step's ``f``)."""
+    ``broker_sets or members``; ``pools`` (then both are empty) the pools the system has, when ``via`` names a
+    word that is none of them (``masters`` for etcd).  ``via`` says how the key comes to need it (``pool
+    'masters'``, ``its target 'masters'``); empty when the key needs it directly (a package's fault, guided mode, a
+    step's ``f``)."""
 
     key: str
     value: Any
     capability: str = ""
     role: str = ""
     via: str = ""
+    pools: str = ""
+    pool: str = ""
+    """With ``pools``: the word that is no pool of the system."""
 
     @property
     def what(self) -> str:
-        """The missing thing in words: ``the capability primaries`` or ``the node role broker_sets``."""
+        """The missing thing in words: ``the capability primaries``, ``the node role broker_sets`` or ``a pool of
+        the system (its pools: ...)``."""
+        if self.pools:
+            return f"a pool of the system (its pools: {self.pools})"
         return f"the node role {self.role}" if self.role else f"the capability {self.capability}"
 
 
@@ -391,29 +411,36 @@ def missing_capabilities(names: Sequence[str], offered: frozenset[str], *, targe
                          schedule: Sequence[Step] = (), roles: Sequence[str] | None = None,
                          topo: Topology | None = None) -> list[Missing]:
     """What the spec asks of a system that offers the capabilities ``offered`` and, unless ``roles`` is None,
-    declares the node roles ``roles``, and that system cannot serve; pure, in this order:
+    declares the node roles ``roles``, and that system cannot serve; pure.  ``topo`` is the system's topology, whose
+    pool table (:attr:`nemesis.targets.Topology.table`) says what each pool word draws from and needs; without it only
+    the generic pools are known, and a word that is none of them is left to selector validation.  In this order:
 
     * each package (aliases expanded; unknown names are left to :func:`validate`): its faults' ``needs``
       (:func:`nemesis.faults.package_needs`), then, given the topology ``topo`` (its defaults depend on it), the
       pools of the selectors it aims with of its own (:func:`own_selectors`);
     * the selectors of ``nemesis.targets`` and ``nemesis.options.*.targets``, and the partition kinds of
       ``nemesis.options.partition.kinds``, by the pools they draw from (:func:`nemesis.targets.unserved`: each
-      pool's node roles and capabilities);
+      pool's node roles and capabilities, or a word that is no pool of the system);
     * guided mode (:data:`nemesis.faults.GUIDED_NEEDS`);
     * each step of an explicit schedule: its ``f``'s ``needs``, then the pools of the selectors it hits
       (:func:`nemesis.schedule.selectors_of`: its value's targets and its partition kind's aim); a step whose
       ``f`` has no row is left to :func:`nemesis.schedule.parse`, which refuses it.
     """
     out: list[Missing] = []
-    declared = tuple(roles) if roles is not None else None
+    table_topo = topo if topo is not None else Topology()
+    every_role = sorted({r for p in table_topo.table.values() for r in p.roles})
+    declared = tuple(roles) if roles is not None else tuple(every_role)
 
     def need(key: str, value: Any, capabilities: Sequence[Need]) -> None:
         out.extend(Missing(key, value, str(c)) for c in capabilities if not need_met(c, offered))
 
     def aim(key: str, value: Any, selector: str, via: str) -> None:
-        for lack in unserved(selector, declared if declared is not None else _ANY_ROLE, offered):
+        for lack in unserved(selector, table_topo, declared, offered):
             where = f"{via} (pool {lack.pool!r})" if via else f"pool {lack.pool!r}"
-            if lack.capability is not None:
+            if lack.pools:
+                if topo is not None:  # without the system's topology its pools are unknown here
+                    out.append(Missing(key, value, via=via, pools=", ".join(lack.pools), pool=lack.pool))
+            elif lack.capability is not None:
                 out.append(Missing(key, value, lack.capability, via=where))
             else:
                 out.append(Missing(key, value, role=" or ".join(lack.roles), via=where))
@@ -421,8 +448,7 @@ def missing_capabilities(names: Sequence[str], offered: frozenset[str], *, targe
     for name in expand(names):
         need("nemesis.packages", name, package_needs(name))
         if topo is not None:  # a package's defaults depend on the topology
-            for sel in own_selectors(name, (options or {}).get(name), has_broker_sets=bool(topo.broker_sets),
-                                     has_controllers=bool(topo.controllers)):
+            for sel in own_selectors(name, (options or {}).get(name), topo=topo):
                 aim("nemesis.packages", name, sel, f"its own target {sel!r}")
     for i, t in enumerate(targets):
         aim(f"nemesis.targets[{i}]", t, str(t), "")
@@ -452,11 +478,6 @@ def missing_capabilities(names: Sequence[str], offered: frozenset[str], *, targe
     return unique
 
 
-_ANY_ROLE = tuple(dict.fromkeys(r for p in POOL_TABLE for r in p.roles))
-"""Every node role a pool draws from: assumed declared when the caller does not say (capabilities only are
-checked then)."""
-
-
 @dataclass
 class Composed:
     """The nemesis for a test, the generator performing its schedule, the heal ops, and the schedule."""
@@ -473,9 +494,8 @@ def build(db: Any, names: Sequence[str], *, interval_s: float, targets: Sequence
     """Compose the named packages (see the module docstring).  With ``schedule`` the packages' random
     faults are off and the steps run as given; the nemeses of every f the schedule uses are added."""
     spec = db.spec
-    has_sets = bool(spec.nodes.broker_sets)
-    defs = definitions(names, targets=targets, options=options, interval_s=interval_s, has_broker_sets=has_sets,
-                       has_controllers=bool(spec.nodes.controllers))
+    defs = definitions(names, targets=targets, options=options, interval_s=interval_s,
+                       topo=topology_of(spec.nodes))
     mode = getattr(getattr(spec, "nemesis", None), "mode", "random")
     if mode == "guided" and schedule is None and defs:
         return _build_guided(db, defs, interval_s=interval_s, seed=seed,

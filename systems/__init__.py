@@ -2,7 +2,9 @@
 
 A *system* is what the harness tests: our own controller-and-broker cluster is one, the counter service of the
 self-test another, and a third party may ship their own.  An adapter (:class:`System`) says what the harness needs
-to know before anything starts: its name, the node roles it reads from the spec's ``nodes:`` map, the capabilities
+to know before anything starts: its name, the node roles it reads from the spec's ``nodes:`` map (built-in ones by
+name, or rows of its own: :mod:`harness.roles`), the selector pools it adds (optional, :class:`HasSelectors`), the
+capabilities
 it offers (names from the one table, :data:`harness.protocols.CAPABILITIES`), how to read the spec's ``cluster:``
 map (its own options: a key means what the system says it means), and how to make its DB for one run.
 Validation refuses a spec that asks a system for something it does not offer (a nemesis package needing a
@@ -34,10 +36,12 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from harness.protocols import CAPABILITIES, DB, SystemOptions
+from harness.roles import NodeRole, RoleTableError, role_table
+from nemesis.targets import Selectors
 
 __all__ = [
-    "BUILT_IN", "CAPABILITIES", "DEFAULT", "ENTRY_POINT_GROUP", "BrokenSystem", "RegistryError", "System",
-    "UnknownSystem", "check", "get", "names",
+    "BUILT_IN", "CAPABILITIES", "DEFAULT", "ENTRY_POINT_GROUP", "BrokenSystem", "HasSelectors", "RegistryError",
+    "System", "UnknownSystem", "check", "get", "names", "selectors_of",
 ]
 
 ENTRY_POINT_GROUP = "splitbrain.systems"
@@ -69,9 +73,11 @@ class System(Protocol):
         ...
 
     @property
-    def roles(self) -> tuple[str, ...]:
-        """The keys of the spec's ``nodes:`` map it reads (``controllers``, ``broker_sets``, ``members``:
-        :data:`harness.spec.NODE_ROLES`)."""
+    def roles(self) -> tuple[str | NodeRole, ...]:
+        """The keys of the spec's ``nodes:`` map it reads: names of built-in roles (``controllers``,
+        ``broker_sets``, ``members``: :data:`harness.roles.BUILT_IN`) or flat roles of its own
+        (:class:`harness.roles.NodeRole` rows, e.g. ``NodeRole("voters", prefix="v")``).  Each flat role is a selector
+        pool of its own (:mod:`nemesis.targets`)."""
         ...
 
     @property
@@ -95,6 +101,23 @@ class System(Protocol):
         """A fresh DB for one run of ``spec`` with ``options`` (what :meth:`options` returned for its ``cluster:``
         map); nothing starts until the runner calls ``setup``."""
         ...
+
+
+@runtime_checkable
+class HasSelectors(Protocol):
+    """An adapter that adds selector pools of its own (optional): our cluster's ``masters``, ``controller-leader``...
+    (:mod:`systems.splitbrain.selectors`).  An adapter without it has the generic pools only: one per flat role it
+    declares, and ``primaries``."""
+
+    @property
+    def selectors(self) -> Selectors:
+        """Its pool rows and how its nodes' roles are named (:class:`nemesis.targets.Selectors`)."""
+        ...
+
+
+def selectors_of(system: System) -> Selectors:
+    """The pools ``system`` adds (none unless it is :class:`HasSelectors`)."""
+    return system.selectors if isinstance(system, HasSelectors) else Selectors()
 
 
 class RegistryError(LookupError):
@@ -147,8 +170,16 @@ def check(system: object, where: str) -> System:
     if unknown:
         raise BrokenSystem(name, f"{where} offers unknown capabilities {unknown}; known: {', '.join(CAPABILITIES)}")
     roles = system.roles
-    if not isinstance(roles, tuple) or not roles or not all(isinstance(r, str) for r in roles):
-        raise BrokenSystem(name, f"{where}: roles must be a non-empty tuple of node-role names; got {roles!r}")
+    if not isinstance(roles, tuple) or not roles or not all(isinstance(r, str | NodeRole) for r in roles):
+        raise BrokenSystem(name, f"{where}: roles must be a non-empty tuple of node-role names or "
+                                 f"harness.roles.NodeRole rows; got {roles!r}")
+    try:
+        role_table(roles)
+    except RoleTableError as exc:
+        raise BrokenSystem(name, f"{where}: {exc}") from None
+    if isinstance(system, HasSelectors) and not isinstance(system.selectors, Selectors):
+        raise BrokenSystem(name, f"{where}: selectors must be a nemesis.targets.Selectors; got "
+                                 f"{type(system.selectors).__name__}")
     return system
 
 

@@ -171,11 +171,10 @@ def validate_spec(spec: TestSpec) -> SystemOptions:
     refuse_unservable_workloads(spec, offered)
     workloads = build_workloads(spec, db)
     from nemesis import packages
-    from nemesis.targets import Topology
 
     names = _nemesis_names(spec, workloads)
     if names:
-        topo = Topology(spec.nodes.controllers, spec.nodes.broker_sets, spec.nodes.members)
+        topo = spec.nodes.topology
         try:
             packages.validate(names, spec.nemesis.targets, topo, random.Random(spec.seed),
                               options=spec.nemesis.options)

@@ -11,9 +11,11 @@ Everything that is only this cluster's lives in this package, not in the harness
 * :mod:`.local_cluster`, :mod:`.local_broker_set` -- controllers and brokers as plain local processes (the
   ``demo`` command, :mod:`.demo`, integration tests and benchmarks).
 
-Its role selectors (``controller-leader``, ``masters``, ...) are still in :mod:`nemesis.targets` (issue 29).
-This module imports none of the above at import time: the registry loads it to read the adapter's name, roles and
-capabilities, and the DB is imported when one is made.
+* :mod:`.selectors` -- its selector pools (``controller-leader``, ``masters``, ``broker-set-N``...), which the
+  generic :mod:`nemesis.targets` resolves from this adapter's ``selectors``.
+
+This module imports none of the above but the pure selectors at import time: the registry loads it to read the
+adapter's name, roles, capabilities and selectors, and the DB is imported when one is made.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.protocols import CAPABILITIES
+from nemesis.targets import Selectors
+from systems.splitbrain.selectors import SELECTORS
 
 if TYPE_CHECKING:
     from harness.provenance import SutSource
@@ -44,6 +48,7 @@ class SplitbrainSystem:
     roles: tuple[str, ...] = ("controllers", "broker_sets")
     capabilities: frozenset[str] = frozenset(CAPABILITIES) - {"register-client", "queue-client", "counter-client",
                                                               "clock-faketime"}
+    selectors: Selectors = SELECTORS
 
     def options(self, raw: Mapping[str, Any], *, file: str = "<spec>") -> ClusterOptions:
         """The spec's ``cluster:`` map as :class:`~.options.ClusterOptions`.

@@ -23,7 +23,8 @@ PACKAGES = ("system_under_test", "checker", "harness", "nemesis", "workloads", "
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("system under test", ("system_under_test",)),
     ("checkers", ("checker",)),
-    ("harness core", ("harness.generator", "harness.protocols", "harness.errors", "harness.node_processes")),
+    ("harness core", ("harness.generator", "harness.protocols", "harness.errors", "harness.node_processes",
+                      "harness.roles")),
     ("nemeses", ("nemesis",)),
     ("workloads", ("workloads",)),
     ("spark analysis", ("spark_analysis",)),
@@ -75,7 +76,7 @@ CORES: tuple[Core, ...] = (
     Core("harness/web/views.py"),
     Core("harness/generator/*.py", allowed=frozenset({"random"}),
          why_allowed="random.Random is the type of the rng a context carries; no module-level random call"),
-    Core("harness/load.py"), Core("harness/fleet_ledger.py"), Core("harness/gate_outcome.py"),
+    Core("harness/load.py"), Core("harness/fleet_ledger.py"), Core("harness/gate_outcome.py"), Core("harness/roles.py"),
     *(Core(f"nemesis/{m}.py") for m in ("faults", "targets", "schedule", "replay", "shrink", "coverage", "guided",
                                          "disk_kinds", "packet_behavior", "grudge", "words")),
     Core("nemesis/lazyfs/core.py"),
@@ -309,3 +310,32 @@ def test_the_harness_imports_nothing_of_the_system_under_test() -> None:
     assert not bad, ("a harness module imports the system under test (our cluster's code lives in systems/splitbrain/; "
                      "generic code goes through the adapter or a protocol):\n" + "\n".join(bad))
 
+
+
+OUR_ADAPTER = "systems.splitbrain"
+ADAPTER_FREE = ("harness", "nemesis")
+"""Packages that must not import our cluster's adapter (issue 29): what is only our cluster's -- its selector pools
+(``systems/splitbrain/selectors.py``) above all -- reaches generic code through the registry (``systems.get``,
+``systems.selectors_of``) and the spec (``NodesSpec.selectors``), never by import."""
+STILL_IMPORTING_OUR_ADAPTER = {
+    "harness.commands.cluster": "the cluster command's quorum status (systems.splitbrain.db.quorum_status)",
+    "harness.commands.gate": "the release gate builds our cluster's revisions (node_flags_used, REVISIONS)",
+}
+"""Known exceptions, each with what it imports; none of them is about selectors.  Shrink this, never grow it."""
+
+
+def test_the_harness_and_the_nemeses_import_nothing_of_our_adapter() -> None:
+    bad = []
+    for module in MODULES:
+        if not _in(module, ADAPTER_FREE):
+            continue
+        for imp in imports_of(module):
+            target = _owner(imp.target)
+            if target is None or not (target == OUR_ADAPTER or target.startswith(OUR_ADAPTER + ".")):
+                continue
+            if module in STILL_IMPORTING_OUR_ADAPTER and not target.endswith(".selectors"):
+                continue
+            bad.append(f"{MODULES[module].relative_to(ROOT)}:{imp.line} imports {target}")
+    assert not bad, ("generic code imports our cluster's adapter (reach it through systems.get / the spec's "
+                     "NodesSpec.selectors):\n" + "\n".join(bad))
+    assert all(m in MODULES for m in STILL_IMPORTING_OUR_ADAPTER)

@@ -20,9 +20,10 @@ from harness.protocols import CAPABILITIES, DB, SystemOptions
 from harness.spec import SpecError, load_spec, resolved_yaml, spec_from_dict
 from nemesis import faults, packages
 from nemesis.schedule import Step
-from nemesis.targets import POOL_TABLE
+from nemesis.targets import Topology
 from systems.splitbrain.db import SplitbrainDB
 from systems.splitbrain.options import cluster_options
+from systems.splitbrain.selectors import SELECTORS
 
 
 @dataclass(frozen=True)
@@ -246,15 +247,18 @@ def test_every_package_row_selector_and_mode_needs_only_known_capabilities() -> 
         needs = faults.package_needs(name)
         assert needs, f"package {name!r} needs nothing: no fault table row names it"
         assert {c for need in needs for c in faults.need_names(need)} <= set(CAPABILITIES), (name, needs)
-    assert {c for pool in POOL_TABLE for c in pool.needs} | set(faults.GUIDED_NEEDS) <= set(CAPABILITIES)
+    pools = Topology(selectors=SELECTORS).table.values()  # the generic pools and our cluster's
+    assert {c for pool in pools for c in pool.needs} | set(faults.GUIDED_NEEDS) <= set(CAPABILITIES)
 
 
 def test_missing_capabilities_expands_aliases_and_reads_selectors_modes_and_steps() -> None:
     missing = packages.missing_capabilities(["leader-chaos"], frozenset({"kill"}),
                                             targets=["one", "masters+slaves:one"],
-                                            options={"kill": {"targets": ["controller-leader"]}}, guided=True)
+                                            options={"kill": {"targets": ["controller-leader"]}}, guided=True,
+                                            topo=Topology(("c1",), (("b1",),), selectors=SELECTORS))
     assert [(m.key, m.value, m.capability) for m in missing] == [
         ("nemesis.packages", "partition", "network"),
+        ("nemesis.packages", "partition", "primaries"),  # its default kinds aim at masters and the leader
         ("nemesis.targets[1]", "masters+slaves:one", "primaries"),  # once, though both pools need it
         ("nemesis.options.kill.targets[0]", "controller-leader", "primaries"),
         ("nemesis.mode", "guided", "primaries"),

@@ -45,6 +45,7 @@ from nemesis.targets import Topology as TargetTopology
 from system_under_test.client.register_requests import REGISTER_FS, REPLICAS
 from system_under_test.sim import SimRun
 from system_under_test.sim.admin import SETUP_WRONG_STATE
+from systems.splitbrain.selectors import SELECTORS
 from workloads.broker_ids import ALLOC_FS, IdsInvariantChecker, LinearizableIdsChecker
 from workloads.common import StatsChecker
 from workloads.controller_register import LinearizableChecker
@@ -138,7 +139,7 @@ def verdict(results: Mapping[str, Result]) -> Any:
 
 def schedule_of(run: SimRun) -> list[dict[str, Any]]:
     """The executed faults as ``nemesis.schedule`` steps, checked against that module's own validation."""
-    topo = TargetTopology(run.controllers, run.broker_sets)
+    topo = TargetTopology(run.controllers, run.broker_sets, selectors=SELECTORS)
     parse_schedule(run.schedule, topo)
     return run.schedule
 

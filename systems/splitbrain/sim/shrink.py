@@ -34,6 +34,7 @@ from system_under_test.sim import run as run_sim
 from system_under_test.sim.admin import REGISTER_LEASE_MS
 from system_under_test.sim.cluster import TOPIC
 from system_under_test.sim.playback import PlayError, Timed, plan
+from systems.splitbrain.selectors import SELECTORS
 from systems.splitbrain.sim.check import check_run
 
 __all__ = ["CONTROLLERS", "BROKERS", "ScheduleFileError", "ShrinkResult", "load_schedule", "plan_steps",
@@ -41,7 +42,7 @@ __all__ = ["CONTROLLERS", "BROKERS", "ScheduleFileError", "ShrinkResult", "load_
 
 CONTROLLERS = ("c1", "c2", "c3")
 BROKERS = ("b1-1", "b1-2", "b1-3")
-TOPOLOGY = Topology(CONTROLLERS, (BROKERS,))
+TOPOLOGY = Topology(CONTROLLERS, (BROKERS,), selectors=SELECTORS)
 NAMES = CONTROLLERS + BROKERS
 
 

@@ -1,5 +1,6 @@
 """A spec is refused when it loads (harness/spec.py; exit 2 from ``splitbrain test``) if it asks its system for a
-node role the system does not declare or a capability it does not offer: a selector's pool (nemesis.targets,
+node role the system does not declare, a capability it does not offer or a pool it does not have (our cluster's
+``masters`` on etcd): a selector's pool (nemesis.targets,
 package options, a package's own default targets, an explicit schedule step's value), a partition kind aimed at a
 role, a workload.  Each refusal names the key and what is missing."""
 
@@ -63,16 +64,19 @@ def _step(f: str, value: Any) -> dict[str, Any]:
 REFUSED = [
     # (id, system, spec keys, refused key, words of the reason)
     ("masters-on-etcd", "etcd", {"nemesis": _kill("one", "masters")}, "nemesis.targets[1]",
-     ["pool 'masters' needs the node role broker_sets", "which 'etcd' does not declare (it declares: members)"]),
+     ["'masters' is no pool of 'etcd' (its pools: controllers, members, primaries",
+      "'masters' is a pool of 'splitbrain' (drawing from the node role broker_sets)"]),
+    ("controllers-on-etcd", "etcd", {"nemesis": _kill("one", "controllers:one")}, "nemesis.targets[1]",
+     ["pool 'controllers' needs the node role controllers", "which 'etcd' does not declare (it declares: members)"]),
     ("controller-leader-on-etcd", "etcd", {"nemesis": _kill("controller-leader")}, "nemesis.targets[0]",
-     ["the node role controllers"]),
+     ["'controller-leader' is no pool of 'etcd'", "(drawing from the node role controllers)"]),
     ("primaries-without-leaders", "rabbitmq", {"nemesis": {"packages": ["partition"], "targets": ["primaries"]}},
      "nemesis.targets[0]", ["pool 'primaries' needs the capability primaries", "'rabbitmq' does not offer"]),
     ("primaries-on-counter", "counter", {"nemesis": _kill("primaries")}, "nemesis.targets[0]",
      ["pool 'primaries' needs the capability primaries", "'counter' does not offer"]),
     ("option-targets", "etcd", {"nemesis": {"packages": ["kill"], "targets": ["one"],
                                             "options": {"kill": {"targets": ["members:one", "slaves:one"]}}}},
-     "nemesis.options.kill.targets[1]", ["pool 'slaves'"]),
+     "nemesis.options.kill.targets[1]", ["'slaves' is no pool of 'etcd'"]),
     ("isolate-master-kind", "etcd", {"nemesis": {"packages": ["partition"], "targets": ["one"],
                                                  "options": {"partition": {"kinds": ["isolate", "isolate-master"]}}}},
      "nemesis.options.partition.kinds[1]", ["kind 'isolate-master' aims at 'masters'", "node role broker_sets"]),
@@ -85,9 +89,9 @@ REFUSED = [
     ("schedule-kind", "etcd", {"nemesis": _step("start-partition", {"kind": "isolate-master-from-slaves"})},
      "nemesis.schedule[1].value", ["its target 'masters'"]),
     ("schedule-clock-target", "counter", {"nemesis": _step("skew-clock", {"targets": "controller-leader", "rate": 2})},
-     "nemesis.schedule[1].value", ["needs the node role controllers", "'counter' does not declare"]),
+     "nemesis.schedule[1].value", ["its target 'controller-leader'", "is no pool of 'counter'"]),
     ("disk-default-targets", "controllers-only", {"nemesis": {"packages": ["disk"], "targets": ["one"]}},
-     "nemesis.packages", ["'disk': its own target 'brokers:one' (pool 'brokers') needs the node role broker_sets"]),
+     "nemesis.packages", ["'disk': its own target 'brokers:one': 'brokers' is no pool of 'controllers-only'"]),
     ("package-capability-first", "etcd", {"nemesis": {"packages": ["kill", "disk"], "targets": ["one"]}},
      "nemesis.packages", ["'disk' needs failpoints, store-files, which 'etcd' does not offer"]),
     ("guided-without-primaries", "rabbitmq", {"nemesis": {"packages": ["partition"], "targets": ["one"],

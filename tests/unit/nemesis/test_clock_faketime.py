@@ -14,13 +14,15 @@ from harness.node_processes import FaketimeError
 from harness.protocols import Clocks
 from nemesis.accounting import judge
 from nemesis.clock import ClockNemesis
+from systems.splitbrain.selectors import SELECTORS
 
 
 class FakeClockDB:
     """Clocks as a table; nodes in ``refuse`` raise what a DB raises for a change that did not take effect."""
 
     def __init__(self, refuse: Mapping[str, str] | None = None) -> None:
-        self.spec = SimpleNamespace(nodes=SimpleNamespace(controllers=("c1", "c2"), broker_sets=()),
+        nodes = SimpleNamespace(controllers=("c1", "c2"), broker_sets=(), selectors=SELECTORS)
+        self.spec = SimpleNamespace(nodes=nodes,
                                     nemesis=SimpleNamespace(role_wait_s=0.1))
         self.refuse = dict(refuse or {})
         self.clocks: dict[str, dict[str, float]] = {n: {"offset_ms": 0.0, "rate": 1.0} for n in ("c1", "c2")}

@@ -9,11 +9,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from nemesis.disk import DiskNemesis
+from systems.splitbrain.selectors import SELECTORS
 
 
 class FakeDB:
     def __init__(self, dropped: dict[str, int], down: frozenset[str] = frozenset()) -> None:
-        nodes = SimpleNamespace(controllers=("c1",), broker_sets=(("b1", "b2", "b3"),))
+        nodes = SimpleNamespace(controllers=("c1",), broker_sets=(("b1", "b2", "b3"),), selectors=SELECTORS)
         self.spec = SimpleNamespace(nodes=nodes)
         self.lazy_store = True
         self.dropped, self.down = dropped, set(down)

@@ -20,7 +20,11 @@ from nemesis.accounting import RULES, account, judge, summarize
 from nemesis.faults import EVIDENCE, FAULTS, NEMESES, ROWS, VALUE_SHAPES, UnknownFault, row
 from nemesis.packages import KINDS, NEMESIS_OF, _heal_for, definitions, plan
 from nemesis.replay import executed_steps
+from nemesis.targets import Topology
 from nemesis.words import WORDS
+from systems.splitbrain.selectors import SELECTORS
+
+OURS = Topology(("c1", "c2", "c3"), (("b1", "b2", "b3"),), selectors=SELECTORS)
 
 
 def _nemesis_classes() -> set[type]:
@@ -39,7 +43,7 @@ def _package_ops(name: str) -> set[str]:
     their undo steps, and its heal ops."""
     kind = KINDS[name]
     options = {name: {"kinds": list(kind.all())}}
-    (d,) = definitions([name], targets=["one"], options=options, interval_s=1.0, has_broker_sets=True)
+    (d,) = definitions([name], targets=["one"], options=options, interval_s=1.0, topo=OURS)
     rng = random.Random(0)
     fs = {d.start(rng, k)["f"] for k in range(300)}
     fs |= {schedule.UNDO[f] for f in fs if d.alternate and f in schedule.UNDO}
@@ -198,14 +202,17 @@ def _guided_moves(has_sets: bool = True, has_controllers: bool = True) -> tuple[
     targets = ["one", "masters", "slaves:one", "primaries", "controller-leader", "brokers:one"] if has_sets else \
         ["one", "members:one", "primaries"]
     options = {n: {"kinds": list(KINDS[n].all())} for n in KINDS}
-    defs = definitions(list(KINDS), targets=targets, options=options, interval_s=5.0, has_broker_sets=has_sets,
-                       has_controllers=has_controllers)
+    topo = OURS if has_sets else Topology(members=("m1", "m2", "m3"))
+    defs = definitions(list(KINDS), targets=targets, options=options, interval_s=5.0,
+                       topo=Topology(OURS.controllers if has_controllers else (), topo.broker_sets, topo.members,
+                                     selectors=SELECTORS if has_sets or has_controllers else topo.selectors))
     return moves(defs, seed=1)
 
 
 def test_every_move_guided_mode_can_make_has_a_row_and_an_aim() -> None:
     from nemesis.guided import aims_of
-    from nemesis.targets import POOLS
+
+    POOLS = tuple(OURS.table)
 
     for move in _guided_moves():
         r = row(move.f, "guided move")  # no row: UnknownFault
@@ -229,8 +236,8 @@ def test_guided_modes_aims_are_pools_that_some_move_hits() -> None:
     packages make on our cluster (or, for ``primaries`` after a member gained leadership, on a system of members):
     an aim no move can hit would be dead, as a misspelt one was possible when aims were substrings of move keys."""
     from nemesis.guided import AIM, NARROWING, QUIET_AIM, TRIGGER_TABLE, TRIGGERS, aims_of
-    from nemesis.targets import POOL_OF
 
+    POOL_OF = OURS.table
     hit = {p for m in _guided_moves() for p in aims_of(m)}
     hit_members = {p for m in _guided_moves(False, False) for p in aims_of(m)}
     assert len({t.prefix for t in TRIGGER_TABLE}) == len(TRIGGER_TABLE)

@@ -12,13 +12,14 @@ from hypothesis import strategies as st
 from nemesis.guided import Config, Decision, Move, State, decide, moves_from_ops, took_effect
 from nemesis.schedule import UNDO, parse
 from nemesis.targets import Topology
+from systems.splitbrain.selectors import SELECTORS
 
 NS = 1_000_000_000
 ISOLATE = Move("start-partition", {"kind": "isolate-master-from-slaves"})
 KILL = Move("kill", "masters")
 HALVES = Move("start-partition", {"kind": "random-halves"})
 CFG = Config((ISOLATE, KILL, HALVES), settle_s=1.0, max_wait_s=4.0, holds_s=(3.0,), max_depth=2)
-TOPO = Topology(("c1", "c2", "c3"), (("b1", "b2", "b3"),))
+TOPO = Topology(("c1", "c2", "c3"), (("b1", "b2", "b3"),), selectors=SELECTORS)
 
 
 def ev(t_s: float, kind: str, **fields: Any) -> dict[str, Any]:

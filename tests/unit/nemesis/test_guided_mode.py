@@ -18,6 +18,8 @@ from harness.spec import SpecError, apply_overrides, spec_from_dict
 from nemesis import packages
 from nemesis.guided_run import GuidedGen, GuidedNemesis, load_scale, moves
 from nemesis.schedule import UNDO
+from nemesis.targets import Topology
+from systems.splitbrain.selectors import SELECTORS
 
 
 def raw(**nemesis: Any) -> dict[str, Any]:
@@ -49,7 +51,7 @@ def test_override() -> None:
 
 
 def fake_db(mode: str) -> Any:
-    nodes = SimpleNamespace(controllers=("c1", "c2", "c3"), broker_sets=(("b1", "b2", "b3"),))
+    nodes = SimpleNamespace(controllers=("c1", "c2", "c3"), broker_sets=(("b1", "b2", "b3"),), selectors=SELECTORS)
     return SimpleNamespace(spec=SimpleNamespace(nodes=nodes, nemesis=SimpleNamespace(mode=mode, role_wait_s=10.0)))
 
 
@@ -60,7 +62,7 @@ def test_build_guided_uses_the_packages_vocabulary_and_records_nothing_up_front(
     assert composed.schedule == ()
     assert {"f": "stop-partition"} in composed.heal and {"f": "start", "value": "dead"} in composed.heal
     defs = packages.definitions(["partition", "kill"], targets=["masters", "one"], options=None, interval_s=4,
-                                has_broker_sets=True)
+                                topo=Topology(("c1", "c2", "c3"), (("b1", "b2", "b3"),), selectors=SELECTORS))
     fs = {m.f for m in moves(defs, seed=3)}
     assert fs == {"start-partition", "kill"}
     # with no observer the policy still runs (quiet moments): faults and their undo steps, in order

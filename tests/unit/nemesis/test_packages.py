@@ -14,10 +14,11 @@ from nemesis.disk import CORRUPT_MODES, FAULTS, REPAIRABLE_MODES
 from nemesis.registration import REGISTRATION_POINTS
 from nemesis.targets import Topology
 from system_under_test.broker.registration import FAILPOINTS
+from systems.splitbrain.selectors import SELECTORS
 
 
 def fake_db() -> Any:
-    nodes = SimpleNamespace(controllers=("c1", "c2", "c3"), broker_sets=(("b1", "b2"),))
+    nodes = SimpleNamespace(controllers=("c1", "c2", "c3"), broker_sets=(("b1", "b2"),), selectors=SELECTORS)
     return SimpleNamespace(spec=SimpleNamespace(nodes=nodes))
 
 
@@ -45,7 +46,8 @@ def test_disk_is_part_of_all_and_heals_with_stop_disk() -> None:
     assert "disk" in packages.expand(["all"])
     composed = packages.build(fake_db(), ["disk", "kill"], interval_s=1, targets=["one"], seed=1, time_limit_s=10)
     assert {"f": "stop-disk"} in composed.heal and {"f": "start", "value": "dead"} in composed.heal
-    packages.validate(["disk-corrupt"], ["brokers:one"], Topology(("c1",), (("b1",),)), random.Random(0))
+    packages.validate(["disk-corrupt"], ["brokers:one"], Topology(("c1",), (("b1",),), selectors=SELECTORS),
+                      random.Random(0))
 
 
 def _rotated(names: list[str], points: list[str]) -> int:

@@ -1,4 +1,5 @@
-"""The pool table (nemesis/targets.py POOL_TABLE): what each selector pool draws from and needs, and the places
+"""The pool table (nemesis/targets.py Topology.table: the generic rows and our cluster's, systems/splitbrain/
+selectors.py): what each selector pool draws from and needs, and the places
 that read it -- the pure checks of a selector against a system's roles and capabilities, the selectors a step
 or a package aims with (nemesis/schedule.py selectors_of, PARTITION_AIMS; nemesis/packages.py own_selectors),
 and the partition nemesis, which must ask for no pool its kind's row does not name."""
@@ -21,10 +22,6 @@ from nemesis.packages import KINDS, definitions, own_selectors
 from nemesis.partition import PartitionNemesis
 from nemesis.schedule import PARTITION_AIMS, PARTITION_KINDS, selectors_of
 from nemesis.targets import (
-    POOL_OF,
-    POOL_TABLE,
-    POOLS,
-    ROLE_POOLS,
     SIMPLE,
     Lack,
     RoleUnavailable,
@@ -36,17 +33,25 @@ from nemesis.targets import (
     unserved,
     validate,
 )
+from systems.splitbrain.selectors import SELECTORS
 
 ALL = frozenset(CAPABILITIES)
+OURS = Topology(("c1", "c2", "c3"), (("b1-1", "b1-2", "b1-3"),), selectors=SELECTORS)
+ETCD = Topology(members=("m1", "m2", "m3"))
+POOL_OF = OURS.table
+POOLS = tuple(POOL_OF)
 
 
 def test_every_pool_draws_from_known_roles_and_needs_known_capabilities() -> None:
-    assert len(POOL_OF) == len(POOL_TABLE) and tuple(p.name for p in POOL_TABLE) == POOLS
-    for pool in POOL_TABLE:
+    for pool in POOL_OF.values():
         assert pool.roles and set(pool.roles) <= set(NODE_ROLES), pool
         assert set(pool.needs) <= set(CAPABILITIES), pool
         assert pool.leads == bool(pool.needs), pool  # only who leads is asked of the system
-    assert ROLE_POOLS == ("controller-leader", "controller-followers", "masters", "slaves", "primaries")
+    assert tuple(p for p in POOLS if POOL_OF[p].leads) == (
+        "primaries", "controller-leader", "controller-followers", "masters", "slaves")
+    assert set(POOLS) == {"controllers", "members", "brokers", "broker-set-N", "controller-leader",
+                          "controller-followers", "masters", "slaves", "primaries"}
+    assert tuple(ETCD.table) == ("controllers", "members", "primaries")  # the generic rows only
 
 
 @pytest.mark.parametrize(("selector", "pools"), [
@@ -59,29 +64,42 @@ def test_every_pool_draws_from_known_roles_and_needs_known_capabilities() -> Non
     (" members : one + primaries", ("members", "primaries")),
 ])
 def test_pools_of_reads_each_term(selector: str, pools: tuple[str, ...]) -> None:
-    assert pools_of(selector) == pools
+    assert pools_of(selector, OURS.table) == pools
+    assert pools_of(selector) == pools  # spelt like pools: the same without a table
 
 
-@pytest.mark.parametrize(("selector", "roles", "offered", "lacks"), [
-    ("masters", ("members",), ALL, (Lack("masters", roles=("broker_sets",)),)),
-    ("masters", ("members",), frozenset(), (Lack("masters", roles=("broker_sets",)),
-                                            Lack("masters", capability="primaries"))),
-    ("primaries", ("members",), frozenset({"kill"}), (Lack("primaries", capability="primaries"),)),
-    ("primaries", ("controllers",), ALL, (Lack("primaries", roles=("broker_sets", "members")),)),
-    ("controller-leader", ("members",), ALL, (Lack("controller-leader", roles=("controllers",)),)),
-    ("controllers:one+members", ("members",), ALL, (Lack("controllers", roles=("controllers",)),)),
-    ("members:one", ("members",), frozenset(), ()),
-    ("one", ("members",), frozenset(), ()),
-    ("masters+slaves:one", ("controllers", "broker_sets"), ALL, ()),
+def test_pools_of_with_a_table_counts_only_its_pools() -> None:
+    assert pools_of("masters+members:one", ETCD.table) == ("members",)
+    assert pools_of("masters+members:one") == ("masters", "members")
+
+
+_ETCD_POOLS = ("controllers", "members", "primaries")
+
+
+@pytest.mark.parametrize(("selector", "topo", "roles", "offered", "lacks"), [
+    ("masters", ETCD, ("members",), ALL, (Lack("masters", pools=_ETCD_POOLS),)),
+    ("masters", OURS, ("members",), frozenset(), (Lack("masters", roles=("broker_sets",)),
+                                                  Lack("masters", capability="primaries"))),
+    ("primaries", ETCD, ("members",), frozenset({"kill"}), (Lack("primaries", capability="primaries"),)),
+    ("primaries", OURS, ("controllers",), ALL, (Lack("primaries", roles=("broker_sets",)),)),
+    ("controller-leader", ETCD, ("members",), ALL, (Lack("controller-leader", pools=_ETCD_POOLS),)),
+    ("controllers:one+members", ETCD, ("members",), ALL, (Lack("controllers", roles=("controllers",)),)),
+    ("members:one", ETCD, ("members",), frozenset(), ()),
+    ("m1,m2+m1", ETCD, ("members",), frozenset(), ()),  # node names are no pools
+    ("one", ETCD, ("members",), frozenset(), ()),
+    ("masters+slaves:one", OURS, ("controllers", "broker_sets"), ALL, ()),
+    ("broker-set-0:one+broker-set-9", OURS, ("broker_sets",), ALL, ()),  # one family, once
 ])
-def test_unserved_names_each_missing_role_and_capability(selector: str, roles: tuple[str, ...],
+def test_unserved_names_each_missing_role_and_capability(selector: str, topo: Topology, roles: tuple[str, ...],
                                                          offered: frozenset[str], lacks: tuple[Lack, ...]) -> None:
-    assert unserved(selector, roles, offered) == lacks
+    assert unserved(selector, topo, roles, offered) == lacks
 
 
 def test_a_lack_says_what_is_missing() -> None:
     assert str(Lack("masters", roles=("broker_sets",))) == "pool 'masters' draws from the node role broker_sets"
     assert str(Lack("primaries", capability="primaries")) == "pool 'primaries' needs the capability primaries"
+    assert str(Lack("masters", pools=_ETCD_POOLS)) == ("'masters' is no pool of the system (its pools: controllers, "
+                                                        "members, primaries)")
 
 
 _ATOMS = st.sampled_from([*SIMPLE, *(p for p in POOLS if p != "broker-set-N"), "broker-set-0", "c1"])
@@ -94,10 +112,10 @@ _TERMS = st.lists(st.tuples(_ATOMS, _SUBSET).map(lambda t: t[0] + (t[1] if t[0] 
 @given(_TERMS)
 def test_needs_roles_and_pools_follow_the_table(terms: list[str]) -> None:
     selector = "+".join(terms)
-    pools = pools_of(selector)
-    assert needs_roles(selector) == any(POOL_OF[p].leads for p in pools)
+    pools = pools_of(selector, OURS.table)
+    assert needs_roles(selector, OURS) == any(POOL_OF[p].leads for p in pools)
     assert set(pools) <= set(POOLS)
-    assert not unserved(selector, NODE_ROLES, ALL)  # a system declaring every role and offering all serves any
+    assert not unserved(selector, OURS, NODE_ROLES, ALL)  # a system declaring every role and offering all serves any
 
 
 _TOPOLOGIES = {
@@ -118,10 +136,10 @@ def test_a_selector_whose_roles_a_topology_has_resolves_there(terms: list[str], 
     selector = "+".join(t for t in terms if t != "c1") or "one"
     topo = Topology(_TOPOLOGIES["controllers"].controllers if "controllers" in roles else (),
                     _TOPOLOGIES["broker_sets"].broker_sets if "broker_sets" in roles else (),
-                    _TOPOLOGIES["members"].members if "members" in roles else ())
-    role_lacks = [lack for lack in unserved(selector, sorted(roles), ALL) if lack.roles]
+                    _TOPOLOGIES["members"].members if "members" in roles else (), selectors=SELECTORS)
+    role_lacks = [lack for lack in unserved(selector, topo, sorted(roles), ALL) if lack.roles]
     ours_without_leader = ("primaries" in pools_of(selector) and "broker_sets" in roles and "controllers" not in roles)
-    mixed = "primaries" in pools_of(selector) and "members" in roles and (topo.controllers or topo.broker_sets)
+    mixed = "primaries" in pools_of(selector) and "members" in roles
     try:
         validate(selector, topo)
         resolves = True
@@ -179,27 +197,35 @@ def test_a_moves_aim_is_the_pools_its_selectors_and_kind_hit() -> None:
 _SHAPES = [(True, True), (False, True), (True, False), (False, False)]
 
 
+def _shape(has_sets: bool, has_controllers: bool) -> Topology:
+    """Our cluster's topology with or without broker sets and controllers (neither: a system of members)."""
+    if not has_sets and not has_controllers:
+        return ETCD
+    return Topology(OURS.controllers if has_controllers else (), OURS.broker_sets if has_sets else (),
+                    selectors=SELECTORS)
+
+
 @pytest.mark.parametrize("name", sorted(KINDS))
 @pytest.mark.parametrize(("has_sets", "has_controllers"), _SHAPES)
 def test_own_selectors_cover_every_selector_a_package_plans(name: str, has_sets: bool, has_controllers: bool) -> None:
     """What validation checks of a package beyond the spec's targets is all it aims with: every selector of every
     op it draws (its defaults for the topology) is one of the spec's targets or one of its own selectors."""
     targets = ["one", "minority"]
-    (d,) = definitions([name], targets=targets, options=None, interval_s=1.0, has_broker_sets=has_sets,
-                       has_controllers=has_controllers)
-    own = own_selectors(name, None, has_broker_sets=has_sets, has_controllers=has_controllers)
+    topo = _shape(has_sets, has_controllers)
+    (d,) = definitions([name], targets=targets, options=None, interval_s=1.0, topo=topo)
+    own = own_selectors(name, None, topo=topo)
     rng = random.Random(0)
     used = {sel for k in range(300) for op in [d.start(rng, k)] for sel in selectors_of(op["f"], op.get("value"))}
     assert used <= set(targets) | set(own) | {"all"}, sorted(used - set(targets) - set(own))
 
 
 def test_own_selectors_leave_what_the_options_name_to_the_options_keys() -> None:
-    assert own_selectors("disk", None, has_broker_sets=True, has_controllers=True) == ("brokers:one", "masters")
-    assert own_selectors("disk", {"targets": ["one"]}, has_broker_sets=True, has_controllers=True) == ()
-    assert own_selectors("partition", {"kinds": ["isolate-master"]}, has_broker_sets=True, has_controllers=True) == ()
-    assert own_selectors("partition", None, has_broker_sets=False, has_controllers=False) == ()  # defaults aimable
-    assert "masters" not in own_selectors("protocol-crash", None, has_broker_sets=False, has_controllers=True)
-    assert own_selectors("no-such-package", None, has_broker_sets=True, has_controllers=True) == ()
+    assert own_selectors("disk", None, topo=OURS) == ("brokers:one", "masters")
+    assert own_selectors("disk", {"targets": ["one"]}, topo=OURS) == ()
+    assert own_selectors("partition", {"kinds": ["isolate-master"]}, topo=OURS) == ()
+    assert own_selectors("partition", None, topo=ETCD) == ()  # defaults aimable
+    assert "masters" not in own_selectors("protocol-crash", None, topo=_shape(False, True))
+    assert own_selectors("no-such-package", None, topo=OURS) == ()
 
 
 class _Asked(PartitionNemesis):
@@ -216,7 +242,7 @@ class _Asked(PartitionNemesis):
 
 @pytest.mark.parametrize("kind", PARTITION_KINDS)
 def test_the_partition_nemesis_asks_for_no_pool_its_kinds_row_does_not_name(kind: str) -> None:
-    nodes = NodesSpec(("c1", "c2", "c3"), (("b1", "b2", "b3"),))
+    nodes = NodesSpec(("c1", "c2", "c3"), (("b1", "b2", "b3"),), selectors=SELECTORS)
     nem = _Asked(SimpleNamespace(spec=SimpleNamespace(nodes=nodes)), random.Random(0))
     value: dict[str, Any] = {"kind": kind, "targets": "slaves:one", "from": "one", "to": "primaries"}
     if kind == "grudge":

@@ -9,11 +9,12 @@ from typing import Any
 
 from nemesis.accounting import Accounted
 from nemesis.process import ProcessNemesis
+from systems.splitbrain.selectors import SELECTORS
 
 
 class FakeDB:
     def __init__(self, answers: list[list[str]], role_wait_s: float) -> None:
-        nodes = SimpleNamespace(controllers=("c1", "c2", "c3"), broker_sets=(("b1", "b2"),))
+        nodes = SimpleNamespace(controllers=("c1", "c2", "c3"), broker_sets=(("b1", "b2"),), selectors=SELECTORS)
         self.spec = SimpleNamespace(nodes=nodes, nemesis=SimpleNamespace(role_wait_s=role_wait_s))
         self.answers = answers
         self.asked = 0

@@ -17,8 +17,9 @@ from nemesis.replay import executed_steps, reproduces
 from nemesis.schedule import FAULT_FS, UNDO, ScheduleError, Step, join_units, parse, timed, to_data, units
 from nemesis.shrink import run_ddmin
 from nemesis.targets import RoleUnavailable, SelectorError, Topology, resolve, roles_of
+from systems.splitbrain.selectors import SELECTORS
 
-TOPO = Topology(("c1", "c2", "c3"), (("b0-1", "b0-2", "b0-3"), ("b1-1", "b1-2", "b1-3")))
+TOPO = Topology(("c1", "c2", "c3"), (("b0-1", "b0-2", "b0-3"), ("b1-1", "b1-2", "b1-3")), selectors=SELECTORS)
 PRIMARIES = ["c2", "b0-1", "b1-3"]  # leader c2, masters b0-1 and b1-3
 
 
@@ -162,7 +163,7 @@ def test_to_data_and_parse_round_trip(items: list[tuple[float, Step]]) -> None:
 
 def _plan(names: list[str], seed: int, options: Any = None, limit: float = 100.0) -> tuple[Step, ...]:
     defs = packages.definitions(names, targets=["one", "primaries"], options=options, interval_s=5.0,
-                                has_broker_sets=True)
+                                topo=TOPO)
     return packages.plan(defs, interval_s=5.0, time_limit_s=limit, seed=seed)
 
 

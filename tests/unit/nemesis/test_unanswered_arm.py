@@ -16,6 +16,7 @@ from typing import Any
 from harness.protocols import FailpointRefused, FailpointUnreachable
 from nemesis.failpoint import FailpointNemesis, admin_failpoints
 from nemesis.process import ProcessNemesis
+from systems.splitbrain.selectors import SELECTORS
 
 
 class FakeDB:
@@ -24,7 +25,7 @@ class FakeDB:
     token = "t"
 
     def __init__(self, dead: set[str] | None = None, errors: dict[str, Exception] | None = None) -> None:
-        nodes = SimpleNamespace(controllers=("c1", "c2", "c3"), broker_sets=(("b1",),))
+        nodes = SimpleNamespace(controllers=("c1", "c2", "c3"), broker_sets=(("b1",),), selectors=SELECTORS)
         self.spec = SimpleNamespace(nodes=nodes, nemesis=SimpleNamespace(role_wait_s=0.1))
         self.dead = set(dead or ())
         self.started: list[str] = []

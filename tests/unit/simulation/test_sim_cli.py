@@ -13,6 +13,7 @@ from checker.queue import check_queue_file
 from harness import cli
 from nemesis.schedule import parse
 from nemesis.targets import Topology
+from systems.splitbrain.selectors import SELECTORS
 
 
 def test_sim_command_writes_a_checkable_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -27,7 +28,7 @@ def test_sim_command_writes_a_checkable_run(tmp_path: Path, capsys: pytest.Captu
     doc = json.loads((out / "results.json").read_text())
     assert doc["valid"] is True and set(doc["checkers"]) >= {"queue", "invariants", "availability", "restarts"}
     steps = yaml.safe_load((out / "schedule.yaml").read_text())
-    parse(steps or [], Topology(("c1", "c2", "c3"), (("b1-1", "b1-2", "b1-3"),)))
+    parse(steps or [], Topology(("c1", "c2", "c3"), (("b1-1", "b1-2", "b1-3"),), selectors=SELECTORS))
 
 
 def test_sim_command_exits_1_on_a_found_bug(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,11 +20,12 @@ from system_under_test.sim.faults import CORRELATED_SPREAD_MS, DRAW, UNDO_OF, Bu
 from system_under_test.sim.network import PacketFault
 from system_under_test.sim.playback import FSYNC_FAULTS, PLAYABLE, PlayError, action_of, plan
 from system_under_test.sim.swarm import Intensity, draw
+from systems.splitbrain.selectors import SELECTORS
 
 CONTROLLERS = ("c1", "c2", "c3")
 BROKERS = ("b1-1", "b1-2", "b1-3")
 NAMES = CONTROLLERS + BROKERS
-TOPO = Topology(CONTROLLERS, (BROKERS,))
+TOPO = Topology(CONTROLLERS, (BROKERS,), selectors=SELECTORS)
 
 
 @dataclass

@@ -19,10 +19,11 @@ from harness.spec import load_spec, spec_from_dict
 from nemesis.schedule import parse, units
 from nemesis.targets import Topology
 from system_under_test.sim import FAULT_KINDS, SIM_BUGS, SIM_WORKLOADS, SimConfig, SimRun, run
+from systems.splitbrain.selectors import SELECTORS
 from systems.splitbrain.sim.check import check_run
 from systems.splitbrain.sim.shrink import load_schedule, plan_steps, repro_spec
 
-TOPO = Topology(("c1", "c2", "c3"), (("b1-1", "b1-2", "b1-3"),))
+TOPO = Topology(("c1", "c2", "c3"), (("b1-1", "b1-2", "b1-3"),), selectors=SELECTORS)
 BUG = "ack-before-replication"
 
 

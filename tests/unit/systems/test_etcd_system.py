@@ -16,6 +16,7 @@ from harness.protocols import CAPABILITIES, DB, RegisterClients
 from harness.spec import SpecError, apply_overrides, load_spec, resolved_yaml, spec_from_dict
 from nemesis.targets import RoleUnavailable, SelectorError, Topology, resolve, roles_of, validate
 from systems.etcd.db import EtcdDB
+from systems.splitbrain.selectors import SELECTORS
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -101,7 +102,7 @@ def test_our_roles_still_need_our_nodes() -> None:
         validate("masters", MEMBERS)
     with pytest.raises(SelectorError):
         validate("controller-leader", MEMBERS)
-    ours = Topology(("c1", "c2", "c3"), (("b1", "b2", "b3"),))
+    ours = Topology(("c1", "c2", "c3"), (("b1", "b2", "b3"),), selectors=SELECTORS)
     assert ours.all == ("c1", "c2", "c3", "b1", "b2", "b3")
     assert resolve("primaries", ours, ["c2", "b1"], random.Random(0)) == ["b1", "c2"]
 

@@ -10,7 +10,6 @@ import pytest
 
 import systems
 from harness.spec import load_spec
-from nemesis.targets import Topology
 from nemesis.targets import validate as validate_target
 from workloads import registry
 
@@ -29,7 +28,7 @@ def test_example_loads_and_its_workloads_build(path: Path) -> None:
     assert spec.name == path.stem or path.stem == "queue-partition"
     system = systems.get(spec.system)
     db = system.make_db(spec, system.options(spec.cluster, file=str(path)))
-    topo = Topology(spec.nodes.controllers, spec.nodes.broker_sets, spec.nodes.members)
+    topo = spec.nodes.topology
     for target in spec.nemesis.targets:
         validate_target(target, topo, random.Random(0))
     for i, w in enumerate(spec.workloads):
