@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import eventloop
+import eventloop
 from harness.commands._artifacts import write_artifacts
 from harness.commands._backend import BackendUnavailable, open_remote, ssh_targets, sut_node_command
 from harness.commands._clusters import cluster_record, write_record
