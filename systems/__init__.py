@@ -33,7 +33,7 @@ import importlib.metadata
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from harness.protocols import CAPABILITIES, DB, SystemOptions
+from harness.protocols import CAPABILITIES, SystemDB, SystemOptions
 
 __all__ = [
     "BUILT_IN", "CAPABILITIES", "DEFAULT", "ENTRY_POINT_GROUP", "BrokenSystem", "RegistryError", "System",
@@ -91,9 +91,10 @@ class System(Protocol):
         """
         ...
 
-    def make_db(self, spec: Any, options: Any) -> DB:
+    def make_db(self, spec: Any, options: Any) -> SystemDB:
         """A fresh DB for one run of ``spec`` with ``options`` (what :meth:`options` returned for its ``cluster:``
-        map); nothing starts until the runner calls ``setup``."""
+        map), which keeps ``spec`` (:class:`harness.protocols.SystemDB`: the nemeses read the topology from it);
+        nothing starts until the runner calls ``setup``."""
         ...
 
 
