@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from system_under_test import eventloop
+import eventloop
 from system_under_test.client.consumer import Consumer
 from system_under_test.client.producer import Producer, SendError
 from systems.splitbrain.local_broker_set import LocalBrokerSet

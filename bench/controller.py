@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from system_under_test import eventloop
+import eventloop
 from system_under_test.client.controller_client import ControllerClient
 from system_under_test.protocol import Connection, RequestCode, connect
 from systems.splitbrain.demo import register_broker

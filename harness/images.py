@@ -44,9 +44,12 @@ import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
+
+if TYPE_CHECKING:
+    from harness.revisions import SutBuild
 
 __all__ = [
     "APT_PACKAGES", "BASE_CANDIDATES", "BUILD_PACKAGES", "BASE_TAG", "AptSource", "BuildReport", "NODE_EXCLUDED_DEPS",
@@ -468,11 +471,13 @@ def revision_image_tag(revision: str) -> str:
     return f"splitbrain/node:sut-{revision[:12]}"
 
 
-def render_revision_dockerfile(*, node_image: str, packages: Sequence[str], labels: Mapping[str, str]) -> str:
+def render_revision_dockerfile(*, node_image: str, packages: Sequence[str], labels: Mapping[str, str],
+                               system_package: str) -> str:
     """The revision image: the harness's node image plus the revision's packages in ``/opt/sut/src`` and a venv
     whose one ``.pth`` puts that tree first and the node image's own site-packages (the dependencies) after it --
     the same layout as a local build (:mod:`harness.revisions`), checked by importing the revision in isolated
-    mode.  No network is needed: nothing is installed from an index."""
+    mode: ``system_package`` (the build's :attr:`~harness.revisions.SutBuild.package`, one of ``packages``) must
+    come from ``/opt/sut/src``.  No network is needed: nothing is installed from an index."""
     for k, v in labels.items():
         if not re.match(r"^[a-z0-9][a-z0-9._-]*$", k) or not re.match(r"^[A-Za-z0-9._:/+-]*$", v):
             raise ImageError(f"label {k}={v!r}: expected a lowercase dotted key and a plain value")
@@ -481,9 +486,12 @@ def render_revision_dockerfile(*, node_image: str, packages: Sequence[str], labe
     for pkg in packages:
         if not re.match(r"^[a-z_][a-z0-9_]*$", pkg):
             raise ImageError(f"package directory {pkg!r} is not a Python package name")
+    if system_package not in packages:
+        raise ImageError(f"the system's package {system_package!r} is not among the revision's packages "
+                         f"{list(packages)}")
     copies = f"COPY src/ {SUT_DIR}/src/\n"  # one step: the context holds exactly these packages
-    check = ("import system_under_test, harness.cli; "
-             f"assert system_under_test.__file__.startswith('{SUT_DIR}/src/'), system_under_test.__file__")
+    check = (f"import {system_package}, harness.cli; "
+             f"assert {system_package}.__file__.startswith('{SUT_DIR}/src/'), {system_package}.__file__")
     label_line = "LABEL" + "".join(f' {k}="{v}"' for k, v in labels.items()) + "\n"
     return (f"FROM {node_image}\n{copies}"
             f"RUN /usr/bin/python3 -m venv --without-pip {SUT_DIR}/venv \\\n"
@@ -495,7 +503,7 @@ def render_revision_dockerfile(*, node_image: str, packages: Sequence[str], labe
             f"{label_line}")
 
 
-def ensure_revision_image(build: Any, *, log: Any = None) -> str:
+def ensure_revision_image(build: SutBuild, *, log: Any = None) -> str:
     """The node image of ``build``'s revision (a :class:`harness.revisions.SutBuild`), built from the build's
     exported tree on top of the current node image (itself built or refreshed first) if the engine lacks it or it
     was built on another node image.  Returns its tag.
@@ -518,7 +526,7 @@ def ensure_revision_image(build: Any, *, log: Any = None) -> str:
         for pkg in packages:
             shutil.copytree(Path(build.source) / pkg, ctx / "src" / pkg, ignore=ignore)
         (ctx / "Dockerfile").write_text(render_revision_dockerfile(
-            node_image=node, packages=packages,
+            node_image=node, packages=packages, system_package=build.package,
             labels={REVISION_LABEL: build.revision, REVISION_BASE_LABEL: base_id.replace("sha256:", ""),
                     "splitbrain.image": "node-sut"}), encoding="utf-8")
         _docker_build(client, ctx, tag, network_mode="none", log=log)

@@ -37,7 +37,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from harness.protocols import NodeEvents, Primary
+from harness.protocols import DB, NodeEvents, Primary
 
 __all__ = ["ClientOutcomes", "Observer", "place", "primary_events", "read_events", "reports_events"]
 
@@ -73,7 +73,7 @@ def primary_events(was: frozenset[str], now: frozenset[str], *, recv_ns: int, ro
     return out
 
 
-def reports_events(db: Any) -> bool:
+def reports_events(db: DB) -> bool:
     """Whether ``db``'s nodes report their own events (the ``event-observation`` capability,
     :class:`harness.protocols.NodeEvents`)."""
     return isinstance(db, NodeEvents)
@@ -134,7 +134,9 @@ class Observer:
         interval_s: how often every node is asked.
     """
 
-    def __init__(self, test: Mapping[str, Any], db: Any, nodes: Iterable[str], *, now_ns: Callable[[], int],
+    db: Any  # a DB; the optional protocols it is asked through are the ones __init__'s flags found (admin: NodeEvents)
+
+    def __init__(self, test: Mapping[str, Any], db: DB, nodes: Iterable[str], *, now_ns: Callable[[], int],
                  run_dir: str | Path, interval_s: float = 0.2, lag_interval_s: float = 0.5,
                  history_tap: list[dict[str, Any]] | None = None) -> None:
         self.test, self.db, self.nodes = test, db, list(nodes)

@@ -3,7 +3,8 @@
 Vocabulary (after Jepsen's ``core.clj``):
 
 * **test** -- a plain dict describing the run (spec, nodes, run dir, remote ...), passed to every hook.
-* **DB** -- installs/starts the system on one node (``setup``) and removes it (``teardown``).  Optional
+* **DB** -- installs/starts the system on one node (``setup``) and removes it (``teardown``); an adapter's DB
+  also keeps the spec it was made for (:class:`Specified`; both: :class:`SystemDB`).  Optional
   capabilities are separate protocols: :class:`Kill` (``kill``/``start``), :class:`Pause`
   (``pause``/``resume``), :class:`Primary` (``primaries``), :class:`LogFiles` (``log_files``),
   :class:`NodeHelpers` (``python``), :class:`RegisterClients` (``register_client``), :class:`CounterClients`
@@ -47,6 +48,7 @@ __all__ = [
     "Capability",
     "Clocks",
     "Checker",
+    "ClusterRecord",
     "CounterClients",
     "Client",
     "OperatorRecovery",
@@ -71,7 +73,11 @@ __all__ = [
     "LogQueues",
     "NodeHelpers",
     "Registration",
+    "RunSpec",
     "SafetySettings",
+    "SpecNodes",
+    "Specified",
+    "SystemDB",
     "SystemOptions",
     "ValidatingClient",
     "ValidatingNemesis",
@@ -113,6 +119,56 @@ class InvalidCompletion(HarnessError):
 class DB(Protocol):
     async def setup(self, test: dict[str, Any], node: str) -> None: ...
     async def teardown(self, test: dict[str, Any], node: str) -> None: ...
+
+
+class SpecNodes(Protocol):
+    """The nodes of a run's spec by role, as generic code reads them (:class:`harness.spec.Nodes`, typed here by
+    shape because this module sits below the harness layer that defines it)."""
+
+    @property
+    def controllers(self) -> Sequence[str]: ...
+
+    @property
+    def broker_sets(self) -> Sequence[Sequence[str]]: ...
+
+
+class RunSpec(Protocol):
+    """What generic code reads of the spec a DB was made for (:class:`harness.spec.TestSpec`): its nodes.  Other
+    keys (``nemesis``, ``time_limit_s``, ``source``) are read with defaults, because unit tests fake specs
+    without them."""
+
+    @property
+    def nodes(self) -> SpecNodes: ...
+
+
+@runtime_checkable
+class Specified(Protocol):
+    """A DB made for one run's spec, kept as ``spec``: every adapter's (:meth:`systems.System.make_db`).  The
+    nemeses read the topology from it (:class:`nemesis.base.NemesisBase`), and :func:`nemesis.packages.build` the
+    nemesis mode and the time limit."""
+
+    @property
+    def spec(self) -> RunSpec: ...
+
+
+@runtime_checkable
+class SystemDB(DB, Specified, Protocol):
+    """The DB a system adapter makes (:meth:`systems.System.make_db`): :class:`DB` plus the spec it was made for
+    (:class:`Specified`).  Its optional capabilities are the protocols below."""
+
+
+@runtime_checkable
+class ClusterRecord(Protocol):
+    """A DB whose running cluster ``splitbrain cluster up`` and ``test --leave-running`` can record for a later
+    process (:func:`harness.commands._clusters.cluster_record`; ours): each node's ``role`` and pid (``pids``), the
+    controllers' addresses and the admin ``token`` that ``splitbrain admin --cluster NAME`` reads back."""
+
+    token: str
+
+    @property
+    def pids(self) -> Mapping[str, int]: ...
+    def role(self, node: str) -> str: ...
+    def controller_addrs(self, test: Mapping[str, Any]) -> list[str]: ...
 
 
 @runtime_checkable

@@ -13,10 +13,11 @@ Vocabulary:
   interpreter in isolated mode (``-I``: no working directory, no ``PYTHONPATH``, no user site), which also proves
   that the system's package comes from the revision's tree and not from the harness's checkout.  The nodes of a
   run then start as ``<venv>/bin/python -I -m harness.cli <node command> ...``: the *revision's* node commands,
-  while clients, nemeses, generators and checkers stay the harness's.  ``build.json`` is written last; a directory
-  without it is a build that died half-way and is built again.  Concurrent builders of one revision (``test-all
-  --jobs``, several Spark tasks on one host) take a file lock; the second reuses the first's.  The docker backend
-  builds a node image tagged with the revision from the same exported tree
+  while clients, nemeses, generators and checkers stay the harness's.  ``build.json`` is written last (with the
+  system's package, whose import location each backend's install checks again: :attr:`SutBuild.package`); a
+  directory without it is a build that died half-way and is built again.  Concurrent builders of one revision
+  (``test-all --jobs``, several Spark tasks on one host) take a file lock; the second reuses the first's.  The
+  docker backend builds a node image tagged with the revision from the same exported tree
   (:func:`harness.images.ensure_revision_image`); the ssh backend uploads it (:mod:`harness.control.ssh`).
 * **the system's part** (:class:`RevisionSystem`, which the system's adapter provides; our cluster's is
   :data:`systems.splitbrain.revision.REVISIONS`) -- which package of the tree is the system's, the probe its
@@ -45,7 +46,7 @@ import subprocess
 import sys
 import tarfile
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -56,12 +57,13 @@ __all__ = [
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-BUILD_VERSION = 3  # bump when the layout of a build changes: older builds are then rebuilt
+BUILD_VERSION = 4  # bump when the layout of a build changes: older builds are then rebuilt
 _GIT_TIMEOUT_S = 60.0
 # A revision as a user may write it: what git accepts in practice for commit-ish names, minus shell and option
 # characters.  A leading '-' would be read by git as an option.
 _REVISION_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.~^@{}/+-]{0,199}$")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+_PACKAGE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a top-level Python package: no dots, no shell characters
 
 class RevisionError(ValueError):
     """A revision that cannot run under this harness: it does not exist, does not build, or cannot be spoken to.
@@ -150,10 +152,15 @@ class SutBuild:
     version: str  # the revision's pyproject version
     missing_requests: tuple[str, ...]
     missing_optional_fields: tuple[str, ...] = ()
+    # The system's package (RevisionSystem.package): where its interpreter imports it from proves that a node runs
+    # the revision's tree, not the harness's checkout -- every backend's install checks that, naming this package.
+    package: str = field(kw_only=True)
 
     def __post_init__(self) -> None:
         if not _SHA_RE.match(self.revision):
             raise ValueError(f"SutBuild.revision: expected a full 40-hex-digit commit sha, got {self.revision!r}")
+        if not _PACKAGE_RE.match(self.package):
+            raise ValueError(f"SutBuild.package: expected a top-level Python package name, got {self.package!r}")
 
     @property
     def python(self) -> Path:
@@ -306,7 +313,8 @@ def _build(directory: Path, sha: str, rev: str, repo: Path, system: RevisionSyst
     if not str(wire.get("module_file", "")).startswith(str(src) + os.sep):
         raise RevisionError(f"revision {rev}: does not build: its interpreter imported {system.package} from "
                             f"{wire.get('module_file')}, not from the revision's tree")
-    return {"build_version": BUILD_VERSION, "revision": sha, "version": version, "wire": wire}
+    return {"build_version": BUILD_VERSION, "revision": sha, "version": version, "package": system.package,
+            "wire": wire}
 
 
 def commit_with_changes(changes: Mapping[str, bytes], *, message: str, base: str = "HEAD",
@@ -368,10 +376,12 @@ def load_build(sha: str, *, cache: Path | None = None) -> SutBuild | None:
         rec = json.loads((directory / "build.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if rec.get("build_version") != BUILD_VERSION or rec.get("revision") != sha:
+    package = rec.get("package")
+    if rec.get("build_version") != BUILD_VERSION or rec.get("revision") != sha or not isinstance(package, str) \
+            or not _PACKAGE_RE.match(package):
         return None
     return SutBuild(sha, directory, str(rec.get("version")), tuple(rec.get("missing_requests") or ()),
-                    tuple(rec.get("missing_optional_fields") or ()))
+                    tuple(rec.get("missing_optional_fields") or ()), package=package)
 
 
 def ensure_build(rev: str, *, system: RevisionSystem, repo: Path = REPO_ROOT, cache: Path | None = None,
@@ -396,7 +406,7 @@ def ensure_build(rev: str, *, system: RevisionSystem, repo: Path = REPO_ROOT, ca
     name = rev if rev.startswith(sha[:7]) else f"{rev} ({sha[:12]})"
     with _locked(cache / f"{sha}.lock"):
         build = load_build(sha, cache=cache)
-        if build is not None:
+        if build is not None and build.package == system.package:  # another system's build of the sha: redone
             return build
         directory = cache / sha
         try:

@@ -18,7 +18,7 @@ import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from harness.protocols import Kill
+from harness.protocols import Kill, Specified
 from nemesis.accounting import STEP
 from nemesis.targets import RoleUnavailable, resolve, roles_of, topology_of
 
@@ -53,7 +53,7 @@ class NemesisBase:
 
     FS: frozenset[str] = frozenset()
 
-    def __init__(self, db: Any, rng: random.Random) -> None:
+    def __init__(self, db: Specified, rng: random.Random) -> None:
         self.db = db
         self._rng = rng
         spec = db.spec

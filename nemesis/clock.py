@@ -23,14 +23,19 @@ import asyncio
 import logging
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from harness.protocols import Clocks
+from harness.protocols import Clocks, Specified
 from nemesis.base import NemesisBase, guard
 
-__all__ = ["ClockNemesis"]
+__all__ = ["ClockDB", "ClockNemesis"]
 
 log = logging.getLogger("splitbrain.nemesis")
+
+
+class ClockDB(Clocks, Specified, Protocol):
+    """What the clock nemesis calls of a DB: :class:`~harness.protocols.Clocks`, and the spec's topology (its
+    selectors)."""
 
 
 class ClockNemesis(NemesisBase):
@@ -43,9 +48,9 @@ class ClockNemesis(NemesisBase):
     """
 
     FS = frozenset({"bump-clock", "strobe-clock", "skew-clock", "reset-clock", "check-clock-offsets"})
-    db: Clocks
+    db: ClockDB
 
-    def __init__(self, db: Clocks, rng: random.Random) -> None:
+    def __init__(self, db: ClockDB, rng: random.Random) -> None:
         super().__init__(db, rng)
         self._strobes: list[asyncio.Task[None]] = []
 

@@ -31,7 +31,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from harness.protocols import Failpoints, Kill, StoreFiles
+from harness.protocols import Failpoints, Kill, Specified, StoreFiles
 from nemesis.base import NemesisBase, guard, restart_and_wait
 from nemesis.disk_kinds import CORRUPT_MODES, DISK_FAILPOINTS, FAULTS, REPAIRABLE_MODES
 from nemesis.failpoint import admin_failpoints
@@ -39,9 +39,10 @@ from nemesis.failpoint import admin_failpoints
 __all__ = ["CORRUPT_MODES", "FAULTS", "REPAIRABLE_MODES", "DiskNemesis", "StoreDB"]
 
 
-class StoreDB(StoreFiles, Failpoints, Kill, Protocol):
+class StoreDB(StoreFiles, Failpoints, Kill, Specified, Protocol):
     """What the disk nemesis calls of a DB: its store tool (:class:`~harness.protocols.StoreFiles`: the crash
-    faults), its failpoints (the live faults) and kill/start (it kills the broker around the surgery)."""
+    faults), its failpoints (the live faults), kill/start (it kills the broker around the surgery) and the spec's
+    topology (:class:`~harness.protocols.Specified`: its selectors)."""
 
 
 class DiskNemesis(NemesisBase):

@@ -14,16 +14,17 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from harness.protocols import FailpointRefused, Failpoints, FailpointUnreachable, Kill
+from harness.protocols import FailpointRefused, Failpoints, FailpointUnreachable, Kill, Specified
 from nemesis.base import NemesisBase, guard, restart_and_wait
 
 __all__ = ["UNKNOWN", "FailpointDB", "FailpointNemesis", "KnowsPaused", "admin_failpoints", "trigger_for"]
 
 
-class FailpointDB(Failpoints, Kill, Protocol):
+class FailpointDB(Failpoints, Kill, Specified, Protocol):
     """What the failpoint nemesis calls: :class:`~harness.protocols.Failpoints`, and for ``crash-at`` also
     :class:`~harness.protocols.Kill` to start the process that died at the step (the fault table's ``crash-at`` row
-    needs both capabilities, so validation refuses it on a system without ``kill``)."""
+    needs both capabilities, so validation refuses it on a system without ``kill``); and the spec's topology
+    (:class:`~harness.protocols.Specified`: its selectors)."""
 
 
 log = logging.getLogger("splitbrain.nemesis")

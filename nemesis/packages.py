@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.protocols import CAPABILITIES, Nemesis, compose_nemeses
+from harness.protocols import CAPABILITIES, Nemesis, Specified, compose_nemeses
 from nemesis.accounting import Accounted
 from nemesis.clock import ClockNemesis
 from nemesis.disk import CORRUPT_MODES, FAULTS, REPAIRABLE_MODES, DiskNemesis
@@ -488,7 +488,7 @@ class Composed:
     schedule: tuple[Step, ...] = ()
 
 
-def build(db: Any, names: Sequence[str], *, interval_s: float, targets: Sequence[str], seed: int,
+def build(db: Specified, names: Sequence[str], *, interval_s: float, targets: Sequence[str], seed: int,
           time_limit_s: float | None = None, options: Mapping[str, Mapping[str, Any]] | None = None,
           schedule: Sequence[Step] | None = None) -> Composed:
     """Compose the named packages (see the module docstring).  With ``schedule`` the packages' random
@@ -499,7 +499,7 @@ def build(db: Any, names: Sequence[str], *, interval_s: float, targets: Sequence
     mode = getattr(getattr(spec, "nemesis", None), "mode", "random")
     if mode == "guided" and schedule is None and defs:
         return _build_guided(db, defs, interval_s=interval_s, seed=seed,
-                             memory=getattr(spec.nemesis, "guided_memory", None))
+                             memory=getattr(getattr(spec, "nemesis", None), "guided_memory", None))
     if schedule is None:
         limit = float(time_limit_s if time_limit_s is not None else getattr(spec, "time_limit_s", 60.0))
         steps = plan(defs, interval_s=interval_s, time_limit_s=limit, seed=seed)
@@ -517,7 +517,7 @@ def build(db: Any, names: Sequence[str], *, interval_s: float, targets: Sequence
     return Composed(nemesis, timed(steps) if steps else None, heal, steps)
 
 
-def _build_guided(db: Any, defs: Sequence[PackageDef], *, interval_s: float, seed: int,
+def _build_guided(db: Specified, defs: Sequence[PackageDef], *, interval_s: float, seed: int,
                   memory: str | None) -> Composed:
     """Guided mode (:mod:`nemesis.guided_run`): the same packages' faults, chosen during the run from what
     the cluster is observed doing; nothing is planned up front (the executed schedule is recorded).

@@ -13,13 +13,19 @@ import random
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from harness.protocols import NodeHelpers, Specified
 from nemesis.base import NemesisBase, guard
 from nemesis.netqueue import MARK
 from nemesis.packet_behavior import DEFAULT_BEHAVIOR, netem_args, rate_of, shaper_args, tc_tree
 
-__all__ = ["PacketNemesis"]
+__all__ = ["PacketDB", "PacketNemesis"]
+
+
+class PacketDB(NodeHelpers, Specified, Protocol):
+    """What the packet nemesis calls of a DB: the nodes' ``python`` (:class:`~harness.protocols.NodeHelpers`), which
+    runs the NFQUEUE shaper where the kernel lacks ``sch_netem``, and the spec's topology (its selectors)."""
 
 log = logging.getLogger("splitbrain.nemesis")
 
@@ -39,10 +45,11 @@ class PacketNemesis(NemesisBase):
     """
 
     FS = frozenset({"start-packet", "stop-packet"})
+    db: PacketDB
     QUEUE = 7
     OUT_CHAIN = "splitbrain-out"
 
-    def __init__(self, db: Any, rng: random.Random) -> None:
+    def __init__(self, db: PacketDB, rng: random.Random) -> None:
         super().__init__(db, rng)
         self.mechanism = "netem"
         self._shapers: dict[str, int] = {}

@@ -12,15 +12,16 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from harness.protocols import Kill, Pause
+from harness.protocols import Kill, Pause, Specified
 from nemesis.base import NemesisBase, guard
 
 __all__ = ["ProcessDB", "ProcessNemesis"]
 
 
-class ProcessDB(Kill, Pause, Protocol):
+class ProcessDB(Kill, Pause, Specified, Protocol):
     """All the process nemesis calls of a DB: :class:`~harness.protocols.Kill` and
-    :class:`~harness.protocols.Pause` (the capabilities ``kill`` and ``pause``).  A system offering only one of
+    :class:`~harness.protocols.Pause` (the capabilities ``kill`` and ``pause``), and the spec's topology
+    (:class:`~harness.protocols.Specified`: its selectors).  A system offering only one of
     them still gets this nemesis: validation refuses every op of the other (the fault table's ``needs``), so it
     is never called."""
 

@@ -8,7 +8,7 @@ PY=${PYTHON:-python3}
 echo "== ruff"
 "$PY" -m ruff check .
 echo "== mypy"
-"$PY" -m mypy system_under_test checker harness nemesis workloads spark_analysis systems
+"$PY" -m mypy eventloop system_under_test checker harness nemesis workloads spark_analysis systems
 if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
   # Build the node image here, not inside the first e2e test: a first build on a fresh, busy machine can take
   # longer than one test's time limit.  A failure is reported again (with its reason) by the e2e tests.

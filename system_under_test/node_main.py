@@ -15,7 +15,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from system_under_test import eventloop, failpoints
+import eventloop
+from system_under_test import failpoints
 from system_under_test.protocol import link_timeouts
 
 T = TypeVar("T")

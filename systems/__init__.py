@@ -35,7 +35,7 @@ import importlib.metadata
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from harness.protocols import CAPABILITIES, DB, SystemOptions
+from harness.protocols import CAPABILITIES, SystemDB, SystemOptions
 from harness.roles import NodeRole, RoleTableError, role_table
 from nemesis.targets import Selectors
 
@@ -97,9 +97,10 @@ class System(Protocol):
         """
         ...
 
-    def make_db(self, spec: Any, options: Any) -> DB:
+    def make_db(self, spec: Any, options: Any) -> SystemDB:
         """A fresh DB for one run of ``spec`` with ``options`` (what :meth:`options` returned for its ``cluster:``
-        map); nothing starts until the runner calls ``setup``."""
+        map), which keeps ``spec`` (:class:`harness.protocols.SystemDB`: the nemeses read the topology from it);
+        nothing starts until the runner calls ``setup``."""
         ...
 
 

@@ -19,11 +19,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.protocols import ClusterRecord
 from harness.spec import TestSpec, resolved_yaml
 
 __all__ = [
     "CLUSTERS_DIR", "ClusterNotFound", "cluster_alive", "cluster_record", "find_cluster", "list_records",
-    "record_path", "remove_record", "write_record",
+    "recordable", "record_path", "remove_record", "write_record",
 ]
 
 CLUSTERS_DIR = ".clusters"
@@ -33,8 +34,23 @@ def record_path(results_root: str | Path, name: str) -> Path:
     return Path(results_root) / CLUSTERS_DIR / f"{name}.json"
 
 
-def cluster_record(spec: TestSpec, remote: Any, db: Any, *, results_root: str | Path = "results") -> dict[str, Any]:
-    """The JSON-ready record of a running cluster (see the module docstring)."""
+def recordable(spec: TestSpec, db: object) -> ClusterRecord:
+    """``db`` (the DB of ``spec``'s system) as a cluster a record can describe.
+
+    Raises:
+        TypeError: it is not a :class:`~harness.protocols.ClusterRecord` (only our cluster's DB is); names the
+            system and what a record needs.
+    """
+    if not isinstance(db, ClusterRecord):
+        raise TypeError(f"system {spec.system!r}: its running cluster cannot be recorded (its DB lacks the token, "
+                        "pids, role and controller_addrs a record holds: harness.protocols.ClusterRecord)")
+    return db
+
+
+def cluster_record(spec: TestSpec, remote: Any, db: ClusterRecord, *,
+                   results_root: str | Path = "results") -> dict[str, Any]:
+    """The JSON-ready record of a running cluster (see the module docstring); ``db`` is ours (only our cluster's
+    DB is a :class:`~harness.protocols.ClusterRecord`: the callers check)."""
     nodes: dict[str, Any] = {}
     for n in spec.nodes.all:
         d = str(remote.node_dir(n))

@@ -27,7 +27,7 @@ import yaml
 
 import systems
 from harness import generator as g
-from harness.protocols import DB, SystemOptions
+from harness.protocols import DB, SystemDB, SystemOptions
 from harness.revisions import RevisionError, SutBuild, ensure_build, revision_system_of
 from harness.runner import TestParts
 from harness.spec import SpecError, TestSpec, load_spec
@@ -77,7 +77,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
 # Validation and workloads
 
 
-def build_workloads(spec: TestSpec, db: Any) -> list[Any]:
+def build_workloads(spec: TestSpec, db: DB) -> list[Any]:
     """Build every workload the spec names (fresh instances, seeded from the spec).
 
     Raises:
@@ -142,7 +142,7 @@ def system_options(spec: TestSpec) -> SystemOptions:
     return systems.get(spec.system).options(spec.cluster, file=spec.source)
 
 
-def make_db(spec: TestSpec, options: SystemOptions) -> DB:
+def make_db(spec: TestSpec, options: SystemOptions) -> SystemDB:
     """A fresh DB of the spec's system (:mod:`systems`; :func:`harness.spec.load_spec` already loaded its adapter)."""
     return systems.get(spec.system).make_db(spec, options)
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
+import eventloop
 from checker.history import HistoryError, read_jsonl
-from harness import eventloop
 from harness.commands._parts import prepare
 from harness.runs import RunNotFound, resolve_run_dir
 from harness.spec import SpecError, TestSpec, load_spec, spec_to_dict

@@ -37,6 +37,7 @@ from harness.commands._clusters import (
     cluster_record,
     list_records,
     record_path,
+    recordable,
     remove_record,
     write_record,
 )
@@ -90,7 +91,7 @@ async def _up(prepared: Prepared, results_root: str, nodes_file: str | None) -> 
             await asyncio.gather(*(db.setup(test, n) for n in spec.nodes.controllers))
             brokers = [n for s in spec.nodes.broker_sets for n in s]
             await asyncio.gather(*(db.setup(test, n) for n in brokers))
-            record = cluster_record(spec, remote, db, results_root=results_root)
+            record = cluster_record(spec, remote, recordable(spec, db), results_root=results_root)
             path = write_record(results_root, record)
             if hasattr(remote, "keep_as_cluster"):  # the record owns it now: the launcher exits by design
                 remote.keep_as_cluster(path, results_root)

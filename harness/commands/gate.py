@@ -1,6 +1,7 @@
 """``splitbrain gate --baseline REV --candidate REV SPEC...``: is the candidate build worse than the baseline?
 
-Both builds of the cluster (two git revisions of this repository, built once each: :mod:`harness.revisions`) run
+Both builds of the system (two git revisions of this repository, built once each by :mod:`harness.revisions` with
+the part of the build the specs' system adapter offers: :class:`harness.revisions.BuildsRevisions`) run
 under this harness -- the same clients, nemeses, generators and checkers -- with the same specs and the same seeds,
 cell by cell: every spec is expanded into its cells (each workload alone x each fault package alone x each nemesis
 mode, as ``test-all --matrix`` does).  A cell is a *safety* cell when its cluster options are the safe settings
@@ -15,7 +16,9 @@ enough -- or when ``--budget-runs`` is spent.
 
 Output: a line per finished run, the decision table, a summary line, JUnit (``--junit``); for a failed safety
 cell, the failing run's explanation and the command that replays it.  Exit 0 pass, 1 regression, 2 undecided
-within the budget (or bad input: a bad flag, spec or revision is refused before anything starts, in one line).
+within the budget (or bad input: a bad flag, spec or revision is refused before anything starts, in one line; so
+are specs of more than one system, and a system whose adapter offers no revision builds or whose DB runs no node
+commands of this repository -- the message names the system and what it lacks).
 Each run's spec carries the build's commit (``cluster.revision``) and its short sha as ``cluster.version``, so the
 runs also land in the warehouse (``--warehouse``, ingested as they finish) grouped by build.
 """
@@ -28,12 +31,15 @@ import shlex
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.commands._exit import refuse
-from harness.commands._parts import Prepared, check_results_root, prepare
+from harness.commands._parts import Prepared, RunsNodeCommands, check_results_root, make_db, prepare
 from harness.spec import SpecError, resolved_yaml
 from harness.store import EXIT_UNKNOWN
+
+if TYPE_CHECKING:
+    from harness.revisions import RevisionSystem
 
 __all__ = ["configure", "run"]
 
@@ -125,17 +131,50 @@ def _cells(args: argparse.Namespace) -> tuple[list[_Cell], list[str]]:
     return cells, skipped
 
 
+class _NoRevisions(ValueError):
+    """The specs' system cannot run another git revision (the message names it and what it lacks)."""
+
+
+def _revision_parts(cells: list[_Cell]) -> tuple[RevisionSystem, dict[str, frozenset[str]]]:
+    """The specs' one system's part of a revision's build (its adapter's ``revisions``), and every option its DBs
+    pass their node commands (checked against each revision when it is built).
+
+    Raises:
+        _NoRevisions: the specs name more than one system (the builds' cache is keyed by commit, and the gate
+            compares one system's two builds), or a system whose adapter offers no revision builds
+            (:class:`harness.revisions.BuildsRevisions`) or whose DB runs no node commands of this repository
+            (:class:`harness.commands._parts.RunsNodeCommands`).
+    """
+    import systems
+    from harness.revisions import revision_system_of
+
+    names = sorted({c.prepared.spec.system for c in cells})
+    if len(names) != 1:
+        raise _NoRevisions(f"the specs name the systems {', '.join(map(repr, names))}; a gate compares two builds "
+                           "of one system (gate each system's specs on their own)")
+    name = names[0]
+    lacking = []
+    revisions = revision_system_of(systems.get(name))
+    if revisions is None:
+        lacking.append("revision builds (its adapter has no `revisions`: harness.revisions.BuildsRevisions)")
+    flags: dict[str, set[str]] = {}
+    for cell in cells:
+        db = make_db(cell.prepared.spec, cell.prepared.options)
+        if not isinstance(db, RunsNodeCommands):
+            lacking.append("node commands of this repository (its DB has no `command` and `node_flags`: "
+                           "harness.commands._parts.RunsNodeCommands)")
+            break
+        for command, used in db.node_flags().items():
+            flags.setdefault(command, set()).update(used)
+    if revisions is None or lacking:
+        raise _NoRevisions(f"system {name!r} cannot run another git revision: it offers no "
+                           f"{' and no '.join(lacking)}")
+    return revisions, {command: frozenset(used) for command, used in flags.items()}
+
+
 def run(args: argparse.Namespace) -> int:
     from harness.revisions import RevisionError, ensure_build
-    from systems.splitbrain.db import node_flags_used  # the revisions built are of our cluster's node commands
-    from systems.splitbrain.revision import REVISIONS
 
-    builds: dict[str, Any] = {}
-    for name in ("baseline", "candidate"):
-        try:
-            builds[name] = ensure_build(getattr(args, name), system=REVISIONS, node_flags=node_flags_used())
-        except RevisionError as exc:
-            return refuse("gate", f"--{name}: {exc}")
     try:
         cells, skipped = _cells(args)
     except SpecError as exc:
@@ -144,6 +183,16 @@ def run(args: argparse.Namespace) -> int:
         return refuse("gate", "the specs have no cell to run (every cell was skipped)")
     if any(c.prepared.spec.backend == "ssh" for c in cells) and not args.nodes_file:
         return refuse("gate", "--nodes-file: the ssh backend needs a file naming a host for every node")
+    try:
+        revisions, node_flags = _revision_parts(cells)
+    except _NoRevisions as exc:
+        return refuse("gate", exc)
+    builds: dict[str, Any] = {}
+    for name in ("baseline", "candidate"):
+        try:
+            builds[name] = ensure_build(getattr(args, name), system=revisions, node_flags=node_flags)
+        except RevisionError as exc:
+            return refuse("gate", f"--{name}: {exc}")
     from spark_analysis.sequential import Cell, GateSettings, SequentialGate
 
     try:

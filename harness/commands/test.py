@@ -24,10 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import eventloop
+import eventloop
 from harness.commands._artifacts import write_artifacts
 from harness.commands._backend import BackendUnavailable, open_remote, ssh_targets, sut_node_command
-from harness.commands._clusters import cluster_record, write_record
+from harness.commands._clusters import cluster_record, recordable, write_record
 from harness.commands._exit import refuse
 from harness.commands._parts import (
     Prepared,
@@ -119,7 +119,8 @@ async def _run_on_backend(prepared: Prepared, one: TestSpec, *, results_root: st
         undo = _cancel_on_sigterm(asyncio.current_task())
         if keep_cluster and not outcome.interrupted:
             keep = True
-            path = write_record(results_root, cluster_record(one, remote, db, results_root=results_root))
+            record = cluster_record(one, remote, recordable(one, db), results_root=results_root)
+            path = write_record(results_root, record)
             if hasattr(remote, "keep_as_cluster"):  # from now on the record, not this process, owns it
                 remote.keep_as_cluster(path, results_root)
             print(f"[splitbrain] cluster left running ({path}); stop it with: splitbrain cluster down "

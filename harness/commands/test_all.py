@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness import eventloop
+import eventloop
 from harness.commands._backend import BackendUnavailable
 from harness.commands._exit import refuse
 from harness.commands._parts import Prepared, add_spec_arguments, check_results_root, overrides_from_args, prepare

@@ -36,12 +36,15 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from harness.control.base import ControlError, ExecResult
 from harness.control.shell import ShellProcesses, finish_exec, node_argv
+
+if TYPE_CHECKING:
+    from harness.revisions import SutBuild
 
 __all__ = [
     "NodesFileError", "NodesSettings", "SshRemote", "SshTarget", "load_nodes_file", "load_nodes_settings",
@@ -275,7 +278,7 @@ class SshRemote(ShellProcesses):
             versions = await asyncio.gather(*(one(n) for n in self.targets))
         return dict(zip(self.targets, versions))
 
-    async def install_revision(self, build: Any) -> str:
+    async def install_revision(self, build: SutBuild) -> str:
         """Install a build of another revision of the cluster (a :class:`harness.revisions.SutBuild`) on every host,
         the way a local build is laid out: the revision's packages in ``<root>/sut-<sha12>/src`` and a venv of the
         node's ``python`` beside them whose one ``.pth`` puts that tree first and the host's own site-packages (the
@@ -292,8 +295,9 @@ class SshRemote(ShellProcesses):
         short = build.revision[:12]
         d = str(self.root / f"sut-{short}")
         packages = sorted(p.name for p in Path(build.source).iterdir() if (p / "__init__.py").is_file())
-        check = ('"$d/venv/bin/python" -I -c "import system_under_test, harness.cli, sys; '
-                 'sys.exit(0 if system_under_test.__file__.startswith(sys.argv[1]) else 1)" "$d/src/"')
+        pkg = build.package  # a plain package name (SutBuild checks it): where it imports from proves the install
+        check = (f'"$d/venv/bin/python" -I -c "import {pkg}, harness.cli, sys; '
+                 f'sys.exit(0 if {pkg}.__file__.startswith(sys.argv[1]) else 1)" "$d/src/"')
         script = (
             'set -e; d="$1"; exec 9>"$d.lock"; flock 9; '
             f'if [ -x "$d/venv/bin/python" ] && {check} 2>/dev/null; then rm -f "$3"; exit 0; fi; '

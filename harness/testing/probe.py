@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from harness import generator as g
+from harness.protocols import WireClients
 
 __all__ = [
     "PROBE_WORKLOAD", "ProbeChecker", "ProbeClient", "probe_workload", "register_probe_workload",
@@ -26,7 +27,7 @@ PROBE_WORKLOAD = "cli-probe"
 class ProbeClient:
     """One ControllerClient per worker; ``read-meta`` returns the leader id it was told."""
 
-    def __init__(self, db: Any, inner: Any = None) -> None:
+    def __init__(self, db: WireClients, inner: Any = None) -> None:
         self.db = db
         self.inner = inner
 

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from system_under_test import eventloop, failpoints, node_events
+import eventloop
+from system_under_test import failpoints, node_events
 from system_under_test.admin_handlers import ADMIN_CODES, code_name, handle_admin, unauthorized
 from system_under_test.clock import CLOCK
 from system_under_test.controller import formation

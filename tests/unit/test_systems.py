@@ -16,7 +16,7 @@ import pytest
 
 import systems
 from harness.commands._parts import build_parts, refuse_missing_capabilities, validate_spec
-from harness.protocols import CAPABILITIES, DB, SystemOptions
+from harness.protocols import CAPABILITIES, DB, SystemDB, SystemOptions
 from harness.spec import SpecError, load_spec, resolved_yaml, spec_from_dict
 from nemesis import faults, packages
 from nemesis.schedule import Step
@@ -88,7 +88,7 @@ def test_a_built_in_db_implements_the_protocol_of_each_capability_it_offers(name
     system = systems.get(name)
     spec = spec_from_dict(_raw(system=name), file="s.yaml")
     db = system.make_db(spec, system.options(spec.cluster, file=spec.source))
-    assert isinstance(db, DB)
+    assert isinstance(db, SystemDB) and db.spec is spec  # a DB, and the spec the nemeses read the topology from
     for cap in system.capabilities:
         protocol = CAPABILITIES[cap].protocol
         assert protocol is None or isinstance(db, protocol), (name, cap)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from eventloop import start_eagerly
 from system_under_test.controller.config import ControllerConfig
 from system_under_test.controller.errors import EventError
 from system_under_test.controller.events import (
@@ -29,7 +30,6 @@ from system_under_test.controller.events import (
 from system_under_test.controller.metadata import BrokerInfo, BrokerSet
 from system_under_test.controller.records import slot_constructor
 from system_under_test.controller.server import ControllerStateMachine, NodeOptions
-from system_under_test.eventloop import start_eagerly
 
 
 def _sm() -> ControllerStateMachine:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from system_under_test import eventloop
+import eventloop
 
 
 def test_default_is_uvloop_when_installed() -> None:

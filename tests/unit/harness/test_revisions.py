@@ -161,15 +161,17 @@ def test_revisions_from_before_the_wire_version_get_theirs_from_the_history_tabl
 
 
 def test_a_build_is_keyed_by_a_full_sha() -> None:
-    b = SutBuild(SHA, Path("cache") / SHA, "0.3.0", ("PING",))
+    b = SutBuild(SHA, Path("cache") / SHA, "0.3.0", ("PING",), package="system_under_test")
     assert b.python == Path("cache") / SHA / "venv" / "bin" / "python"
     assert b.short == SHA[:12]
     with pytest.raises(ValueError, match="40-hex-digit"):
-        SutBuild("HEAD", Path("x"), "0.1", ())
+        SutBuild("HEAD", Path("x"), "0.1", (), package="system_under_test")
+    with pytest.raises(ValueError, match="package name"):  # it is written into the install checks' shell strings
+        SutBuild(SHA, Path("x"), "0.1", (), package="x; rm -rf /")
 
 
 def test_the_build_record_says_revision_never_dirty_and_what_it_lacks() -> None:
-    rec = build_record(SutBuild(SHA, Path("c"), "0.3.0", ("PING",)))
+    rec = build_record(SutBuild(SHA, Path("c"), "0.3.0", ("PING",), package="system_under_test"))
     assert rec == {"version": "0.3.0", "revision": SHA, "dirty": False, "revision_error": None, "build": "revision",
                    "missing_requests": ["PING"], "missing_optional_fields": []}
 
@@ -182,14 +184,19 @@ def test_nodes_start_the_revision_in_isolated_mode() -> None:
 
 def test_the_revision_image_copies_the_packages_and_checks_where_they_import_from() -> None:
     text = render_revision_dockerfile(node_image="splitbrain/node:0.1.0", packages=["harness", "system_under_test"],
-                                      labels={"splitbrain.sut-revision": SHA})
+                                      labels={"splitbrain.sut-revision": SHA}, system_package="system_under_test")
     assert text.startswith("FROM splitbrain/node:0.1.0\n")
     assert "COPY src/ /opt/sut/src/" in text and "/opt/sut/venv" in text
     assert "system_under_test.__file__.startswith(" in text and "-I -c" in text
     assert f'splitbrain.sut-revision="{SHA}"' in text
     assert revision_image_tag(SHA) == f"splitbrain/node:sut-{SHA[:12]}"
-    for bad in ({"node_image": "Bad Image"}, {"packages": ["../etc"]}, {"labels": {"Bad Key": "v"}}):
-        args: dict[str, Any] = {"node_image": "splitbrain/node:0.1.0", "packages": ["harness"], "labels": {}, **bad}
+    other = render_revision_dockerfile(node_image="splitbrain/node:0.1.0", packages=["harness", "their_system"],
+                                       labels={}, system_package="their_system")
+    assert "their_system.__file__.startswith(" in other and "system_under_test" not in other  # the build's package
+    for bad in ({"node_image": "Bad Image"}, {"packages": ["../etc"]}, {"labels": {"Bad Key": "v"}},
+                {"system_package": "not_copied"}):
+        args: dict[str, Any] = {"node_image": "splitbrain/node:0.1.0", "packages": ["harness"], "labels": {},
+                                "system_package": "harness", **bad}
         with pytest.raises(ImageError):
             render_revision_dockerfile(**args)
     with pytest.raises(ImageError):

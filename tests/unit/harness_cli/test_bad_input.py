@@ -198,6 +198,12 @@ ROWS = [
                               "--results", empty_dir), "--test: dropped"),
     Row("gate-junit-is-a-directory", ("spark", "gate", "--baseline", "1", "--candidate", "2", "--results", empty_dir,
                                       "--junit", empty_dir), "--junit"),
+    # -- splitbrain gate: a system whose adapter builds no revisions is refused before any build -------------
+    Row("gate-system-without-revision-builds",
+        ("gate", "--baseline", "HEAD", "--candidate", "HEAD", "--dry-run",
+         spec(system="counter", nodes={"members": 1}, workloads=[{"name": "counter"}],
+              nemesis={"packages": ["pause"], "interval_s": 2, "targets": ["one"]})),
+        "system 'counter' cannot run another git revision: it offers no revision builds"),
     Row("synth-bad-regression", ("spark", "synth", lambda t: str(t / "c"), "--regression", "0.3:queue"),
         "--regression"),
     Row("repro-runs-zero", ("repro", run_dir(OP), "--runs", "0"), "--runs"),

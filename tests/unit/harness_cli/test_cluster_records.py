@@ -86,3 +86,18 @@ def test_missing_backend_module_says_not_available_yet(monkeypatch: pytest.Monke
     monkeypatch.setitem(_backend._MODULES, "docker", "harness.control.no_such_backend")
     with pytest.raises(_backend.BackendUnavailable, match="'docker' not available yet"):
         _backend.backend_module("docker")
+
+
+def test_only_a_db_holding_what_a_record_needs_is_recorded() -> None:
+    import systems
+    from harness.commands._clusters import recordable
+    from harness.spec import spec_from_dict
+
+    ours = spec_from_dict({"name": "r", "nodes": {"controllers": 1, "broker_sets": {"count": 0}}}, file="<t>")
+    db = systems.get("splitbrain").make_db(ours, systems.get("splitbrain").options({}, file="<t>"))
+    assert recordable(ours, db) is db
+    counter = spec_from_dict({"name": "c", "system": "counter", "nodes": {"members": 1},
+                              "workloads": ["counter"]}, file="<t>")
+    other = systems.get("counter").make_db(counter, systems.get("counter").options({}, file="<t>"))
+    with pytest.raises(TypeError, match="system 'counter': its running cluster cannot be recorded"):
+        recordable(counter, other)

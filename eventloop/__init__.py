@@ -1,18 +1,27 @@
-"""The event loop the cluster's processes run on: uvloop when it is installed, else asyncio's own.
+"""The event loop every process of this repository runs on: uvloop when it is installed, else asyncio's own.
 
 Every controller and broker process spends most of its CPU in the event loop's socket and
 callback machinery (one small RPC frame at a time).  uvloop runs the same asyncio programs with
 about half that cost, which is what lets a Python controller handle tens of thousands of
-heartbeats a second on one core.  ``SPLITBRAIN_EVENT_LOOP=asyncio`` selects the standard loop
-(to rule uvloop out when chasing a bug); any other value is an error, not a silent fallback.
+heartbeats a second on one core.  The harness drives many clients, the nemesis and the observer in
+one process and picks its loop the same way.  ``SPLITBRAIN_EVENT_LOOP=asyncio`` selects the standard
+loop for harness and nodes alike (to rule uvloop out when chasing a bug); any other value but
+``uvloop`` is an error, not a silent fallback.
+
+It is a top-level package of its own, the lowest layer (docs/architecture.md), because both the
+system under test and the harness need it and neither may import the other for it (issue 29): it
+imports nothing of the project, and ``tests/unit/test_layers.py`` says so.  :func:`start_eagerly`
+is the controller's fast path for steps that almost never wait.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Coroutine, Generator
+from collections.abc import Awaitable, Coroutine, Generator, Mapping
 from typing import Any, TypeVar
+
+__all__ = ["CHOICES", "ENV", "chosen", "new_event_loop", "run", "start_eagerly"]
 
 T = TypeVar("T")
 
@@ -20,7 +29,7 @@ ENV = "SPLITBRAIN_EVENT_LOOP"
 CHOICES = ("uvloop", "asyncio")
 
 
-def chosen(env: dict[str, str] | os._Environ[str] | None = None) -> str:
+def chosen(env: Mapping[str, str] | None = None) -> str:
     """The loop implementation to use: ``uvloop`` (default when importable) or ``asyncio``.
 
     Raises:
