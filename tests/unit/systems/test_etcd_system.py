@@ -124,9 +124,10 @@ def test_the_etcd_adapter_offers_what_its_db_implements() -> None:
 
 @pytest.mark.parametrize("name", ["etcd.yaml", "etcd-serializable.yaml"])
 def test_the_etcd_examples_validate(name: str) -> None:
+    """The examples run 90 s of faults, so that a run takes at most 3 minutes (issue 29)."""
     spec = load_spec(ROOT / "examples" / name)
     validate_spec(spec)
-    assert (spec.system, spec.nodes.members, spec.time_limit_s) == ("etcd", ("m1", "m2", "m3"), 90.0)  # runs of at most 3 minutes (issue 29)
+    assert (spec.system, spec.nodes.members, spec.time_limit_s) == ("etcd", ("m1", "m2", "m3"), 90.0)
     assert set(spec.nemesis.packages) == {"partition", "kill", "pause"}
     assert spec.workloads[0].options["read_mode"] == ("serializable" if "serializable" in name else "linearizable")
 
