@@ -41,7 +41,7 @@ from nemesis.targets import Selectors
 
 __all__ = [
     "BUILT_IN", "CAPABILITIES", "DEFAULT", "ENTRY_POINT_GROUP", "BrokenSystem", "HasSelectors", "RegistryError",
-    "System", "UnknownSystem", "check", "get", "names", "selectors_of",
+    "ReportsRecordStatus", "System", "UnknownSystem", "check", "get", "names", "selectors_of",
 ]
 
 ENTRY_POINT_GROUP = "splitbrain.systems"
@@ -119,6 +119,17 @@ class HasSelectors(Protocol):
 def selectors_of(system: System) -> Selectors:
     """The pools ``system`` adds (none unless it is :class:`HasSelectors`)."""
     return system.selectors if isinstance(system, HasSelectors) else Selectors()
+
+
+@runtime_checkable
+class ReportsRecordStatus(Protocol):
+    """An adapter that can say, from a cluster record alone, how a cluster left running is doing (optional:
+    ``splitbrain cluster status`` prints the line; ours: its controller quorum's leader).  The record is what
+    :func:`harness.commands._clusters.cluster_record` wrote; no DB exists in that process."""
+
+    async def record_status(self, record: Mapping[str, Any]) -> str:
+        """One line on the recorded cluster, or why it did not answer (never raises for a cluster that is down)."""
+        ...
 
 
 class RegistryError(LookupError):

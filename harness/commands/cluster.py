@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import systems
 from harness.commands._backend import BackendUnavailable, backend_module, open_remote, ssh_targets, sut_node_command
 from harness.commands._clusters import (
     cluster_alive,
@@ -203,11 +204,17 @@ def _pid_alive(pid: Any) -> bool:
     return isinstance(pid, int) and Path(f"/proc/{pid}").exists()
 
 
-async def _leader(rec: Mapping[str, Any]) -> str:
-    """The recorded cluster's quorum in one line (our cluster's: the record holds its controllers and token)."""
-    from systems.splitbrain.db import quorum_status
-
-    return await quorum_status(list(rec.get("controllers") or []), rec.get("token"))
+async def _status(rec: Mapping[str, Any]) -> str:
+    """The recorded cluster's state in one line, as its system's adapter tells it from the record
+    (:class:`systems.ReportsRecordStatus`); a record from before records named their system is our cluster's."""
+    name = str(rec.get("system") or systems.DEFAULT)
+    try:
+        system = systems.get(name)
+    except systems.RegistryError as exc:
+        return f"status unknown ({exc})"
+    if not isinstance(system, systems.ReportsRecordStatus):
+        return f"status unknown (system {name!r} cannot tell it from a record)"
+    return await system.record_status(rec)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -221,7 +228,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
                   f"processes no longer exist); forget it with `splitbrain cluster down {rec['name']} "
                   f"--results {args.results}`")
             continue
-        quorum = asyncio.run(_leader(rec))
+        quorum = asyncio.run(_status(rec))
         print(f"{rec['name']} ({rec['backend']}, up since {rec.get('created')}): {quorum}")
         for n, info in rec["nodes"].items():
             state = ("alive" if _pid_alive(info.get("pid")) else "dead") if rec["backend"] == "local" else "?"

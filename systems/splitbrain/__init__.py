@@ -66,6 +66,13 @@ class SplitbrainSystem:
 
         return SplitbrainDB(spec, options)
 
+    async def record_status(self, record: Mapping[str, Any]) -> str:
+        """Its controller quorum's leader, asked of the recorded controllers (``splitbrain cluster status``:
+        :class:`systems.ReportsRecordStatus`)."""
+        from systems.splitbrain.db import quorum_status
+
+        return await quorum_status(list(record.get("controllers") or []), record.get("token"))
+
     @property
     def revisions(self) -> RevisionSystem:
         """Its part of building another git revision's nodes (``cluster.revision``: :mod:`harness.revisions`)."""

@@ -320,10 +320,6 @@ ADAPTER_FREE = ("harness", "nemesis")
 """Packages that must not import our cluster's adapter (issue 29): what is only our cluster's -- its selector pools
 (``systems/splitbrain/selectors.py``) above all -- reaches generic code through the registry (``systems.get``,
 ``systems.selectors_of``) and the spec (``NodesSpec.selectors``), never by import."""
-STILL_IMPORTING_OUR_ADAPTER = {
-    "harness.commands.cluster": "the cluster command's quorum status (systems.splitbrain.db.quorum_status)",
-}
-"""Known exceptions, each with what it imports; none of them is about selectors.  Shrink this, never grow it."""
 
 
 def test_the_harness_and_the_nemeses_import_nothing_of_our_adapter() -> None:
@@ -335,12 +331,9 @@ def test_the_harness_and_the_nemeses_import_nothing_of_our_adapter() -> None:
             target = _owner(imp.target)
             if target is None or not (target == OUR_ADAPTER or target.startswith(OUR_ADAPTER + ".")):
                 continue
-            if module in STILL_IMPORTING_OUR_ADAPTER and not target.endswith(".selectors"):
-                continue
             bad.append(f"{MODULES[module].relative_to(ROOT)}:{imp.line} imports {target}")
     assert not bad, ("generic code imports our cluster's adapter (reach it through systems.get / the spec's "
                      "NodesSpec.selectors):\n" + "\n".join(bad))
-    assert all(m in MODULES for m in STILL_IMPORTING_OUR_ADAPTER)
 
 
 def test_the_event_loop_imports_nothing_of_the_project() -> None:

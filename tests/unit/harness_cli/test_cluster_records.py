@@ -101,3 +101,24 @@ def test_only_a_db_holding_what_a_record_needs_is_recorded() -> None:
     other = systems.get("counter").make_db(counter, systems.get("counter").options({}, file="<t>"))
     with pytest.raises(TypeError, match="system 'counter': its running cluster cannot be recorded"):
         recordable(counter, other)
+
+
+@pytest.mark.parametrize(("system", "words"), [
+    ("counter", "system 'counter' cannot tell it from a record"),
+    ("no-such-system", "status unknown"),
+])
+def test_status_asks_the_recorded_systems_adapter(system: str, words: str) -> None:
+    """`cluster status` asks the record's system (systems.ReportsRecordStatus); one that cannot tell, or that is
+    not installed, gets a line saying so instead of our cluster's quorum question."""
+    import asyncio
+
+    from harness.commands.cluster import _status
+
+    assert words in asyncio.run(_status({**_record("x", {}), "system": system}))
+
+
+def test_our_adapter_reports_a_recorded_clusters_quorum() -> None:
+    import systems
+
+    assert isinstance(systems.get("splitbrain"), systems.ReportsRecordStatus)
+    assert not isinstance(systems.get("etcd"), systems.ReportsRecordStatus)
