@@ -474,7 +474,8 @@ class LinearizableIdsChecker:
 # Builder
 
 
-@register("broker-ids", needs=("splitbrain-protocol",), roles=("controllers", "broker_sets"))
+@register("broker-ids", needs=("splitbrain-protocol",), roles=("controllers", "broker_sets"),
+          populated=("controllers",))  # it registers brokers of its own (extra_brokers)
 def build_broker_ids(ctx: WorkloadContext) -> Workload:
     """The broker-ids workload for ``ctx`` (see the module docstring).
 

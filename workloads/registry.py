@@ -64,19 +64,26 @@ Builder = Callable[[WorkloadContext], Workload]
 _BUILDERS: dict[str, Builder] = {}
 _NEEDS: dict[str, tuple[str, ...]] = {}
 _ROLES: dict[str, tuple[str, ...]] = {}
+_POPULATED: dict[str, tuple[str, ...]] = {}
 _MODULES = ("workloads.queue", "workloads.controller_register", "workloads.broker_ids", "workloads.membership",
             "workloads.register", "workloads.generic_queue", "workloads.counter")
 
 
-def register(name: str, *, needs: tuple[str, ...] = (), roles: tuple[str, ...] = ()) -> Callable[[Builder], Builder]:
+def register(name: str, *, needs: tuple[str, ...] = (), roles: tuple[str, ...] = (),
+             populated: tuple[str, ...] | None = None) -> Callable[[Builder], Builder]:
     """Register a builder under ``name``; ``needs``: the capabilities it asks of the system; ``roles``: the node
-    roles it talks to, each of which the system must declare (see the module docstring)."""
+    roles it talks to, each of which the system must declare (see the module docstring); ``populated``: those of
+    ``roles`` the spec must give nodes (default: all of them; ``broker-ids`` brings brokers of its own, so it runs
+    with no broker set)."""
+    if populated is not None and not set(populated) <= set(roles):
+        raise ValueError(f"workload {name!r}: populated roles {populated} are not among its roles {roles}")
     def deco(fn: Builder) -> Builder:
         if name in _BUILDERS and _BUILDERS[name] is not fn:
             raise ValueError(f"workload {name!r} registered twice")
         _BUILDERS[name] = fn
         _NEEDS[name] = tuple(needs)
         _ROLES[name] = tuple(roles)
+        _POPULATED[name] = tuple(roles if populated is None else populated)
         return fn
 
     return deco
@@ -92,6 +99,13 @@ def roles(name: str) -> tuple[str, ...]:
     """The node roles workload ``name`` talks to (empty: any node; and for an unknown name)."""
     _load_all()
     return _ROLES.get(name, ())
+
+
+def populated(name: str) -> tuple[str, ...]:
+    """The node roles workload ``name`` needs nodes in (a spec that gives one of them none is refused: it would
+    run with nobody to talk to); empty for an unknown name."""
+    _load_all()
+    return _POPULATED.get(name, ())
 
 
 def _load_all() -> None:

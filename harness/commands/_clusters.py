@@ -57,7 +57,8 @@ def cluster_record(spec: TestSpec, remote: Any, db: ClusterRecord, *,
         nodes[n] = {"role": db.role(n), "address": remote.address(n), "dir": d, "pid": db.pids.get(n),
                     "log": str(Path(d) / "node.log")}
     rec: dict[str, Any] = {
-        "name": spec.name, "system": spec.system, "backend": spec.backend, "token": db.token, "spec_yaml": resolved_yaml(spec),
+        "name": spec.name, "system": spec.system, "backend": spec.backend, "token": db.token,
+        "spec_yaml": resolved_yaml(spec),
         "controllers": list(db.controller_addrs({"remote": remote})), "nodes": nodes,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "launcher_pid": os.getpid(),
         "id": getattr(remote, "run_id", None), "results": str(Path(results_root).resolve()), "uid": os.getuid(),

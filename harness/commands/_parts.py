@@ -193,20 +193,37 @@ def validate_spec(spec: TestSpec) -> SystemOptions:
 
 def refuse_unservable_workloads(spec: TestSpec, offered: frozenset[str]) -> None:
     """Refuse a workload that needs a capability the spec's system does not offer (``register`` needs
-    ``register-client``: :func:`workloads.registry.needs`), before it is built against the wrong DB.
+    ``register-client``: :func:`workloads.registry.needs`), or that talks to a node role the spec gives no node
+    (``queue`` with ``broker_sets: {count: 0}``: :func:`workloads.registry.populated`), before it is built against the
+    wrong DB or runs with nobody to talk to.
 
     Raises:
-        SpecError: naming ``workloads[i].name``, the workload and the missing capabilities.
+        SpecError: naming ``workloads[i].name``, the workload and the missing capabilities or the empty role.
     """
     from workloads import registry
 
     for i, w in enumerate(spec.workloads):
+        empty = [r for r in registry.populated(w.name) if not _given_nodes(spec, r)]
+        if empty:
+            raise SpecError(spec.source, f"workloads[{i}].name", w.name,
+                            f"a workload whose node roles have nodes: {w.name!r} talks to the node role "
+                            f"{', '.join(empty)}, and nodes.{empty[0]} gives it none")
         lacking = [c for c in registry.needs(w.name) if c not in offered]
         if lacking:
             raise SpecError(spec.source, f"workloads[{i}].name", w.name,
                             f"a workload that system {spec.system!r} can serve: {w.name!r} needs "
                             f"{', '.join(lacking)}, which {spec.system!r} does not offer (it offers: "
                             f"{', '.join(sorted(offered)) or 'nothing'}; capabilities: docs/systems.md)")
+
+
+def _given_nodes(spec: TestSpec, role: str) -> tuple[str, ...]:
+    """The nodes ``spec`` gives the node role ``role`` (every broker set's replicas; none for a role it lacks)."""
+    nodes = spec.nodes
+    if role == "broker_sets":
+        return tuple(n for s in nodes.broker_sets for n in s)
+    if role in ("controllers", "members"):
+        return nodes.controllers if role == "controllers" else nodes.members
+    return next((names for row, names in nodes.others if row.name == role), ())
 
 
 def refuse_missing_capabilities(spec: TestSpec, offered: frozenset[str], names: Sequence[str]) -> None:

@@ -160,3 +160,26 @@ def test_a_package_with_default_kinds_passes_the_whole_validation_on_a_system_of
     from harness.commands._parts import validate_spec
 
     validate_spec(_spec("rabbitmq", nemesis={"packages": ["partition", "kill"], "targets": ["one"]}))
+
+
+@pytest.mark.parametrize(("nodes", "workload", "refused"), [
+    ({"controllers": 3, "broker_sets": {"count": 0}}, "queue", "broker_sets"),
+    ({"controllers": 3, "broker_sets": {"count": 0}}, "membership", "broker_sets"),
+    ({"controllers": 3, "broker_sets": {"count": 0}}, "controller-register", None),
+    # it brings brokers of its own (its failpoint lanes would run on broker nodes)
+    ({"controllers": 3, "broker_sets": {"count": 0}}, {"name": "broker-ids", "options": {"failpoints": 0}}, None),
+    ({"controllers": 3, "broker_sets": {"count": 1}}, "queue", None),
+])
+def test_a_workload_whose_role_has_no_nodes_is_refused_on_its_name(nodes: dict[str, Any], workload: Any,
+                                                                   refused: str | None) -> None:
+    """A workload talks to the node roles it declares (workloads.registry.roles); a spec that gives one of them no
+    node would run it with nobody to talk to, so validate_spec refuses it on workloads[0].name."""
+    from harness.commands._parts import validate_spec
+
+    spec = spec_from_dict({"name": "empty-role", "nodes": nodes, "workloads": [workload]})
+    if refused is None:
+        validate_spec(spec)
+        return
+    with pytest.raises(SpecError) as err:
+        validate_spec(spec)
+    assert err.value.key == "workloads[0].name" and f"nodes.{refused} gives it none" in str(err.value)
