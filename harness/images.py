@@ -16,7 +16,9 @@ A third kind is built per system under test, on demand (``splitbrain test`` of a
 or ``splitbrain images build --system NAME``): **system** -- ``splitbrain/node-<system>:<version>`` FROM the node
 image with the Debian packages the adapter declares (``node_packages``: etcd's ``etcd-server``, Redis's
 ``redis-server`` and ``redis-sentinel``, RabbitMQ's ``rabbitmq-server``), from the same mirror; rebuilt when its
-labels say it was built on another node image or with another package list (:func:`ensure_system_image`).
+labels say it was built on another node image or with another package list (:func:`ensure_system_image`).  An
+adapter may name the image it shares with another name (``image_name``: ``rabbitmq-mirrored`` runs in
+``splitbrain/node-rabbitmq``).
 
 The build context is a temporary directory holding only the rendered Dockerfile, the rendered
 ``sources.list``, the entrypoint script and the wheel (a few hundred KB).  Existing images are
@@ -57,7 +59,7 @@ __all__ = [
     "configure", "ensure_images", "host_apt_sources", "node_image_tag", "node_requirements", "parse_deb822",
     "parse_one_line", "pick_mirror", "pip_build_args", "pip_cert_path", "project_version", "render_dockerfile",
     "render_sources_list", "render_system_dockerfile", "run", "SystemImageReport", "ensure_system_image",
-    "image_for_system", "node_packages", "system_image_tag",
+    "image_for_system", "image_name", "node_packages", "system_image_tag",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -557,6 +559,22 @@ def node_packages(system: object) -> tuple[str, ...]:
     return raw
 
 
+def image_name(system: object) -> str:
+    """The name ``system``'s node image is built under (``splitbrain/node-<name>``): its ``image_name`` attribute,
+    else its own name.  Two adapters, or two names of one adapter, that install the same packages and differ only
+    in settings share one image by giving the same ``image_name`` (``rabbitmq`` and ``rabbitmq-mirrored``).
+
+    Raises:
+        ImageError: the attribute is not a string (the message names the system); :func:`system_image_tag` checks
+            what a docker name may hold.
+    """
+    name = getattr(system, "name", type(system).__name__)
+    raw = getattr(system, "image_name", name)
+    if not isinstance(raw, str):
+        raise ImageError(f"system {name!r}: image_name must be a string, got {raw!r}")
+    return raw
+
+
 def system_image_tag(system: str, version: str) -> str:
     """``splitbrain/node-<system>:<version>``: the node image plus the Debian packages ``system`` needs.
 
@@ -615,7 +633,8 @@ class SystemImageReport:
 
 def ensure_system_image(system: str, *, force: bool = False, log: Any = None) -> SystemImageReport | None:
     """The node image for a run of ``system`` (a name in :mod:`systems`): None when the system needs no packages
-    beyond the node image (its runs use the node image itself), else :func:`system_image_tag`, built FROM the
+    beyond the node image (its runs use the node image itself), else :func:`system_image_tag` of its
+    :func:`image_name` (names that share an image share its build), built FROM the
     current node image (itself built or refreshed first) if the engine lacks it, ``force``, or it was built on
     another node image or with another package list (its labels say which).
 
@@ -635,7 +654,7 @@ def ensure_system_image(system: str, *, force: bool = False, log: Any = None) ->
     node = ensure_images(log=log)
     client = docker_client()
     version = project_version((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    tag = system_image_tag(system, version)
+    tag = system_image_tag(image_name(adapter), version)
     base_id = str(client.images.get(node.node_image).id).replace("sha256:", "")
     wanted = ",".join(packages)
     if (not force and _image_label(client, tag, SYSTEM_BASE_LABEL) == base_id
@@ -648,7 +667,8 @@ def ensure_system_image(system: str, *, force: bool = False, log: Any = None) ->
         (ctx / "sources.list").write_text(render_sources_list(host_apt_sources()), encoding="utf-8")
         (ctx / "Dockerfile").write_text(render_system_dockerfile(
             node_image=node.node_image, packages=packages,
-            labels={"splitbrain.image": "node-system", SYSTEM_LABEL: system, SYSTEM_PACKAGES_LABEL: wanted,
+            labels={"splitbrain.image": "node-system", SYSTEM_LABEL: image_name(adapter),
+                    SYSTEM_PACKAGES_LABEL: wanted,
                     SYSTEM_BASE_LABEL: base_id}), encoding="utf-8")
         _docker_build(client, ctx, tag, network_mode="bridge", log=log)
     if old is not None and old != _image_id(client, tag):

@@ -8,7 +8,8 @@ repository that the nodes run (None here: only a system running this repository'
 
 :class:`PlainOptions` is what etcd, Redis, RabbitMQ and the counter service accept: ``version`` and
 ``system_options``, a map the adapter reads and validates itself when it makes its DB (Redis's replication
-settings, :mod:`systems.redis.config`; the others take none and ignore it).  Our own cluster's options are
+settings, :mod:`systems.redis.config`; RabbitMQ's queue type and cluster settings, :mod:`systems.rabbitmq.config`;
+the others take none and ignore it).  Our own cluster's options are
 :class:`systems.splitbrain.options.ClusterOptions`, which shares :func:`check_version`.
 """
 

@@ -78,14 +78,31 @@ def _fw_rule(bridge: str) -> list[str]:
 
 
 def _proc_starttime(pid: int) -> int | None:
+    """The start time of the running process ``pid`` (clock ticks after boot, ``/proc/<pid>/stat`` field 22), or
+    None once it is gone: no such pid, or a zombie that is all that is left of its thread group.
+
+    A zombie with other threads is not gone.  When a multithreaded process (an Erlang VM) is SIGKILLed, its main
+    thread can exit, and ``stat`` say ``Z``, while another thread still tears down the address space and only then
+    closes the files, its listening sockets among them: for tens of ms on an idle machine, longer on a loaded one,
+    the kernel still accepts connections on them (a RabbitMQ broker "killed" that way still took AMQP connections,
+    docs/systems.md).  ``waitpid`` does not reap such a leader either, until the last thread is gone.
+    """
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = stat[stat.rfind(")") + 2 :].split()
-    if fields and fields[0] == "Z":
-        return None  # a zombie is dead
+    if fields and fields[0] == "Z" and _threads(pid) <= 1:
+        return None  # a zombie, and no thread of it is still exiting: dead
     return int(fields[19]) if len(fields) > 19 else None
+
+
+def _threads(pid: int) -> int:
+    """How many threads of ``pid``'s group the kernel still lists (0 once the pid is gone)."""
+    try:
+        return sum(1 for _ in Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0
 
 
 def _write_state(path: Path, state: Mapping[str, Any]) -> None:

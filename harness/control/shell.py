@@ -34,11 +34,14 @@ PID_FILE_SCRIPT = (
     'read -r pid <"$1" 2>/dev/null || { echo none; exit 0; }; echo "$pid"; cat "/proc/$pid/stat" 2>/dev/null; '
     'exit 0'
 )
-# $1 pid, $2 expected start time, $3 signal number ("0" = only report).  Prints alive|dead.
+# $1 pid, $2 expected start time, $3 signal number ("0" = only report).  Prints alive|dead.  A zombie is dead only
+# when it is the last of its thread group: a SIGKILLed multithreaded process's main thread can be a zombie while
+# another thread still exits and holds its files (listening sockets) open (harness.control.local._proc_starttime).
 SIGNAL_SCRIPT = (
     'pid=$1; want=$2; sig=$3; s=$(cat "/proc/$pid/stat" 2>/dev/null) || { echo dead; exit 0; }; '
-    'set -- ${s##*) }; [ "$1" != Z ] || { echo dead; exit 0; }; shift 19; '
+    'set -- ${s##*) }; state=$1; shift 19; '
     '[ "$1" = "$want" ] || { echo dead; exit 0; }; '
+    'if [ "$state" = Z ]; then set -- "/proc/$pid/task/"*; [ "$#" -gt 1 ] || { echo dead; exit 0; }; fi; '
     '[ "$sig" = 0 ] || kill -"$sig" "$pid" 2>/dev/null || true; echo alive'
 )
 

@@ -10,6 +10,9 @@ Queue types (:data:`QUEUE_TYPES`, one row each) are what the safe and the unsafe
   under partitions: each side of a partition promotes its own master and confirms publishes alone, and when the
   partition heals the side that loses (``cluster_partition_handling``, :data:`PARTITION_HANDLING`) restarts and
   throws its queue contents away.
+
+A spec chooses among them, and sets the two cluster-wide settings, with ``cluster: {system_options: {...}}``
+(:func:`parse_options`, :class:`RabbitOptions`): ``queue_type``, ``partition_handling`` and ``net_ticktime_s``.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.errors import SpecError
+
 __all__ = [
-    "AMQP_PORT", "PARTITION_HANDLING", "QUEUE_TYPES", "QueueType", "advanced_config", "node_env", "node_name",
-    "policy_argv", "queue_type", "rabbitmq_conf",
+    "AMQP_PORT", "OPTION_KEYS", "PARTITION_HANDLING", "QUEUE_TYPES", "NET_TICKTIME_RANGE_S", "QueueType",
+    "RabbitOptions", "advanced_config", "node_env", "node_name", "parse_options", "policy_argv", "queue_type",
+    "rabbitmq_conf",
 ]
 
 AMQP_PORT = 5672
@@ -71,6 +77,67 @@ def queue_type(name: str) -> QueueType:
         raise ValueError(f"rabbitmq: queue type must be one of {sorted(QUEUE_TYPES)}, got {name!r}") from None
 
 
+NET_TICKTIME_RANGE_S = (1, 600)
+"""The ``net_ticktime`` values :func:`advanced_config` writes, in seconds."""
+
+
+@dataclass(frozen=True)
+class RabbitOptions:
+    """What a spec sets of a RabbitMQ cluster (``cluster.system_options``; :func:`parse_options`).
+
+    Attributes:
+        queue_type: how the workload's queues are declared, a row of :data:`QUEUE_TYPES`.  The one setting the
+            safe and the unsafe example differ in: ``quorum`` confirms a publish once a majority has it,
+            ``mirrored`` lets each side of a partition confirm alone.
+        partition_handling: RabbitMQ's ``cluster_partition_handling`` (:data:`PARTITION_HANDLING`).  ``autoheal``
+            restarts the losing side of a healed partition and throws its copy of each mirrored queue away (the
+            loss the unsafe example finds); ``pause_minority`` stops the minority's brokers during the partition,
+            so no side confirms alone (it lost nothing in the one experiment the README reports) but the minority's
+            clients get no service; ``ignore`` leaves a split cluster split after the heal.
+        net_ticktime_s: the Erlang distribution's tick time: a node cut off from another is declared down within
+            about this many seconds.  Short enough that a test's partitions are noticed (the default, 60 s, outlasts
+            them); much shorter and a loaded machine's scheduling pauses look like partitions.
+    """
+
+    queue_type: str = "quorum"
+    partition_handling: str = "autoheal"
+    net_ticktime_s: int = 4
+
+
+OPTION_KEYS: Mapping[str, str] = {
+    "queue_type": f"one of {', '.join(QUEUE_TYPES)}",
+    "partition_handling": f"one of {', '.join(PARTITION_HANDLING)} (RabbitMQ's cluster_partition_handling)",
+    "net_ticktime_s": f"an int of seconds, {NET_TICKTIME_RANGE_S[0]}..{NET_TICKTIME_RANGE_S[1]}",
+}
+"""The keys of ``cluster.system_options`` a RabbitMQ spec may set, and what each takes (:class:`RabbitOptions`)."""
+
+
+def parse_options(raw: Mapping[str, Any], *, file: str = "<spec>",
+                  default_queue_type: str = "quorum") -> RabbitOptions:
+    """:class:`RabbitOptions` from a spec's ``cluster.system_options``; ``default_queue_type`` is the adapter's
+    (``system: rabbitmq`` declares quorum queues unless told otherwise, ``system: rabbitmq-mirrored`` mirrored
+    ones).
+
+    Raises:
+        SpecError: an unknown key or a bad value, naming ``cluster.system_options.<key>``, the value and what the
+            key takes (:data:`OPTION_KEYS`).
+    """
+    values: dict[str, Any] = {"queue_type": default_queue_type}
+    for key, value in raw.items():
+        where = f"cluster.system_options.{key}"
+        if key not in OPTION_KEYS:
+            raise SpecError(file, where, value, f"a RabbitMQ option: one of {', '.join(OPTION_KEYS)}")
+        if key == "net_ticktime_s":
+            lo, hi = NET_TICKTIME_RANGE_S
+            ok = type(value) is int and lo <= value <= hi  # not a bool, not a float
+        else:
+            ok = isinstance(value, str) and value in (QUEUE_TYPES if key == "queue_type" else PARTITION_HANDLING)
+        if not ok:
+            raise SpecError(file, where, value, OPTION_KEYS[key])
+        values[key] = value
+    return RabbitOptions(**values)
+
+
 def node_name(address: str) -> str:
     """The Erlang node name of the broker listening on ``address`` (long names: ``rabbit@<ip>``)."""
     return f"rabbit@{address}"
@@ -108,8 +175,9 @@ def rabbitmq_conf(address: str, peers: Sequence[str], *, partition_handling: str
 def advanced_config(*, net_ticktime_s: int = 4) -> str:
     """``advanced.config``: the Erlang distribution's ``net_ticktime``, so that a node cut off from another is
     declared down within about that many seconds (the default, 60 s, outlasts a test's partitions)."""
-    if not 1 <= net_ticktime_s <= 600:
-        raise ValueError(f"rabbitmq: net_ticktime_s must be 1..600, got {net_ticktime_s!r}")
+    lo, hi = NET_TICKTIME_RANGE_S
+    if type(net_ticktime_s) is not int or not lo <= net_ticktime_s <= hi:
+        raise ValueError(f"rabbitmq: net_ticktime_s must be {lo}..{hi}, got {net_ticktime_s!r}")
     return f"[{{kernel, [{{net_ticktime, {net_ticktime_s}}}]}}].\n"
 
 

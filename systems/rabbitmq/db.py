@@ -59,7 +59,8 @@ CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 
 
 class RabbitStartError(RuntimeError):
-    """A broker did not come up (the message names the node, what was awaited, and ends with its log tail)."""
+    """A broker did not come up, or did not go away when killed (the message names the node and what was awaited;
+    a start's ends with its log tail)."""
 
 
 class RabbitDB:
@@ -173,8 +174,25 @@ class RabbitDB:
         await self._wait(test, node, "taking AMQP connections", self._listening)
 
     async def kill(self, test: dict[str, Any], node: str) -> None:
-        """SIGKILL the broker and wait until it is gone."""
+        """SIGKILL the broker, wait until its process is gone, and check that its AMQP port no longer takes
+        connections.
+
+        The VM's main thread can exit before its other threads, which close the listening sockets last; the
+        backends count the process as running until every thread is gone (``harness.control.local._proc_starttime``),
+        and the port check here makes sure no kill that left a listener behind passes for one that took effect
+        (a ``start`` would then see the old socket and call a broker ready that never bound the port).
+
+        Raises:
+            RabbitStartError: the process outlived SIGKILL by 5 s, or its port still took connections 5 s later.
+        """
         await self.brokers.stop(test, node, grace_s=0.0)
+        deadline = time.monotonic() + 5.0
+        while await self._listening(test, node) is None:
+            if time.monotonic() > deadline:
+                raise RabbitStartError(
+                    f"rabbitmq broker {node} ({test['remote'].address(node)}:{self.amqp_port}) killed, but the port "
+                    "still takes connections 5 s later: another process holds it")
+            await asyncio.sleep(0.05)
 
     async def terminate(self, test: dict[str, Any], node: str) -> None:
         """SIGTERM (and SIGCONT, should it be paused): RabbitMQ's own shutdown; ``alive`` says when it is over."""

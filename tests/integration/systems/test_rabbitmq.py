@@ -110,15 +110,20 @@ def test_mirrored_queues_through_every_node_a_kill_and_a_restart(tmp_path: Path)
             out["send_restarted"] = await until_ok(clients["n2"], op("send", queue="q0", value="r1"))
             out["final"] = await until_ok(clients["n3"], op("drain", queue="q0"))
             # Operator recovery (harness.protocols.OperatorRecovery): a broker taking connections needs nothing; one
-            # whose app is stopped while its VM runs (what autoheal can leave) is restarted on its data.  (A killed
-            # broker's case was here too; in one CI run recover found the killed broker's port still taking
-            # connections and did nothing, unexplained yet: docs/systems.md.)
+            # whose app is stopped while its VM runs (what autoheal can leave) is restarted on its data, and one whose
+            # process is gone is started.  The kill right before recover is the case a CI run once failed: the
+            # VM's main thread had exited and was counted dead while another thread still held the AMQP socket
+            # (harness.control.local._proc_starttime), so recover found the port open and did nothing.
             out["recover_running"] = await db.recover(test, "n1")
             await db._ctl(test, "n3", [db.ctl, "-n", node_name(test["remote"].address("n3")), "--longnames",
                                        "stop_app"], "stopped (stop_app)")  # the state, made as rabbitmqctl makes it
             out["stopped_listening"] = await db._listening(test, "n3")
             out["recover_stopped"] = await db.recover(test, "n3")
             out["send_recovered"] = await until_ok(clients["n3"], op("send", queue="q0", value="a1"))
+            await db.kill(test, "n2")
+            out["killed_listening"] = await db._listening(test, "n2")
+            out["recover_killed"] = await db.recover(test, "n2")
+            out["send_killed_recovered"] = await until_ok(clients["n2"], op("send", queue="q0", value="a2"))
         finally:
             for c in clients.values():
                 await c.close(test)
@@ -145,7 +150,9 @@ def test_mirrored_queues_through_every_node_a_kill_and_a_restart(tmp_path: Path)
     assert out["recover_running"] is None
     assert out["stopped_listening"] is not None  # stop_app closed the AMQP port while the VM ran
     assert "restarted the broker" in out["recover_stopped"], out["recover_stopped"]
-    assert out["send_recovered"]["type"] == "ok"
+    assert out["killed_listening"] is not None  # the kill returned only once the port was closed
+    assert out["recover_killed"] is not None and "process had exited" in out["recover_killed"], out["recover_killed"]
+    assert out["send_recovered"]["type"] == "ok" and out["send_killed_recovered"]["type"] == "ok"
     assert_cleaned_up(out)
 
 

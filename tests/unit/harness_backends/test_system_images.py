@@ -12,6 +12,7 @@ import systems
 from harness.images import (
     ImageError,
     configure,
+    image_name,
     node_packages,
     render_system_dockerfile,
     run,
@@ -45,7 +46,25 @@ def test_node_packages_refuses_what_is_not_a_tuple_of_debian_names(value: object
 
 def test_system_image_tag() -> None:
     assert system_image_tag("etcd", "0.1.0") == "splitbrain/node-etcd:0.1.0"
-    assert system_image_tag("rabbitmq-mirrored", "2") == "splitbrain/node-rabbitmq-mirrored:2"
+    assert system_image_tag("redis-7", "2") == "splitbrain/node-redis-7:2"
+
+
+@pytest.mark.parametrize(("name", "want"), [
+    ("etcd", "etcd"), ("redis", "redis"), ("rabbitmq", "rabbitmq"),
+    ("rabbitmq-mirrored", "rabbitmq"),  # the same adapter under a second name: one image, built once
+])
+def test_each_built_in_adapter_names_its_image(name: str, want: str) -> None:
+    assert image_name(systems.get(name)) == want
+
+
+def test_image_name_refuses_what_is_not_a_string() -> None:
+    @dataclass(frozen=True)
+    class _Named:
+        name: str = "odd"
+        image_name: object = ("rabbitmq",)
+
+    with pytest.raises(ImageError, match="system 'odd': image_name must be a string"):
+        image_name(_Named())
 
 
 @pytest.mark.parametrize("bad", ["Etcd", "-x", "a/b", "", "x y", "a--"])

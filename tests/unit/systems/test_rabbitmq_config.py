@@ -10,12 +10,16 @@ from typing import Any
 
 import pytest
 
+from harness.errors import SpecError
 from systems.rabbitmq.client import RabbitQueueClient, check_op
 from systems.rabbitmq.config import (
+    OPTION_KEYS,
     QUEUE_TYPES,
+    RabbitOptions,
     advanced_config,
     node_env,
     node_name,
+    parse_options,
     policy_argv,
     queue_type,
     rabbitmq_conf,
@@ -138,3 +142,32 @@ def test_a_drain_whose_broker_is_down_tries_the_other_nodes_and_says_which_faile
     assert drain["type"] == "fail" and drain["node"] == "n1"
     assert "connect on n1 (127.0.0.1:1)" in drain["error"] and "connect on n2 (127.0.0.2:1)" in drain["error"]
     assert poll["type"] == "fail" and "n2" not in poll["error"]  # only a drain goes elsewhere
+
+
+@pytest.mark.parametrize(("raw", "default", "want"), [
+    ({}, "quorum", RabbitOptions()),
+    ({}, "mirrored", RabbitOptions(queue_type="mirrored")),
+    ({"queue_type": "quorum"}, "mirrored", RabbitOptions(queue_type="quorum")),
+    ({"queue_type": "mirrored", "partition_handling": "ignore", "net_ticktime_s": 600}, "quorum",
+     RabbitOptions("mirrored", "ignore", 600)),
+], ids=["nothing-set", "the-adapter-default", "the-spec-beats-the-default", "everything-set"])
+def test_parse_options(raw: dict[str, Any], default: str, want: RabbitOptions) -> None:
+    assert parse_options(raw, file="s.yaml", default_queue_type=default) == want
+
+
+def test_every_option_key_is_a_field_and_the_defaults_are_the_db_s() -> None:
+    from dataclasses import fields
+
+    from systems.rabbitmq.db import RabbitDB
+
+    assert list(OPTION_KEYS) == [f.name for f in fields(RabbitOptions)]
+    db, o = RabbitDB(), RabbitOptions()
+    assert (db.qtype.name, db.partition_handling, db.net_ticktime_s) == (o.queue_type, o.partition_handling,
+                                                                          o.net_ticktime_s)
+
+
+def test_a_bad_option_names_its_key_the_value_and_what_it_takes() -> None:
+    with pytest.raises(SpecError) as info:
+        parse_options({"queue_type": "raft"}, file="s.yaml")
+    assert str(info.value) == ("s.yaml: cluster.system_options.queue_type: got 'raft'; expected one of quorum, "
+                               "mirrored")
