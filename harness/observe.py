@@ -15,7 +15,9 @@ outside, less finely: if the system can say who leads (``primaries``), the obser
 ``interval_s`` and turns each change into events (:func:`primary_events`): ``primary-change`` (a node
 ``gained`` or ``lost`` leadership) and ``primaries`` (how many lead now: ``none``, ``one``, ``several`` -- two
 at once is what a partition of a leader looks like from outside).  Client outcomes are read from the history
-for every system.  That is all guided mode and coverage have to go on for such a system (docs/systems.md).
+for every system.  That is all guided mode and coverage have to go on for such a system (docs/systems.md); a
+system that does neither (RabbitMQ: a leader per queue, not per cluster) is observed through its clients' outcomes
+only.  :data:`SOURCES` is the one table of these ways of seeing a system, and :func:`sources_of` picks a system's.
 
 :class:`Observer` is the shell: it asks every node for its events through the DB (every ``interval_s``;
 :class:`harness.protocols.NodeEvents`, our cluster's DB sends ADMIN_EVENTS) -- or the system for its
@@ -37,9 +39,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from harness.protocols import DB, NodeEvents, Primary
+from harness.protocols import CAPABILITIES, DB, NodeEvents
 
-__all__ = ["ClientOutcomes", "Observer", "place", "primary_events", "read_events", "reports_events"]
+__all__ = ["SOURCES", "ClientOutcomes", "Observer", "Source", "clients_only", "place", "primary_events", "read_events",
+           "reports_events", "sources_of"]
 
 log = logging.getLogger("splitbrain.observe")
 
@@ -77,6 +80,55 @@ def reports_events(db: DB) -> bool:
     """Whether ``db``'s nodes report their own events (the ``event-observation`` capability,
     :class:`harness.protocols.NodeEvents`)."""
     return isinstance(db, NodeEvents)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One way the observer sees a system.
+
+    Attributes:
+        name: as :func:`sources_of` returns it.
+        capability: what the system must offer for it (:data:`harness.protocols.CAPABILITIES`); None: every system.
+        yields: the events it yields, by ``kind``.
+        raised_by_system: its events are the system's own doing (a client outcome is the clients'); guided mode
+            counts only those as the cluster's reaction to a fault, unless a system has none
+            (``clients_only`` of :func:`nemesis.guided.decide`).
+    """
+
+    name: str
+    capability: str | None
+    yields: str
+    raised_by_system: bool
+
+
+SOURCES: tuple[Source, ...] = (
+    Source("node-events", "event-observation", "every kind the nodes write (system_under_test.node_events), asked of "
+           "each node every interval_s, and node-restart", True),
+    Source("leadership", "primaries", "primary-change and primaries, from asking the system who leads every "
+           "interval_s (only when its nodes report no events: their own leadership events say more)", True),
+    Source("client-outcomes", None, "client-outcome, from the history as it is written", False),
+)
+"""How the observer sees a system, best first; :func:`sources_of` takes the first of the two system sources the
+system serves, and the clients' outcomes always.  Guided mode needs no capability (:data:`nemesis.faults.GUIDED_NEEDS`
+is empty): the last row serves every system."""
+
+
+def sources_of(db: Any) -> tuple[str, ...]:
+    """The names of the :data:`SOURCES` the observer sees ``db`` through: its nodes' events if they report them, else
+    its leadership if it can say who leads; then the clients' outcomes."""
+    system = next((s.name for s in SOURCES if s.raised_by_system and _offers(db, s.capability)), None)
+    return (*((system,) if system else ()), *(s.name for s in SOURCES if s.capability is None))
+
+
+def _offers(db: Any, capability: str | None) -> bool:
+    """Whether ``db`` implements the protocol of ``capability`` (:data:`harness.protocols.CAPABILITIES`)."""
+    protocol = CAPABILITIES[capability].protocol if capability is not None else None
+    return protocol is not None and isinstance(db, protocol)
+
+
+def clients_only(db: Any) -> bool:
+    """Whether the observer sees nothing ``db`` raises itself, only its clients' outcomes (RabbitMQ)."""
+    return not any(s.raised_by_system for s in SOURCES if s.name in sources_of(db))
 
 
 @runtime_checkable
@@ -157,8 +209,10 @@ class Observer:
         self.lag_samples: list[dict[str, Any]] = []  # harness.lag's samples: each master's word on each slave
         self._broker_nodes: dict[tuple[Any, Any], str] = {}  # (broker set, broker id) -> node, as last answered
         self.history_tap = history_tap  # the history writer's records as they are written, instead of the file
-        self.admin = reports_events(db)
-        self.watch_primaries = not self.admin and isinstance(db, Primary)
+        self.sources = sources_of(db)
+        self.clients_only = clients_only(db)  # what the guided nemesis reads (nemesis.guided_run.Feed)
+        self.admin = "node-events" in self.sources
+        self.watch_primaries = "leadership" in self.sources
         self._primaries: frozenset[str] = frozenset()
 
     async def start(self) -> Observer:

@@ -53,7 +53,6 @@ from harness.protocols import (
     LogFiles,
     Nemesis,
     OperatorRecovery,
-    Primary,
 )
 from harness.spec import TestSpec, resolved_yaml
 from harness.store import (
@@ -252,7 +251,8 @@ async def _bring_up(r: _Run) -> None:
             r.set_up.append(n)  # before awaiting: a half-set-up node still gets torn down
             await db.setup(r.test, n)
         await asyncio.gather(*(setup_node(n) for n in nodes))
-    r.observer = await _start_observer(r.test, db, nodes, r.writer, r.run)
+    guided = r.spec.nemesis.mode == "guided" and r.spec.nemesis.schedule is None and not r.parts.schedule
+    r.observer = await _start_observer(r.test, db, nodes, r.writer, r.run, guided=guided)
     if r.nemesis is not None:
         r.nemesis = await r.nemesis.setup(r.test)
     await r.interp.start_workers(r.parts.client, r.nemesis, list(r.parts.client_nodes or nodes))
@@ -451,13 +451,14 @@ def _report(r: _Run, doc: Mapping[str, Any], faults: Mapping[str, Any], code: in
 
 
 async def _start_observer(test: dict[str, Any], db: DB | None, nodes: Sequence[str], writer: HistoryWriter,
-                          run: RunDir) -> Any:
+                          run: RunDir, *, guided: bool = False) -> Any:
     """The run's event observer (:mod:`harness.observe`), for a DB whose nodes answer admin RPCs or that can say
-    who leads (``primaries``); also put in ``test["observer"]`` for the guided nemesis.  None (and no events) for
-    other DBs."""
-    from harness.observe import Observer, reports_events
+    who leads (``primaries``), and for any DB in a ``guided`` run (the clients' outcomes are then what guides it:
+    :func:`harness.observe.clients_only`); also put in ``test["observer"]`` for the guided nemesis.  None (and no
+    events) otherwise."""
+    from harness.observe import Observer, clients_only
 
-    if db is None or not (reports_events(db) or isinstance(db, Primary)):
+    if db is None or (clients_only(db) and not guided):
         return None
 
     tap: list[dict[str, Any]] = []

@@ -404,8 +404,9 @@ def _refuse_unserved(c: _Ctx, system: _Served, nodes: NodesSpec, packages: tuple
     a capability it lacks, a selector (``nemesis.targets``, a package's options or its own default targets, an
     explicit schedule step's value) drawing from a node role it does not declare, needing a capability it does not
     offer, or naming no pool it has (the pool table, :attr:`nemesis.targets.Topology.table`), a partition kind aimed
-    at such a pool (``isolate-master`` on etcd), guided mode without ``primaries``
-    (:func:`nemesis.packages.missing_capabilities`).  The first key wins; its missing capabilities are all named."""
+    at such a pool (``isolate-master`` on etcd), or what guided mode needs (nothing now:
+    :data:`nemesis.faults.GUIDED_NEEDS`) (:func:`nemesis.packages.missing_capabilities`).  The first key wins; its
+    missing capabilities are all named."""
     from nemesis.packages import missing_capabilities
     from nemesis.schedule import Step
     options = m.get("options") if isinstance(m.get("options"), Mapping) else {}

@@ -108,10 +108,14 @@ _DISK_ARM = ("failpoints", "store-files")  # store.write / before_fsync / read f
 _DISK_CUT = ("kill", "store-files")  # kill the broker, then cut or corrupt its store files while it is down
 _REGISTRATION = ("registration",)  # drives our broker's registration through its failpoints
 
-GUIDED_NEEDS: tuple[str, ...] = ("primaries",)
-"""What ``nemesis.mode: guided`` needs: it chooses faults from what it observes of the system while running --
-at least who leads, asked from outside (:mod:`harness.observe`); a system that also reports its own events
-(``event-observation``, our cluster) gives it far more to aim at and to count as coverage."""
+GUIDED_NEEDS: tuple[Need, ...] = ()
+"""What ``nemesis.mode: guided`` needs of a system beyond its packages' faults: nothing.  It chooses faults from what
+it observes while running, and every system's clients report their outcomes in the history; a system that says who
+leads (``primaries``, etcd, Redis) adds its leadership changes, one that reports its own events
+(``event-observation``, our cluster) far more to aim at and count as coverage (:data:`harness.observe.SOURCES`).  A
+system with neither (RabbitMQ) is guided by its clients' outcomes alone (``clients_only`` of
+:func:`nemesis.guided.decide`), and its moves are its packages' faults, whose selectors validation checks as for
+random mode.  Guided mode without packages is refused on its own (``nemesis.mode``)."""
 
 
 class UnknownFault(ValueError):

@@ -44,6 +44,17 @@ sees the observed event stream (:mod:`harness.observe`) and the coverage it prod
    this context starts from what the choice earned in every context, a move never tried at all is tried
    before any is repeated -- ties broken by the seeded RNG.
 4. *Credit.*  The coverage points reached between a choice and the next decision are credited to it.
+5. *A system seen through its clients only* (``decide(..., clients_only=True)``: it neither reports events of its
+   own nor says who leads -- RabbitMQ).  The clients' outcomes are then all there is of the cluster's reaction, so they
+   stand for it everywhere a cluster trigger is asked for: a client outcome turning ``info``/``fail`` after a fault
+   took effect is the fault's reaction (it may then be undone before the longest hold), a moment to undo, stack or
+   hold while faults are active, and the aftermath a new fault waits out.  And once the clients reacted to the bottom
+   fault and then said nothing new for ``max_wait_s`` (no sooner than the shortest hold), they have settled under
+   it: that is a moment too (:data:`SETTLED`, once per quiet stretch), or a fault whose effect the clients stop
+   reporting would be held to the end of its hold whatever happened.  Its moves are the packages' faults as
+   for any system (validation has refused selectors the system cannot serve), and nothing is aimed: no trigger
+   names a node, and no move hits a pool of :data:`QUIET_AIM`.  Otherwise (``clients_only`` False, the default)
+   client outcomes open moments only with no fault active, as above.
 
 Rules of this file: pure.  Time (``now_s``, seconds since the main phase started), the events and the RNG
 are arguments; :func:`decide` returns the decision, when to ask again, and the new :class:`State`.
@@ -73,7 +84,8 @@ class Trigger:
 
     Attributes:
         prefix: the label prefix; the first row whose prefix a label starts with is the label's row.
-        aim: the pools (:data:`nemesis.targets.POOL_TABLE`) a move must hit to aim at the node that raised it --
+        aim: the pools (rows of :attr:`nemesis.targets.Topology.table`) a move must hit to aim at the node that
+            raised it --
             what the move's selectors and partition kind draw from (:func:`aims_of`), never its spelling.
         narrowing: it says the active faults cut the cluster's redundancy: stack or hold, never undo.
     """
@@ -110,6 +122,10 @@ TRIGGERS = tuple(t.prefix for t in TRIGGER_TABLE)
 """Label prefixes of the events that open a moment."""
 
 HOLD = "hold"
+SETTLED = "settled"
+"""The trigger of a system seen through its clients only whose clients reacted to the active faults and then fell
+quiet (:func:`_settled_at`): without it, a fault whose effect the clients stop reporting (RabbitMQ's mirrored queues
+each side confirming alone) has no moment left but the end of its hold."""
 UNDO_PREFIX = "undo:"
 AIM: tuple[tuple[str, tuple[str, ...]], ...] = tuple((t.prefix, t.aim) for t in TRIGGER_TABLE if t.aim)
 """Trigger label prefix -> the pools a move must hit to aim at the node that raised it."""
@@ -228,6 +244,8 @@ class State:
     steps: tuple[Step, ...] = ()
     covered_steps: int = 0
     k: int = 0
+    settled_s: float | None = None
+    """``cluster_at_s`` as of the last :data:`SETTLED` moment (one per quiet stretch of the clients)."""
 
 
 def memory_of(st: State) -> dict[str, Any]:
@@ -263,24 +281,46 @@ def moves_from_ops(ops: Sequence[Mapping[str, Any]]) -> tuple[Move, ...]:
     return tuple(out)
 
 
-def _trigger(events: Sequence[Mapping[str, Any]], *, cluster_only: bool = False) -> str | None:
+def _of_cluster(e: Mapping[str, Any], clients_only: bool) -> bool:
+    """Whether ``e`` counts as the cluster's own doing: any event but a client outcome -- or, for a system seen
+    through its clients only, a client outcome too (it is all there is of the cluster's reaction)."""
+    return clients_only or e.get("role") != "client"
+
+
+def _trigger(events: Sequence[Mapping[str, Any]], *, cluster_only: bool = False,
+             clients_only: bool = False) -> str | None:
     """The latest trigger among ``events``; with ``cluster_only`` client outcomes do not count (a fault makes
-    clients time out at once; the moment to undo or stack is when the cluster itself reacted)."""
+    clients time out at once; the moment to undo or stack is when the cluster itself reacted) -- unless
+    ``clients_only``: the system raises nothing else."""
     found = None
     for e in events:
         lab = label(e)
-        if lab.startswith(TRIGGERS) and not lab.endswith(":ok") and not (cluster_only and e.get("role") == "client"):
+        if lab.startswith(TRIGGERS) and not lab.endswith(":ok") and not (cluster_only
+                                                                        and not _of_cluster(e, clients_only)):
             found = lab
     return found
 
 
-def _reacted(active: Sequence[Active], events: Sequence[Mapping[str, Any]], start_ns: int) -> tuple[Active, ...]:
-    """``active`` with ``reacted`` set on each fault some cluster trigger among ``events`` came after."""
+def _reacted(active: Sequence[Active], events: Sequence[Mapping[str, Any]], start_ns: int,
+             clients_only: bool = False) -> tuple[Active, ...]:
+    """``active`` with ``reacted`` set on each fault some cluster trigger among ``events`` came after (a client
+    outcome counts when ``clients_only``)."""
     times = [int(e.get("time", 0)) for e in events
-             if e.get("role") != "client" and label(e).startswith(TRIGGERS) and not label(e).endswith(":ok")]
+             if _of_cluster(e, clients_only) and label(e).startswith(TRIGGERS) and not label(e).endswith(":ok")]
     last = max(times, default=None)
     return tuple(a if a.reacted or last is None or a.effect_s is None or last < start_ns + int(a.effect_s * 1e9)
                  else replace(a, reacted=True) for a in active)
+
+
+def _settled_at(st: State, cfg: Config) -> float | None:
+    """When the clients will have settled under the active faults (a system seen through its clients only): the
+    bottom fault's clients reacted, they have said nothing new for ``max_wait_s`` and it has been held for the
+    shortest hold -- the fault has done what it will do, a moment to undo, stack or hold (:data:`SETTLED`).  None
+    when the bottom fault has no reaction yet, or this quiet stretch already had its moment."""
+    bottom = st.active[0]
+    if not bottom.reacted or st.settled_s == st.cluster_at_s:
+        return None
+    return max(bottom.at_s + min(cfg.holds_s), st.cluster_at_s + cfg.max_wait_s)
 
 
 def took_effect(st: State, at_s: float) -> State:
@@ -368,7 +408,7 @@ def _undo(st: State, a: Active, now_s: float, context: str | None, key: str | No
 
 
 def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s: float, start_ns: int,
-           rng: Rng) -> tuple[Decision | None, float, State]:
+           rng: Rng, clients_only: bool = False) -> tuple[Decision | None, float, State]:
     """One decision (see the module docstring).
 
     Args:
@@ -378,6 +418,8 @@ def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s
         now_s: seconds since the main phase started.
         start_ns: the run time (ns) the main phase started at, to place steps and events on one axis.
         rng: the decision's seeded RNG.
+        clients_only: the events are the clients' outcomes only (the observer sees nothing the system raises
+            itself: :func:`harness.observe.clients_only`), so they stand for its reactions (module docstring, 5).
     Returns:
         ``(decision or None, ask again at (s), new state)``.  The caller performs the decision's step now.
     """
@@ -387,11 +429,11 @@ def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s
         faults = [{"time": start_ns + int(s.at_s * 1e9), "process": "nemesis", "type": "invoke", "f": s.f,
                    "value": s.value} for s in st.steps]
         cov = next_coverage(cov, points(events, faults))
-    trig = _trigger(new, cluster_only=bool(st.active)) or st.trigger
-    active = _reacted(st.active, new, start_ns)
+    trig = _trigger(new, cluster_only=bool(st.active), clients_only=clients_only) or st.trigger
+    active = _reacted(st.active, new, start_ns, clients_only)
     settled_from = max(st.quiet_since_s, st.cluster_at_s)  # as of the events before this batch
     cluster_at = max([st.cluster_at_s] + [(int(e.get("time", 0)) - start_ns) / 1e9 for e in new
-                                          if e.get("role") != "client" and label(e).startswith(TRIGGERS)])
+                                          if _of_cluster(e, clients_only) and label(e).startswith(TRIGGERS)])
     st = replace(st, consumed=len(events), coverage=cov, trigger=trig, covered_steps=len(st.steps), active=active,
                  cluster_at_s=cluster_at)
     due = [a for a in st.active if a.undo_at_s <= now_s and _releasable(a, cfg, now_s)]
@@ -407,6 +449,12 @@ def decide(st: State, cfg: Config, events: Sequence[Mapping[str, Any]], *, now_s
         return decision, now_s, st
     if st.active:
         wake = min(max(a.undo_at_s, a.at_s + max(cfg.holds_s)) if not a.reacted else a.undo_at_s for a in st.active)
+        if trig is None and clients_only:  # the clients have nothing new to say: maybe they settled under the faults
+            settled_at = _settled_at(st, cfg)
+            if settled_at is not None and now_s >= settled_at:
+                trig, st = SETTLED, replace(st, settled_s=st.cluster_at_s)
+            elif settled_at is not None:
+                wake = min(wake, settled_at)
         if trig is None:
             return None, wake, st
         narrowing = trig.startswith(NARROWING)

@@ -11,9 +11,9 @@ replays it as a fixed schedule.
 
 Duties of the shell (everything else is the pure policy):
 
-1. :class:`Feed` gives the policy the observer's events; :class:`GuidedNemesis` binds it to the run's
-   observer at setup (the runner puts it in ``test["observer"]``).  With no observer the policy still
-   runs, on timing alone (context ``quiet``).
+1. :class:`Feed` gives the policy the observer's events, and whether they are the clients' outcomes only;
+   :class:`GuidedNemesis` binds it to the run's observer at setup (the runner puts it in ``test["observer"]``).
+   With no observer the policy still runs, on timing alone (context ``quiet``).
 2. :class:`GuidedGen` anchors the main phase's start, asks :func:`nemesis.guided.decide` with the
    decision's RNG (seeded by the run's seed and the decision number) and emits the step on the nemesis
    thread; between decisions it is PENDING, so it is asked again after the next event.
@@ -27,7 +27,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from harness import generator as g
 from nemesis.guided import Config, Move, State, decide, memory_of, moves_from_ops, state_from_memory, took_effect
@@ -48,12 +48,22 @@ def moves(defs: Sequence[Any], *, seed: int) -> tuple[Move, ...]:
     return moves_from_ops(ops)
 
 
+class Observed(Protocol):
+    """What the feed reads of the run's observer (:class:`harness.observe.Observer`)."""
+
+    @property
+    def events(self) -> Sequence[dict[str, Any]]: ...
+
+    @property
+    def clients_only(self) -> bool: ...
+
+
 class Feed:
     """The observed events the policy reads (the run's observer, once bound; empty before), and the latest
     policy state the generator reached (so what it learned can be saved at teardown)."""
 
     def __init__(self) -> None:
-        self.observer: Any = None
+        self.observer: Observed | None = None
         self.latest: State | None = None
         self.load: g.LoadDial | None = None  # the clients' rate dial, when nemesis.guided_load_max > 1
         self.load_max = 1.0
@@ -62,6 +72,13 @@ class Feed:
     def events(self) -> Sequence[dict[str, Any]]:
         obs = self.observer
         return obs.events if obs is not None else ()
+
+    @property
+    def clients_only(self) -> bool:
+        """Whether the observer sees the system through its clients' outcomes only
+        (:func:`harness.observe.clients_only`: RabbitMQ), so they stand for its reactions
+        (:func:`nemesis.guided.decide`); False with no observer."""
+        return self.observer is not None and self.observer.clients_only
 
 
 def load_scale(active: int, max_depth: int, load_max: float) -> float:
@@ -92,7 +109,7 @@ class GuidedGen:
         now_s = (ctx.time_ns - self.start_ns) / g.NS_PER_S
         rng = random.Random(f"{self.seed}:guided:{self.state.k}:{len(self.state.steps)}")
         decision, _wake_s, state = decide(self.state, self.cfg, self.feed.events, now_s=now_s,
-                                          start_ns=self.start_ns, rng=rng)
+                                          start_ns=self.start_ns, rng=rng, clients_only=self.feed.clients_only)
         nxt = GuidedGen(self.cfg, self.feed, self.seed, state, self.start_ns)
         if self.feed.load is not None:  # raise the load as the faults stack up, lower it as they are undone
             self.feed.load.scale = load_scale(len(state.active), self.cfg.max_depth, self.feed.load_max)

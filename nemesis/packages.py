@@ -421,7 +421,7 @@ def missing_capabilities(names: Sequence[str], offered: frozenset[str], *, targe
     * the selectors of ``nemesis.targets`` and ``nemesis.options.*.targets``, and the partition kinds of
       ``nemesis.options.partition.kinds``, by the pools they draw from (:func:`nemesis.targets.unserved`: each
       pool's node roles and capabilities, or a word that is no pool of the system);
-    * guided mode (:data:`nemesis.faults.GUIDED_NEEDS`);
+    * guided mode (:data:`nemesis.faults.GUIDED_NEEDS`: nothing now, every system's clients can guide it);
     * each step of an explicit schedule: its ``f``'s ``needs``, then the pools of the selectors it hits
       (:func:`nemesis.schedule.selectors_of`: its value's targets and its partition kind's aim); a step whose
       ``f`` has no row is left to :func:`nemesis.schedule.parse`, which refuses it.
@@ -520,7 +520,9 @@ def build(db: Specified, names: Sequence[str], *, interval_s: float, targets: Se
 def _build_guided(db: Specified, defs: Sequence[PackageDef], *, interval_s: float, seed: int,
                   memory: str | None) -> Composed:
     """Guided mode (:mod:`nemesis.guided_run`): the same packages' faults, chosen during the run from what
-    the cluster is observed doing; nothing is planned up front (the executed schedule is recorded).
+    the cluster is observed doing; nothing is planned up front (the executed schedule is recorded).  A system the
+    observer sees through its clients only (neither event reports nor ``primaries``: the observer says so at setup,
+    :attr:`nemesis.guided_run.Feed.clients_only`) is guided by their outcomes.
 
     Raises:
         SpecError: ``memory`` names a malformed file (key ``nemesis.guided_memory``).

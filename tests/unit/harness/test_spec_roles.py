@@ -94,9 +94,6 @@ REFUSED = [
      "nemesis.packages", ["'disk': its own target 'brokers:one': 'brokers' is no pool of 'controllers-only'"]),
     ("package-capability-first", "etcd", {"nemesis": {"packages": ["kill", "disk"], "targets": ["one"]}},
      "nemesis.packages", ["'disk' needs failpoints, store-files, which 'etcd' does not offer"]),
-    ("guided-without-primaries", "rabbitmq", {"nemesis": {"packages": ["partition"], "targets": ["one"],
-                                                          "mode": "guided"}},
-     "nemesis.mode", ["needs primaries"]),
     ("controller-register-on-etcd", "etcd", {"workloads": ["controller-register"]}, "workloads[0].name",
      ["'controller-register' talks to the node role controllers", "'etcd' does not declare"]),
     ("controller-register-on-counter", "counter", {"workloads": ["controller-register"]}, "workloads[0].name",
@@ -128,6 +125,9 @@ ACCEPTED = [
     ("controllers-only-register", "controllers-only", {"nemesis": {"packages": ["kill", "protocol-crash"],
                                                                    "targets": ["controllers:one"]}}),
     ("counter-kill", "counter", {"nemesis": _kill("members:one")}),
+    # neither primaries nor event reports: guided by the clients' outcomes alone (faults.GUIDED_NEEDS is empty)
+    ("guided-without-primaries", "rabbitmq", {"nemesis": {"packages": ["partition", "kill"], "mode": "guided",
+                                                          "targets": ["one", "minority", "members:one"]}}),
     ("unknown-workload-left-to-the-registry", "etcd", {"workloads": ["no-such-workload"]}),
 ]
 
