@@ -270,9 +270,9 @@ def test_guided_moves_on_rabbitmq_hit_only_what_it_can_serve(targets: list[str])
     kinds) hit no pool RabbitMQ cannot serve: no role pool, no role it lacks."""
     for options in ({"partition": {"kinds": ["isolate", "random-halves"], "targets": ["one"]}}, None):
         defs = packages.definitions(["partition", "kill", "pause"], targets=targets, options=options,
-                                    interval_s=30, has_broker_sets=False, has_controllers=False)
+                                    interval_s=30, topo=MEMBERS)
         drawn = moves(defs, seed=1)
         assert drawn
         for m in drawn:
             for sel in selectors_of(m.f, m.value):
-                assert unserved(sel, ("members",), RABBIT_OFFERED) == (), (m, sel)
+                assert unserved(sel, MEMBERS, ("members",), RABBIT_OFFERED) == (), (m, sel)
