@@ -15,6 +15,7 @@ from harness import cli
 from nemesis.schedule import FAULT_FS
 from nemesis.schedule import parse as parse_schedule
 from nemesis.targets import Topology
+from systems.splitbrain.selectors import SELECTORS
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 
@@ -68,7 +69,7 @@ def test_guided_run_observes_records_and_replays(tmp_path: Path) -> None:
     assert doc["coverage"]["points"] == curve[-1][1] > 0 and [n for _, n in curve] == sorted(n for _, n in curve)
 
     # the chosen schedule is an ordinary schedule, equal to what ran
-    topo = Topology(("c1", "c2", "c3"), (("b1-1", "b1-2", "b1-3"),))
+    topo = Topology(("c1", "c2", "c3"), (("b1-1", "b1-2", "b1-3"),), selectors=SELECTORS)  # our pools
     steps = parse_schedule(yaml.safe_load((run / "schedule.yaml").read_text()), topo)
     ran = _nemesis_invokes(run)
     main = [(s.f, s.value) for s in steps]

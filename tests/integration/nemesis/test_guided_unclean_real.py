@@ -22,6 +22,7 @@ import yaml
 from harness import cli
 from nemesis.schedule import parse as parse_schedule
 from nemesis.targets import Topology
+from systems.splitbrain.selectors import SELECTORS
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 
@@ -63,7 +64,7 @@ def test_guided_mode_finds_the_unclean_election_loss(tmp_path: Path) -> None:
     assert counts.get("lost-write", 0) + counts.get("inconsistent-offsets", 0) > 0, counts
 
     # ... by faults the policy chose during the run, recorded as an ordinary schedule equal to what ran
-    topo = Topology(("c1", "c2", "c3"), (("b1-1", "b1-2", "b1-3"),))
+    topo = Topology(("c1", "c2", "c3"), (("b1-1", "b1-2", "b1-3"),), selectors=SELECTORS)  # our pools
     steps = parse_schedule(yaml.safe_load((run / "schedule.yaml").read_text()), topo)
     ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines() if line.strip()]
     ran = [(o["f"], o.get("value")) for o in ops if o.get("process") == "nemesis" and o.get("type") == "invoke"]
