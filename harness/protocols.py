@@ -31,7 +31,8 @@ Ops travelling between the runner, clients and nemeses are plain dicts with at l
 Errors::
 
     HarnessError                   base of harness-level errors
-    └── InvalidCompletion          a client/nemesis returned a malformed completion (lists problems)
+    ├── InvalidCompletion          a client/nemesis returned a malformed completion (lists problems)
+    └── MissingCapability          a workload reached a DB for a capability it does not offer (names both)
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ __all__ = [
     "InvalidCompletion",
     "Kill",
     "LogFiles",
+    "MissingCapability",
     "Nemesis",
     "NoopNemesis",
     "Pause",
@@ -113,6 +115,28 @@ class InvalidCompletion(HarnessError):
             "  (a completion must be a dict with type ok|fail|info and the invocation's process and f; "
             "see docs/history-format.md)"
         )
+
+
+class MissingCapability(HarnessError):
+    """A workload reached the system's DB for a capability the DB does not implement.
+
+    Validation refuses a spec whose system lacks a capability its workloads need, before anything starts
+    (:func:`workloads.registry.needs`); this is the second line, for a DB that got past it (an adapter declaring a
+    capability its DB does not implement, a test's own DB), so that the run stops naming what is missing instead of
+    on an ``AttributeError`` deep in a client.
+
+    Attributes:
+        db_type: the DB's class, module included (it names the system: ``systems.etcd.db.EtcdDB``).
+        user: the workload that asked.
+        missing: the capability names (:data:`CAPABILITIES`) or protocols the DB lacks.
+    """
+
+    def __init__(self, db: object, user: str, missing: Sequence[str]) -> None:
+        self.db_type = f"{type(db).__module__}.{type(db).__qualname__}"
+        self.user = user
+        self.missing = list(missing)
+        super().__init__(f"{user}: the system's DB ({self.db_type}) does not offer {', '.join(self.missing)}, "
+                         f"which {user} needs (docs/systems.md, capabilities)")
 
 
 @runtime_checkable

@@ -62,6 +62,7 @@ from workloads.common import (
     BrokerSpawningClient,
     InvariantOps,
     StatsChecker,
+    cluster_name,
     completion_for,
     invocation,
     invoke_times,
@@ -266,9 +267,10 @@ class BrokerIdsClient(BrokerSpawningClient):
     """Allocator ops through the controller client; lane ops through the DB's extra brokers
     (:class:`harness.protocols.ExtraBrokerSlots`, shared by every worker)."""
 
-    def __init__(self, db: Any, options: BrokerIdsOptions, *, extra: ExtraBrokerSlots | None = None,
+    def __init__(self, db: object, options: BrokerIdsOptions, *, extra: ExtraBrokerSlots | None = None,
                  controller: Any = None) -> None:
-        self.db = db
+        self._db = db
+        self._workload = "broker-ids"
         self.options = options
         self.extra_root = "broker-ids"
         self._extra = extra
@@ -276,10 +278,11 @@ class BrokerIdsClient(BrokerSpawningClient):
 
     @property
     def cluster_name(self) -> str:
-        return str(getattr(getattr(self.db, "options", None), "cluster_name", "splitbrain"))
+        return cluster_name(self._db)
 
     async def open(self, test: dict[str, Any], node: str) -> BrokerIdsClient:
-        return BrokerIdsClient(self.db, self.options, extra=self.extra, controller=self.db.client(test, timeout_s=1.5))
+        return BrokerIdsClient(self._db, self.options, extra=self.extra,
+                               controller=self.db.client(test, timeout_s=1.5))
 
     async def setup(self, test: dict[str, Any]) -> None:
         return None

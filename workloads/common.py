@@ -13,7 +13,7 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from checker.compose import Anomaly, Result
 from checker.history import Op
@@ -21,11 +21,12 @@ from checker.linearizable import Result as LinResult
 from checker.linearizable import failure_window
 from harness import generator as g
 from harness.errors import SpecError
-from harness.protocols import ExtraBrokerSlots
+from harness.protocols import CAPABILITIES, ExtraBrokerSlots, MissingCapability, Registration, Specified, WireClients
 from workloads.registry import WorkloadContext
 
-__all__ = ["BrokerSpawningClient", "InvariantOps", "StatsChecker", "completion_for", "invocation", "invoke_times",
-           "linearizability_result", "op_dicts", "option", "parse_options", "thread_of"]
+__all__ = ["BrokerSpawningClient", "InvariantOps", "StatsChecker", "WireDB", "cluster_name", "cluster_options",
+           "completion_for", "invocation", "invoke_times", "linearizability_result", "op_dicts", "option",
+           "parse_options", "registration_db", "thread_of", "unserved", "wire_db", "wire_spec_db"]
 
 T = TypeVar("T")
 
@@ -119,6 +120,69 @@ def op_dicts(history: Sequence[Any]) -> list[dict[str, Any]]:
     return [op.to_dict() if isinstance(op, Op) else dict(op) for op in history]
 
 
+def unserved(ctx: WorkloadContext, workload: str, capability: str) -> SpecError:
+    """The error a generic workload's builder raises when ``ctx.db`` lacks the client protocol of ``capability``
+    (a name of :data:`harness.protocols.CAPABILITIES`), on ``workloads[i].name``, naming the system's DB, the
+    capability and its protocol.  Validation refuses such a spec earlier (:func:`workloads.registry.needs`); this is
+    the builder's second line, where it narrows ``ctx.db`` to the protocol it calls."""
+    cap = CAPABILITIES[capability]
+    proto = f" ({cap.protocol.__module__}.{cap.protocol.__name__})" if cap.protocol is not None else ""
+    db = type(ctx.db)
+    return SpecError(getattr(ctx.spec, "source", "<spec>"), f"workloads[{ctx.index}].name", workload,
+                     f"a workload the system can serve: {workload} needs {capability}{proto}, which the system's "
+                     f"DB ({db.__module__}.{db.__qualname__}) does not offer")
+
+
+# Our cluster's own workloads (queue, controller-register, broker-ids, membership) speak its wire protocol.  Their
+# builders run without a DB in unit tests (they validate options only), so their clients keep the DB they were
+# given and narrow it here when they first call it, raising MissingCapability (validation refuses such a spec
+# before that, by the capability ``splitbrain-protocol``).
+
+
+@runtime_checkable
+class WireDB(WireClients, Specified, Protocol):
+    """A DB speaking our cluster's wire protocol (:class:`~harness.protocols.WireClients`) that keeps its spec
+    (:class:`~harness.protocols.Specified`): what the ``queue`` workload calls (it reads the broker sets from the
+    spec)."""
+
+
+def wire_db(db: object, workload: str) -> WireClients:
+    """``db`` as a :class:`~harness.protocols.WireClients`, or :class:`~harness.protocols.MissingCapability`."""
+    if not isinstance(db, WireClients):
+        raise MissingCapability(db, workload, ["splitbrain-protocol"])
+    return db
+
+
+def wire_spec_db(db: object, workload: str) -> WireDB:
+    """``db`` as a :class:`WireDB`, or :class:`~harness.protocols.MissingCapability` naming what it lacks."""
+    if not isinstance(db, WireDB):
+        raise MissingCapability(db, workload, [name for name, proto in (("splitbrain-protocol", WireClients),
+                                                                         ("a spec (Specified)", Specified))
+                                               if not isinstance(db, proto)])
+    return db
+
+
+def registration_db(db: object, workload: str) -> Registration:
+    """``db`` as a :class:`~harness.protocols.Registration` (it starts extra brokers), or
+    :class:`~harness.protocols.MissingCapability`."""
+    if not isinstance(db, Registration):
+        raise MissingCapability(db, workload, ["registration"])
+    return db
+
+
+def cluster_options(db: object) -> Any:
+    """Our cluster's options (:class:`systems.splitbrain.options.ClusterOptions`) when ``db`` is our cluster's DB,
+    else None.  The one place our cluster's workloads read past the protocols: the cluster name their requests
+    carry and the settings their checkers are told (unsafe replication, unclean election) are our cluster's own,
+    and a DB without them gets the defaults (a DB of tests' own)."""
+    return getattr(db, "options", None)
+
+
+def cluster_name(db: object) -> str:
+    """The cluster name our cluster's requests carry (:func:`cluster_options`; ``splitbrain`` by default)."""
+    return str(getattr(cluster_options(db), "cluster_name", "splitbrain"))
+
+
 class BrokerSpawningClient:
     """The end of a client that starts brokers of its own (``extra``, the DB's
     :class:`~harness.protocols.ExtraBrokerSlots` under ``extra_root``) and holds a controller client: teardown
@@ -127,15 +191,20 @@ class BrokerSpawningClient:
     ``extra`` is asked of the DB on first use, not when the client is built: a workload's builder validates its
     options with no DB to start brokers yet, and the clients the workers open share the first one's slots."""
 
-    db: Any
+    _workload: str  # the workload's name, for errors
+    _db: object  # the DB the workload was built with, narrowed where it is called
     controller: Any
     extra_root: str
     _extra: ExtraBrokerSlots | None
 
     @property
+    def db(self) -> WireClients:
+        return wire_db(self._db, self._workload)
+
+    @property
     def extra(self) -> ExtraBrokerSlots:
         if self._extra is None:
-            self._extra = self.db.extra_brokers(self.extra_root)
+            self._extra = registration_db(self._db, self._workload).extra_brokers(self.extra_root)
         return self._extra
 
     async def teardown(self, test: dict[str, Any]) -> None:

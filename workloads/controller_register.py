@@ -39,10 +39,21 @@ from checker.history import Op
 from checker.linearizable import check as check_linearizable
 from harness import generator as g
 from harness.errors import SpecError
+from harness.protocols import WireClients
 from system_under_test.client import register_requests as rr
 from system_under_test.client.register_requests import REGISTER_FS, set_names
 from system_under_test.client.workload_requests import heartbeat_call, replica_info_call
-from workloads.common import StatsChecker, completion_for, invocation, linearizability_result, option, parse_options
+from workloads.common import (
+    StatsChecker,
+    cluster_name,
+    cluster_options,
+    completion_for,
+    invocation,
+    linearizability_result,
+    option,
+    parse_options,
+    wire_db,
+)
 from workloads.models import INITIAL_STATE, ControllerMetadata, MetaState, describe_meta, meta_from_reply
 from workloads.registry import Workload, WorkloadContext, register
 
@@ -130,9 +141,9 @@ class RegisterClient:
     """Prototype + per-worker client.  ``setup`` (on the prototype) registers the virtual brokers, starts the
     heartbeat task and makes broker 1 master of every set; ``teardown`` stops the heartbeats."""
 
-    def __init__(self, db: Any, options: RegisterOptions, *, controller: Any = None,
+    def __init__(self, db: object, options: RegisterOptions, *, controller: Any = None,
                  addrs: Mapping[str, str] | None = None) -> None:
-        self.db = db
+        self._db = db  # the DB the workload was built with; narrowed where it is called (:attr:`db`)
         self.options = options
         self.controller = controller
         self.addrs = dict(addrs or {})
@@ -141,13 +152,19 @@ class RegisterClient:
         self._admin: Any = None
 
     @property
+    def db(self) -> WireClients:
+        """The DB as what this client calls of it (:class:`harness.protocols.WireClients`)."""
+        return wire_db(self._db, "controller-register")
+
+    @property
     def cluster_name(self) -> str:
-        return str(getattr(getattr(self.db, "options", None), "cluster_name", "splitbrain"))
+        return cluster_name(self._db)
 
     async def open(self, test: dict[str, Any], node: str) -> RegisterClient:
-        addrs = self.db.controller_addrs(test)
-        return RegisterClient(self.db, self.options, controller=self.db.client(test, timeout_s=1.5),
-                              addrs=dict(zip(self.db.controllers, addrs, strict=True)))
+        db = self.db
+        addrs = db.controller_addrs(test)
+        return RegisterClient(self._db, self.options, controller=db.client(test, timeout_s=1.5),
+                              addrs=dict(zip(db.controllers, addrs, strict=True)))
 
     async def setup(self, test: dict[str, Any], timeout_s: float = 30.0) -> None:
         """Register, heartbeat and first-elect the virtual sets; verify each starts in ``INITIAL_STATE``.
@@ -276,7 +293,7 @@ class LinearizableChecker:
 def build_register(ctx: WorkloadContext) -> Workload:
     """The controller-register workload for ``ctx`` (see the module docstring)."""
     o = register_options(ctx)
-    cluster = getattr(ctx.db, "options", None)
+    cluster = cluster_options(ctx.db)
     model = ControllerMetadata(replicas=o.replicas, unclean=bool(getattr(cluster, "enable_elect_unclean_master",
                                                                          False)))
     controllers = tuple(ctx.spec.nodes.controllers)

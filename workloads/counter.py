@@ -24,9 +24,8 @@ from typing import Any
 
 from checker.history import Op
 from harness import generator as g
-from harness.errors import SpecError
 from harness.protocols import CounterClients
-from workloads.common import option, parse_options
+from workloads.common import option, parse_options, unserved
 from workloads.registry import Workload, WorkloadContext, register
 
 __all__ = ["COUNTER_FS", "CounterChecker", "CounterWorkloadOptions", "build_counter", "counter_generator",
@@ -110,9 +109,7 @@ def build_counter(ctx: WorkloadContext) -> Workload:
     """
     o = parse_options(ctx, CounterWorkloadOptions)
     if not isinstance(ctx.db, CounterClients):
-        raise SpecError(getattr(ctx.spec, "source", "<spec>"), f"workloads[{ctx.index}].name", "counter",
-                        "a workload the system can serve: counter needs counter-client (a DB with "
-                        "counter_client(timeout_s=...))")
+        raise unserved(ctx, "counter", "counter-client")
     return Workload(name="counter", client=ctx.db.counter_client(timeout_s=o.timeout_s),
                     generator=counter_generator(), checkers={"counter": CounterChecker()}, fs=COUNTER_FS,
                     final_generator=final_reads(), op_timeouts={f: o.timeout_s + 2.0 for f in COUNTER_FS})

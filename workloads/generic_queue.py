@@ -38,9 +38,8 @@ from typing import Any
 from checker.compose import Result
 from checker.total_queue import QUEUE_FS, check_total_queue
 from harness import generator as g
-from harness.errors import SpecError
 from harness.protocols import DeliveryPromise, LogQueues, QueueClients
-from workloads.common import StatsChecker, invocation, option, parse_options
+from workloads.common import StatsChecker, invocation, option, parse_options, unserved
 from workloads.registry import Workload, WorkloadContext, register
 
 __all__ = ["GenericQueueGen", "GenericQueueOptions", "TotalQueueChecker", "build_generic_queue", "drain_all",
@@ -97,12 +96,12 @@ def drain_all(queues: Sequence[str], *, retry_interval_s: float = 0.25) -> Any:
     return [g.until_ok(g.delay(retry_interval_s, g.repeat({"f": "drain", "value": {"queue": q}}))) for q in queues]
 
 
-def promises_exactly_once(db: Any) -> bool:
+def promises_exactly_once(db: object) -> bool:
     """Whether ``db`` promises exactly-once delivery (:class:`harness.protocols.DeliveryPromise`)."""
     return isinstance(db, DeliveryPromise) and db.exactly_once is True
 
 
-def is_log(db: Any) -> bool:
+def is_log(db: object) -> bool:
     """Whether ``db``'s queues are logs (:class:`harness.protocols.LogQueues`): a drain reads every record."""
     return isinstance(db, LogQueues) and db.log is True
 
@@ -129,9 +128,7 @@ def build_generic_queue(ctx: WorkloadContext) -> Workload:
     """
     o = parse_options(ctx, GenericQueueOptions)
     if not isinstance(ctx.db, QueueClients):
-        raise SpecError(getattr(ctx.spec, "source", "<spec>"), f"workloads[{ctx.index}].name", "generic-queue",
-                        "a workload the system can serve: generic-queue needs queue-client (a DB with "
-                        "queue_client(timeout_s=...))")
+        raise unserved(ctx, "generic-queue", "queue-client")
     queues = queue_names(o.queues)
     exactly_once, log = promises_exactly_once(ctx.db), is_log(ctx.db)
     required = ("send", "poll") if 0.0 < o.send_fraction < 1.0 else (("send",) if o.send_fraction else ("poll",))

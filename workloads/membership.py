@@ -61,6 +61,7 @@ from workloads.common import (
     BrokerSpawningClient,
     InvariantOps,
     StatsChecker,
+    cluster_name,
     completion_for,
     invocation,
     invoke_times,
@@ -127,10 +128,11 @@ class MembershipGen:
 class MembershipClient(BrokerSpawningClient):
     """Drives the extra brokers of ``mem-0``; ``epochs`` remembers every broker epoch per slot (shared)."""
 
-    def __init__(self, db: Any, options: MembershipOptions, slots: Sequence[tuple[str, str]], *,
+    def __init__(self, db: object, options: MembershipOptions, slots: Sequence[tuple[str, str]], *,
                  extra: ExtraBrokerSlots | None = None, controller: Any = None,
                  epochs: dict[str, list[tuple[int, int]]] | None = None) -> None:
-        self.db = db
+        self._db = db
+        self._workload = "membership"
         self.options = options
         self.slots = {slot: node for node, slot in slots}
         self.extra_root = "membership"
@@ -140,13 +142,13 @@ class MembershipClient(BrokerSpawningClient):
 
     @property
     def cluster_name(self) -> str:
-        return str(getattr(getattr(self.db, "options", None), "cluster_name", "splitbrain"))
+        return cluster_name(self._db)
 
     def port(self, slot: str) -> int:
         return self.options.base_port + sorted(self.slots).index(slot)
 
     async def open(self, test: dict[str, Any], node: str) -> MembershipClient:
-        return MembershipClient(self.db, self.options, [(n, s) for s, n in self.slots.items()], extra=self.extra,
+        return MembershipClient(self._db, self.options, [(n, s) for s, n in self.slots.items()], extra=self.extra,
                                 controller=self.db.client(test, timeout_s=1.5), epochs=self.epochs)
 
     async def _start(self, test: dict[str, Any], slot: str) -> dict[str, Any]:

@@ -49,7 +49,17 @@ from checker.perf import analyze_perf
 from checker.queue import check_queue
 from harness import generator as g
 from harness.errors import SpecError
-from workloads.common import StatsChecker, completion_for, invocation, option, parse_options, thread_of
+from workloads.common import (
+    StatsChecker,
+    WireDB,
+    cluster_options,
+    completion_for,
+    invocation,
+    option,
+    parse_options,
+    thread_of,
+    wire_spec_db,
+)
 from workloads.registry import Workload, WorkloadContext, register
 
 __all__ = [
@@ -198,9 +208,9 @@ class QueueClient:
     workers, each PINGed by liveness every ping interval; the last client closed closes it).
     """
 
-    def __init__(self, db: Any, options: QueueOptions, *, producer: Any = None, consumer: Any = None,
+    def __init__(self, db: object, options: QueueOptions, *, producer: Any = None, consumer: Any = None,
                  ready_timeout_s: float = 30.0) -> None:
-        self.db = db
+        self._db = db  # the DB the workload was built with; narrowed where it is called (:attr:`db`)
         self.options = options
         self.producer = producer
         self.consumer = consumer
@@ -210,6 +220,11 @@ class QueueClient:
         self._controller: Any = None  # their shared ControllerClient, closed when the last of them closes
         self._users = 0  # clients opened from this one and not closed yet (with share_connections)
         self._root: QueueClient | None = None  # the client this one was opened from, if it shares its links
+
+    @property
+    def db(self) -> WireDB:
+        """The DB as what this client calls of it (:class:`workloads.common.WireDB`)."""
+        return wire_spec_db(self._db, "queue")
 
     async def open(self, test: dict[str, Any], node: str) -> QueueClient:
         from system_under_test.client.consumer import Consumer
@@ -228,7 +243,7 @@ class QueueClient:
                             brokers=links, controller=controller)
         consumer = Consumer(addrs, self.db.token, group="splitbrain-queue", timeout_s=2.0, brokers=links,
                             controller=controller)
-        client = QueueClient(self.db, self.options, producer=producer, consumer=consumer)
+        client = QueueClient(self._db, self.options, producer=producer, consumer=consumer)
         if controller is not None:
             self._users += 1
             client._root = self
@@ -374,7 +389,7 @@ def build_queue(ctx: WorkloadContext) -> Workload:
         raise SpecError(getattr(ctx.spec, "source", "<spec>"), "nodes.broker_sets", [],
                         "at least one broker set (the queue workload sends to brokers)")
     queues = queue_names(options.topic, sets, options.queues_per_set)
-    settings = settings_of(getattr(ctx.db, "options", None))
+    settings = settings_of(cluster_options(ctx.db))
     return Workload(
         name="queue",
         client=QueueClient(ctx.db, options),

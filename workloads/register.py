@@ -30,7 +30,7 @@ from checker.per_key import REGISTER_FS, check_keys, first_failing_key, verdict
 from harness import generator as g
 from harness.errors import SpecError
 from harness.protocols import RegisterClients
-from workloads.common import StatsChecker, linearizability_result, option, parse_options
+from workloads.common import StatsChecker, linearizability_result, option, parse_options, unserved
 from workloads.registry import Workload, WorkloadContext, register
 
 __all__ = ["READ_MODES", "PerKeyLinearizable", "RegisterWorkloadOptions", "build_register", "evidence",
@@ -164,9 +164,7 @@ def build_register(ctx: WorkloadContext) -> Workload:
         raise SpecError(source, f"workloads[{ctx.index}].options.read_weight", 0,
                         "weights (read_weight, write_weight, cas_weight) that are not all zero")
     if not isinstance(ctx.db, RegisterClients):
-        raise SpecError(source, f"workloads[{ctx.index}].name", "register",
-                        "a workload the system can serve: register needs register-client (a DB with "
-                        "register_client(read_mode=..., timeout_s=...))")
+        raise unserved(ctx, "register", "register-client")
     return Workload(
         name="register",
         client=ctx.db.register_client(read_mode=o.read_mode, timeout_s=o.timeout_s),

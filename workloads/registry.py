@@ -12,7 +12,12 @@ spec's ``workloads:`` list select them.  Each workload names what it needs of th
 :data:`harness.protocols.CAPABILITIES`: ``register-client`` for ``register``, ``splitbrain-protocol`` for our
 cluster's own workloads, which speak its wire protocol) and the node roles it talks to (:func:`roles`; names from
 :data:`harness.spec.NODE_ROLES`: ``queue`` sends to broker sets).  Validation (:mod:`harness.spec`) refuses a spec
-whose system lacks one, on ``workloads[i].name``, before anything starts.  Several workloads can run in one test:
+whose system lacks one, on ``workloads[i].name``, before anything starts.  The context's ``db`` is typed as the
+generic :class:`harness.protocols.DB`: a workload reaches the system only through the protocol of the capability
+it needs, narrowing with ``isinstance`` -- the generic ones in their builders (``SpecError`` naming the system's
+DB and the capability, :func:`workloads.common.unserved`), our cluster's own where their clients first call the DB
+(:class:`harness.protocols.MissingCapability`; :func:`workloads.common.wire_db`), since their builders also run
+without a DB to validate options.  Several workloads can run in one test:
 their generators are mixed and each op is routed to the client of the workload whose ``fs`` contains its ``f``.
 """
 
@@ -24,12 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import SpecError
+from harness.protocols import DB
 
 
 @dataclass(frozen=True)
 class WorkloadContext:
     spec: Any  # harness.spec.TestSpec
-    db: Any  # the spec's system's DB (our cluster's: systems.splitbrain.db.SplitbrainDB)
+    db: DB  # the spec's system's DB; a workload narrows it to the capability protocol it calls (module docstring)
     options: Mapping[str, Any]
     seed: int
     index: int = 0  # position in the spec's workloads list (for error paths)

@@ -59,3 +59,25 @@ def test_an_unknown_key_is_refused_naming_it(cls: type) -> None:
     with pytest.raises(SpecError) as err:
         parse_options(ctx({"no_such_option": 1}), cls)
     assert err.value.key == "workloads[0].options.no_such_option"
+
+
+class _BareDB:
+    """A DB with no client protocol at all (past validation: a test's own, or an adapter that lies)."""
+
+    async def setup(self, test: dict[str, Any], node: str) -> None: ...
+    async def teardown(self, test: dict[str, Any], node: str) -> None: ...
+
+
+@pytest.mark.parametrize(("name", "capability", "protocol"), [
+    ("register", "register-client", "RegisterClients"),
+    ("counter", "counter-client", "CounterClients"),
+    ("generic-queue", "queue-client", "QueueClients"),
+])
+def test_a_generic_workload_on_a_db_without_its_protocol_names_the_db_and_the_capability(
+        name: str, capability: str, protocol: str) -> None:
+    with pytest.raises(SpecError) as info:
+        registry.build(name, registry.WorkloadContext(spec=SPEC, db=_BareDB(), options={}, seed=1, index=2))
+    err = info.value
+    assert (err.key, err.value) == ("workloads[2].name", name)
+    assert f"{name} needs {capability} (harness.protocols.{protocol})" in err.allowed
+    assert f"({__name__}._BareDB)" in err.allowed

@@ -6,6 +6,7 @@ first use."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -14,10 +15,21 @@ from workloads.queue import QueueClient, QueueOptions
 
 @dataclass
 class _Db:
-    token: str = "t"
+    """What the queue client calls of a DB (:class:`workloads.common.WireDB`); only ``controller_addrs`` and
+    ``token`` are reached by ``open``."""
 
-    def controller_addrs(self, test: dict[str, Any]) -> list[str]:
+    token: str = "t"
+    controllers: tuple[str, ...] = ("c1",)
+    spec: Any = None
+
+    def controller_addrs(self, test: Mapping[str, Any]) -> list[str]:
         return ["127.0.0.1:1"]
+
+    def client(self, test: Mapping[str, Any], timeout_s: float = 1.0) -> Any:
+        raise AssertionError("open dials nothing")
+
+    def argv(self, test: Mapping[str, Any], node: str) -> list[str]:
+        return []
 
 
 
@@ -56,3 +68,24 @@ def test_unshared_clients_each_have_their_own_pools() -> None:
         assert all(p.users == 0 for p in pools)
 
     asyncio.run(main())
+
+
+def test_a_db_without_the_wire_protocol_is_refused_naming_what_it_lacks() -> None:
+    """A DB that got past validation without our wire protocol stops the client's first call with an error naming
+    the DB's class and the capability, not an AttributeError."""
+    from harness.protocols import MissingCapability
+
+    @dataclass
+    class _Other:
+        token: str = "t"
+
+        def controller_addrs(self, test: Mapping[str, Any]) -> list[str]:
+            return ["127.0.0.1:1"]
+
+    try:
+        asyncio.run(QueueClient(_Other(), QueueOptions()).open({}, "n1"))
+    except MissingCapability as exc:
+        assert exc.user == "queue" and exc.missing == ["splitbrain-protocol", "a spec (Specified)"]
+        assert exc.db_type.endswith("_Other") and "splitbrain-protocol" in str(exc)
+    else:
+        raise AssertionError("a DB without WireClients was accepted")
