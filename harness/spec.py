@@ -424,7 +424,10 @@ def _refuse_unserved(c: _Ctx, system: _Served, nodes: NodesSpec, packages: tuple
     first = missing[0]
     same = [x for x in missing if (x.key, x.value) == (first.key, first.value)]
     direct = [x.capability for x in same if not x.via and not x.role and not x.pools]
-    if first.pools:  # a word that is no pool of this system (another system's, or a typo)
+    if first.kinds:  # a partition kind that is none of this system's (another adapter's, or a typo)
+        why = (f"{first.value!r}: {first.kind!r} is no partition kind of {system.name!r} (its kinds: {first.kinds}; "
+               f"docs/nemeses.md){_kind_elsewhere(first.kind, system.name)}")
+    elif first.pools:  # a word that is no pool of this system (another system's, or a typo)
         why = (f"{first.value!r}: {first.via + ': ' if first.via else ''}{first.pool!r} is no pool of {system.name!r} "
                f"(its pools: {first.pools}; selectors: docs/nemeses.md){_pool_elsewhere(first.pool, system.name)}")
     elif direct:  # the key itself needs them (a package's faults, guided mode, a step's f)
@@ -455,6 +458,24 @@ def _pool_elsewhere(word: str, system: str) -> str:
         if found and any(p.name == found[0] for p in own.pools):
             homes.append(f"{name!r} (drawing from the node role {' or '.join(table[found[0]].roles)})")
     return f"; {word!r} is a pool of {', '.join(homes)}" if homes else ""
+
+
+def _kind_elsewhere(word: str, system: str) -> str:
+    """``; 'isolate-master' is a partition kind of 'splitbrain' (aiming at 'masters')`` when a built-in adapter other
+    than ``system`` adds the partition kind ``word`` (:attr:`nemesis.targets.Selectors.cuts`); empty otherwise.
+    Read only when a spec is refused: it loads the built-in adapters."""
+    import systems
+
+    homes = []
+    for name in systems.BUILT_IN:
+        if name == system:
+            continue
+        try:
+            own = systems.selectors_of(systems.get(name))
+        except systems.RegistryError:
+            continue
+        homes += [f"{name!r} (aiming at {c.aim!r})" for c in own.cuts if c.name == word]
+    return f"; {word!r} is a partition kind of {', '.join(homes)}" if homes else ""
 
 
 def _schedule(c: _Ctx, raw: Any, nodes: NodesSpec) -> tuple[Any, ...] | None:

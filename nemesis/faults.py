@@ -55,7 +55,7 @@ VALUE_SHAPES: Mapping[str, tuple[str, ...]] = {
 of that shape names the nodes it hits: the keys holding target selectors (``""``: the value is itself a
 selector).  Validation checks those selectors against the system's roles and capabilities, and guided mode reads
 from them which nodes a move aims at (:func:`nemesis.schedule.selectors_of`; a partition's kind may aim at a role
-by itself: :data:`nemesis.schedule.PARTITION_KINDS`)."""
+by itself: :func:`nemesis.schedule.partition_aims`)."""
 
 EVIDENCE = ("grudge", "live-nodes", "nodes", "crash-report", "arm-results", "node-report", "registration-crash")
 """What a fault's completion must show to have taken effect (:func:`nemesis.accounting.judge` has one rule per

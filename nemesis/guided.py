@@ -69,7 +69,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from nemesis.coverage import MASTER_ONLY, Coverage, label, next_coverage, points
-from nemesis.schedule import UNDO, Step, fault_label, selectors_of
+from nemesis.schedule import PARTITION_AIMS, UNDO, Step, fault_label, selectors_of
 from nemesis.targets import pools_of
 
 __all__ = [
@@ -143,11 +143,12 @@ NARROWING = tuple(t.prefix for t in TRIGGER_TABLE if t.narrowing)
 """Label prefixes of triggers that say the active faults cut the cluster's redundancy: stack or hold, not undo."""
 
 
-def aims_of(move: Move) -> frozenset[str]:
+def aims_of(move: Move, partition_aims: Mapping[str, str | None] = PARTITION_AIMS) -> frozenset[str]:
     """The pools ``move`` hits nodes of: those of the selectors its value names where its fault-table row says,
-    and of the role its partition kind aims at (:func:`nemesis.schedule.selectors_of`).  Pure; a move of an ``f``
+    and of the role its partition kind aims at (``partition_aims``: the system's,
+    :func:`nemesis.schedule.partition_aims`; :func:`nemesis.schedule.selectors_of`).  Pure; a move of an ``f``
     without a row hits none."""
-    return frozenset(p for sel in selectors_of(move.f, move.value) for p in pools_of(sel))
+    return frozenset(p for sel in selectors_of(move.f, move.value, partition_aims) for p in pools_of(sel))
 
 
 class Rng(Protocol):
@@ -196,13 +197,17 @@ class Config:
     max_depth: int = 2
     explore: float = 1.0
 
+    partition_aims: Mapping[str, str | None] = field(default_factory=lambda: PARTITION_AIMS, repr=False,
+                                                     compare=False)
+    """The system's partition kinds -> what each aims at (:func:`nemesis.schedule.partition_aims`: the generic
+    kinds and the adapter's, such as our cluster's ``isolate-master-from-slaves``)."""
     aims: Mapping[str, frozenset[str]] = field(init=False, repr=False, compare=False)
     """Move key -> the pools the move hits (:func:`aims_of`), computed once."""
 
     def __post_init__(self) -> None:
         if not self.moves:
             raise ValueError("guided nemesis: no fault moves to choose from (name nemesis packages)")
-        object.__setattr__(self, "aims", {m.key: aims_of(m) for m in self.moves})
+        object.__setattr__(self, "aims", {m.key: aims_of(m, self.partition_aims) for m in self.moves})
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,14 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from harness import generator as g
 from nemesis.guided import Config, Move, State, decide, memory_of, moves_from_ops, state_from_memory, took_effect
+from nemesis.schedule import PARTITION_AIMS
 
 __all__ = ["Feed", "GuidedGen", "GuidedNemesis", "guided", "load_memory", "load_scale", "moves", "save_memory"]
 
@@ -179,13 +180,14 @@ def save_memory(path: str, state: State) -> None:
     os.replace(tmp, target)
 
 
-def guided(defs: Sequence[Any], *, seed: int, interval_s: float,
-           start: State | None = None) -> tuple[GuidedGen, Feed, tuple[Move, ...]]:
+def guided(defs: Sequence[Any], *, seed: int, interval_s: float, start: State | None = None,
+           partition_aims: Mapping[str, str | None] = PARTITION_AIMS) -> tuple[GuidedGen, Feed, tuple[Move, ...]]:
     """The guided generator for packages ``defs``: moves from their vocabulary, letting the cluster settle at
     most about half an ``interval_s`` after a fault, then waiting a quarter of one (at most 1 s) for a trigger
     before striking on the quiet, holding a fault 0.6, 1.2 or 2.0 intervals (drawn) unless a decision undoes it
     earlier (not before the shortest hold) -- but never undoing it before the cluster reacted to it, up to the
-    longest hold; ``start`` is what earlier runs taught it (:func:`load_memory`).
+    longest hold; ``start`` is what earlier runs taught it (:func:`load_memory`); ``partition_aims`` the system's
+    partition kinds and what each aims at (:func:`nemesis.schedule.partition_aims`).
 
     The holds are shorter than random mode's longest because the reaction gate keeps the precondition: a fault is
     not lifted before the cluster showed its effect, so a long hold only spends time once it has (with 0.8-2.4
@@ -194,6 +196,6 @@ def guided(defs: Sequence[Any], *, seed: int, interval_s: float,
     ms = moves(defs, seed=seed)
     settle = min(1.0, interval_s / 4)
     cfg = Config(ms, settle_s=settle, max_wait_s=max(0.5, interval_s / 2), quiet_wait_s=settle,
-                 holds_s=tuple(round(interval_s * f, 3) for f in (0.6, 1.2, 2.0)))
+                 holds_s=tuple(round(interval_s * f, 3) for f in (0.6, 1.2, 2.0)), partition_aims=partition_aims)
     feed = Feed()
     return GuidedGen(cfg, feed, seed, start or State()), feed, ms

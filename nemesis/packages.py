@@ -41,7 +41,7 @@ from nemesis.packet_behavior import PRESETS
 from nemesis.partition import PartitionNemesis
 from nemesis.process import ProcessNemesis
 from nemesis.registration import REGISTRATION_POINTS, RegistrationCrashNemesis
-from nemesis.schedule import PARTITION_AIMS, PARTITION_KINDS, UNDO, Step, selectors_of, timed
+from nemesis.schedule import UNDO, Step, partition_aims, selectors_of, timed
 from nemesis.targets import SelectorError, Topology, topology_of, unserved
 from nemesis.targets import validate as validate_target
 
@@ -79,8 +79,10 @@ def _pick(rng: random.Random, options: Sequence[Any]) -> Any:
 # One definition per package: its kinds (all, default) and how it draws a fault
 
 
-PARTITION_DEFAULT = ("random-halves", "isolate", "isolate-controller-leader", "isolate-master", "majorities-ring",
-                     "bridge", "one-way")
+PARTITION_DEFAULT = ("random-halves", "isolate", "majorities-ring", "bridge", "one-way")
+"""The partition package's default kinds, in the order it draws them, unless the adapter says its own
+(:attr:`nemesis.targets.Selectors.partition_default`: ours adds ``isolate-controller-leader`` and ``isolate-master``
+after ``isolate``)."""
 CLOCK_KINDS = ("bump-clock", "skew-clock", "strobe-clock")
 DISK_KINDS = (*FAULTS, "lose-unfsynced", "corrupt-file")
 PROTOCOL_POINTS = (
@@ -177,7 +179,7 @@ def _registration_crash(o: _Options, interval_s: float) -> StartFn:
 class _Kind:
     """A package's vocabulary: every kind it may pick, the default choice, its fixed targets."""
 
-    all: Callable[[], tuple[str, ...]]
+    all: Callable[[Topology], tuple[str, ...]]  # the topology -> every kind
     default: Callable[[Topology], tuple[str, ...]]  # the topology -> default kinds
     make: Callable[[_Options, float], StartFn]
     alternate: bool
@@ -196,11 +198,11 @@ def _present(topo: Topology) -> tuple[str, ...]:
 def _aimable(kinds: tuple[str, ...], topo: Topology) -> tuple[str, ...]:
     """``kinds`` without those aimed at a pool the topology lacks or whose role it has no nodes in
     (``isolate-master*`` without broker sets or without our cluster's pools, ``isolate-controller-leader`` without
-    controllers: an etcd or Redis spec of ``members``; by :data:`nemesis.schedule.PARTITION_AIMS` and the topology's
+    controllers: an etcd or Redis spec of ``members``; by :func:`nemesis.schedule.partition_aims` and the topology's
     pool table), so a default never draws a fault that can only wait for its role and complete as not effective."""
-    present = _present(topo)
+    present, aims = _present(topo), partition_aims(topo)
     return tuple(k for k in kinds if not any(lack.roles or lack.pools for lack in unserved(
-        PARTITION_AIMS.get(k) or "", topo, present, frozenset(CAPABILITIES))))
+        aims.get(k) or "", topo, present, frozenset(CAPABILITIES))))
 
 
 def _heal(package: str) -> tuple[dict[str, Any], ...]:
@@ -215,22 +217,22 @@ def _heal(package: str) -> tuple[dict[str, Any], ...]:
 
 
 KINDS: dict[str, _Kind] = {  # by package name: the names a spec may use
-    "partition": _Kind(lambda: tuple(k for k in PARTITION_KINDS if k != "grudge"),
-                       lambda t: _aimable(PARTITION_DEFAULT, t), _partition, True, _heal("partition"),
-                       PartitionNemesis),
-    "kill": _Kind(lambda: ("kill", "terminate"), lambda t: ("kill",), _process, True, _heal("kill"), ProcessNemesis),
-    "pause": _Kind(lambda: ("pause",), lambda t: ("pause",), _process, True, _heal("pause"), ProcessNemesis),
-    "clock": _Kind(lambda: CLOCK_KINDS, lambda t: CLOCK_KINDS, _clock, True, _heal("clock"), ClockNemesis),
-    "packet": _Kind(lambda: tuple(PRESETS), lambda t: tuple(PRESETS), _packet, True, _heal("packet"), PacketNemesis),
-    "disk": _Kind(lambda: DISK_KINDS, lambda t: DISK_KINDS, _disk(REPAIRABLE_MODES), True, _heal("disk"),
+    "partition": _Kind(lambda t: tuple(k for k in partition_aims(t) if k != "grudge"),
+                       lambda t: _aimable(t.selectors.partition_default or PARTITION_DEFAULT, t), _partition, True,
+                       _heal("partition"), PartitionNemesis),
+    "kill": _Kind(lambda t: ("kill", "terminate"), lambda t: ("kill",), _process, True, _heal("kill"), ProcessNemesis),
+    "pause": _Kind(lambda t: ("pause",), lambda t: ("pause",), _process, True, _heal("pause"), ProcessNemesis),
+    "clock": _Kind(lambda t: CLOCK_KINDS, lambda t: CLOCK_KINDS, _clock, True, _heal("clock"), ClockNemesis),
+    "packet": _Kind(lambda t: tuple(PRESETS), lambda t: tuple(PRESETS), _packet, True, _heal("packet"), PacketNemesis),
+    "disk": _Kind(lambda t: DISK_KINDS, lambda t: DISK_KINDS, _disk(REPAIRABLE_MODES), True, _heal("disk"),
                   DiskNemesis, ("brokers:one", "masters")),
-    "disk-corrupt": _Kind(lambda: DISK_KINDS, lambda t: DISK_KINDS, _disk(CORRUPT_MODES), True,
+    "disk-corrupt": _Kind(lambda t: DISK_KINDS, lambda t: DISK_KINDS, _disk(CORRUPT_MODES), True,
                           _heal("disk-corrupt"), DiskNemesis, ("brokers:one", "masters")),
-    "protocol-crash": _Kind(lambda: tuple(p for p, _ in PROTOCOL_POINTS),
+    "protocol-crash": _Kind(lambda t: tuple(p for p, _ in PROTOCOL_POINTS),
                             lambda t: _aimed_points(t),
                             lambda o, i: _protocol_crash(o, i, False), False, _heal("protocol-crash"),
                             FailpointNemesis, any_kind=True),
-    "registration-crash": _Kind(lambda: REGISTRATION_POINTS, lambda t: REGISTRATION_POINTS, _registration_crash,
+    "registration-crash": _Kind(lambda t: REGISTRATION_POINTS, lambda t: REGISTRATION_POINTS, _registration_crash,
                                 False, _heal("registration-crash"), RegistrationCrashNemesis),
 }
 ALIASES = {"all": ["partition", "kill", "pause", "clock", "packet", "disk"], "leader-chaos": ["partition", "kill"]}
@@ -326,13 +328,13 @@ def validate(names: Sequence[str], targets: Sequence[str], topo: Topology, rng: 
         kind = KINDS[name]
         kinds = raw.get("kinds")
         if kinds is not None:
-            allowed = kind.all()
+            allowed = kind.all(topo)
             if not isinstance(kinds, list) or not kinds:
                 raise ValueError(f"{key}.kinds: expected a non-empty list of {', '.join(allowed)}; got {kinds!r}")
             for i, k in enumerate(kinds):
                 if k not in allowed and not (kind.any_kind and isinstance(k, str) and "." in k):
                     raise ValueError(f"{key}.kinds[{i}]: unknown kind {k!r}; kinds: {', '.join(allowed)}")
-                aim = PARTITION_AIMS.get(str(k)) if name == "partition" else None
+                aim = partition_aims(topo).get(str(k)) if name == "partition" else None
                 if aim:
                     try:
                         validate_target(aim, topo, rng)
@@ -354,7 +356,7 @@ def own_selectors(name: str, raw: Any, *, topo: Topology) -> tuple[str, ...]:
     """The selectors package ``name`` aims with of its own, beyond ``nemesis.targets`` and what its options
     (``raw``) name (pure; each once): its default targets when its options give none (``disk``: ``brokers:one``,
     ``masters``), the roles its default kinds aim at by themselves (partition kinds:
-    :data:`nemesis.schedule.PARTITION_AIMS`; the defaults leave out those the topology lacks, :func:`_aimable`)
+    :func:`nemesis.schedule.partition_aims`; the defaults leave out those the topology lacks, :func:`_aimable`)
     and the targets of ``protocol-crash``'s walk over its kinds (:data:`PROTOCOL_POINTS`, when its options give
     no targets).  A unit test holds this to what the package plans."""
     kind = KINDS.get(name)
@@ -366,7 +368,7 @@ def own_selectors(name: str, raw: Any, *, topo: Topology) -> tuple[str, ...]:
     custom_targets = bool(o.get("targets"))
     found: list[str | None] = list(kind.default_targets or ()) if not custom_targets else []
     if name == "partition" and not given_kinds:  # given kinds are checked at their own key
-        found += [PARTITION_AIMS.get(str(k)) for k in kinds]
+        found += [partition_aims(topo).get(str(k)) for k in kinds]
     if name == "protocol-crash" and not custom_targets:
         points = dict(PROTOCOL_POINTS)
         found += [points.get(str(k), "one") for k in kinds]
@@ -384,9 +386,10 @@ class Missing:
     capability name the system does not offer, or alternatives none of which it offers, spelt ``clock-admin or
     clock-faketime``; ``role`` (then ``capability`` is empty) the node roles none of which it declares, spelt
     ``broker_sets or members``; ``pools`` (then both are empty) the pools the system has, when ``via`` names a
-    word that is none of them (``masters`` for etcd).  ``via`` says how the key comes to need it (``pool
-    'masters'``, ``its target 'masters'``); empty when the key needs it directly (a package's fault, guided mode, a
-    step's ``f``)."""
+    word that is none of them (``masters`` for etcd); ``kinds`` (then all three are empty) the system's partition
+    kinds, when ``kind`` is none of them (``isolate-master`` for etcd: our cluster's adapter adds it).  ``via``
+    says how the key comes to need it (``pool 'masters'``, ``its target 'masters'``); empty when the key needs it
+    directly (a package's fault, guided mode, a step's ``f``)."""
 
     key: str
     value: Any
@@ -396,11 +399,16 @@ class Missing:
     pools: str = ""
     pool: str = ""
     """With ``pools``: the word that is no pool of the system."""
+    kinds: str = ""
+    kind: str = ""
+    """With ``kinds``: the word that is no partition kind of the system."""
 
     @property
     def what(self) -> str:
-        """The missing thing in words: ``the capability primaries``, ``the node role broker_sets`` or ``a pool of
-        the system (its pools: ...)``."""
+        """The missing thing in words: ``the capability primaries``, ``the node role broker_sets``, ``a pool of
+        the system (its pools: ...)`` or ``a partition kind of the system (its kinds: ...)``."""
+        if self.kinds:
+            return f"a partition kind of the system (its kinds: {self.kinds})"
         if self.pools:
             return f"a pool of the system (its pools: {self.pools})"
         return f"the node role {self.role}" if self.role else f"the capability {self.capability}"
@@ -445,6 +453,13 @@ def missing_capabilities(names: Sequence[str], offered: frozenset[str], *, targe
             else:
                 out.append(Missing(key, value, role=" or ".join(lack.roles), via=where))
 
+    def unknown_kind(key: str, value: Any, kind: Any) -> None:
+        """A partition kind that is none of the system's (another adapter's, or a typo); the rest of a malformed
+        value is :func:`validate`'s or :func:`nemesis.schedule.parse`'s to refuse."""
+        kinds = partition_aims(table_topo)
+        if topo is not None and isinstance(kind, str) and kind not in kinds:
+            out.append(Missing(key, value, via=f"kind {kind!r}", kinds=", ".join(kinds), kind=kind))
+
     for name in expand(names):
         need("nemesis.packages", name, package_needs(name))
         if topo is not None:  # a package's defaults depend on the topology
@@ -458,7 +473,8 @@ def missing_capabilities(names: Sequence[str], offered: frozenset[str], *, targe
             aim(f"nemesis.options.{name}.targets[{i}]", t, str(t), "")
         for i, k in enumerate(o.get("kinds") or () if name == "partition" and isinstance(o.get("kinds"), list)
                               else ()):
-            kind_aim = PARTITION_AIMS.get(str(k))
+            unknown_kind(f"nemesis.options.{name}.kinds[{i}]", k, k)
+            kind_aim = partition_aims(table_topo).get(str(k))
             if kind_aim:
                 aim(f"nemesis.options.{name}.kinds[{i}]", k, kind_aim, f"kind {k!r} aims at {kind_aim!r}")
     if guided:
@@ -467,7 +483,10 @@ def missing_capabilities(names: Sequence[str], offered: frozenset[str], *, targe
         if step.f not in ROW_OF:  # refused by nemesis.schedule.parse, which names the f
             continue
         need(f"nemesis.schedule[{i}].f", step.f, ROW_OF[step.f].needs)
-        for sel in selectors_of(step.f, step.value):
+        if ROW_OF[step.f].value == "partition" and isinstance(step.value, Mapping):
+            kind = step.value.get("kind", "random-halves")
+            unknown_kind(f"nemesis.schedule[{i}].value.kind", kind, kind)
+        for sel in selectors_of(step.f, step.value, partition_aims(table_topo)):
             aim(f"nemesis.schedule[{i}].value", step.value, sel, f"its target {sel!r}")
     seen: set[tuple[str, str, str, str]] = set()  # once per key and need (two pools of a selector need primaries)
     unique = []
@@ -536,7 +555,8 @@ def _build_guided(db: Specified, defs: Sequence[PackageDef], *, interval_s: floa
 
         raise SpecError(str(getattr(db.spec, "source", "<spec>")), "nemesis.guided_memory", memory,
                         f"a guided memory file written by an earlier guided run ({exc})") from None
-    gen, feed, moves = guided(defs, seed=seed, interval_s=interval_s, start=start)
+    gen, feed, moves = guided(defs, seed=seed, interval_s=interval_s, start=start,
+                              partition_aims=partition_aims(topology_of(db.spec.nodes)))
     makers = {d.nemesis for d in defs} | {_MAKER_BY_F[m.f] for m in moves}
     rng = random.Random(seed)
     members = [make(db, rng) for make in _ordered(makers)]

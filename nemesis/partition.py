@@ -13,7 +13,7 @@ from typing import Any
 
 from nemesis import grudge as gr
 from nemesis.base import NemesisBase, guard
-from nemesis.schedule import PARTITION_KINDS
+from nemesis.schedule import partition_aims
 
 __all__ = ["CHAIN", "PartitionNemesis"]
 
@@ -25,9 +25,9 @@ class PartitionNemesis(NemesisBase):
     """Network partitions with iptables.
 
     ``start-partition`` value: ``{"kind": K, ...}`` with K one of ``random-halves``, ``isolate``
-    (``targets`` selector), ``isolate-controller-leader``, ``isolate-master`` (from everyone),
-    ``isolate-master-from-slaves``, ``isolate-master-from-controllers``, ``majorities-ring``,
-    ``bridge``, ``one-way`` (``from`` and ``to`` selectors), or ``grudge`` (an explicit map).
+    (``targets`` selector), ``majorities-ring``, ``bridge``, ``one-way`` (``from`` and ``to`` selectors),
+    ``grudge`` (an explicit map), or a kind the system's adapter adds (:class:`nemesis.targets.Cut`: our
+    cluster's ``isolate-master``...), which resolves the cut's target and groups its nodes as the cut says.
     Packets are dropped in the receiving node's INPUT path, from the sender's address.
     """
 
@@ -48,16 +48,6 @@ class PartitionNemesis(NemesisBase):
             return gr.random_halves(nodes, self.rng)
         if kind == "isolate":
             return gr.isolate(await self.targets(test, str(value.get("targets", "one"))), nodes)
-        if kind == "isolate-controller-leader":
-            return gr.isolate(await self.targets(test, "controller-leader"), nodes)
-        if kind.startswith("isolate-master"):
-            masters = await self.targets(test, "masters")
-            master = self.rng.choice(masters)
-            slaves = next(s for s in self.topo.broker_sets if master in s)
-            if kind == "isolate-master":
-                return gr.isolate([master], nodes)
-            others = slaves if kind == "isolate-master-from-slaves" else self.topo.controllers
-            return gr.isolate_from(master, others)
         if kind == "majorities-ring":
             return gr.majorities_ring(nodes, self.rng)
         if kind == "bridge":
@@ -69,7 +59,10 @@ class PartitionNemesis(NemesisBase):
         if kind == "grudge":
             raw = value.get("grudge") or {}
             return {str(k): frozenset(map(str, v)) for k, v in raw.items()}
-        raise ValueError(f"start-partition: unknown kind {kind!r}; kinds: {PARTITION_KINDS}")
+        cut = next((c for c in self.topo.selectors.cuts if c.name == kind), None)
+        if cut is not None:
+            return dict(cut.cut(self.topo, await self.targets(test, cut.target), self.rng))
+        raise ValueError(f"start-partition: unknown kind {kind!r}; kinds: {tuple(partition_aims(self.topo))}")
 
     async def apply(self, test: dict[str, Any], grudge: Mapping[str, frozenset[str]]) -> None:
         remote = test["remote"]

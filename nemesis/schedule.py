@@ -40,26 +40,31 @@ from nemesis.targets import validate as validate_selector
 
 __all__ = [
     "FAULT_FS", "KNOWN_FS", "PARTITION_AIMS", "PARTITION_KINDS", "UNDO", "UNDO_FS", "ScheduleError", "Step",
-    "fault_label", "join_units", "parse", "selectors_of", "timed", "to_data", "units",
+    "fault_label", "join_units", "parse", "partition_aims", "selectors_of", "timed", "to_data", "units",
 ]
 
 PARTITION_AIMS: Mapping[str, str | None] = {
     "random-halves": None,
     "isolate": None,  # its value's targets
-    "isolate-controller-leader": "controller-leader",
-    "isolate-master": "masters",
-    "isolate-master-from-slaves": "masters",  # and the slaves of that master's set
-    "isolate-master-from-controllers": "masters+controllers",
     "majorities-ring": None,
     "bridge": None,
     "one-way": None,  # its value's from and to
     "grudge": None,  # node names
 }
-"""Partition kind -> the selector the kind aims at by itself (None: none; the selectors in its value, if any,
-are read where :data:`nemesis.faults.VALUE_SHAPES` says).  Validation refuses a kind whose pools the system
-cannot serve (``isolate-master`` without broker sets), and guided mode aims by it; a unit test holds it to what
+"""The generic partition kinds -> the selector the kind aims at by itself (None: none; the selectors in its value,
+if any, are read where :data:`nemesis.faults.VALUE_SHAPES` says).  An adapter adds kinds aimed at its own pools
+(:class:`nemesis.targets.Cut`, our cluster's ``isolate-master``...): :func:`partition_aims` is both.  Validation
+refuses a kind whose pools the system cannot serve, and guided mode aims by it; a unit test holds it to what
 :class:`nemesis.partition.PartitionNemesis` resolves for each kind."""
 PARTITION_KINDS = tuple(PARTITION_AIMS)
+
+
+def partition_aims(topo: Topology) -> Mapping[str, str | None]:
+    """The partition kinds of a system with the topology ``topo`` -> what each aims at: the generic kinds
+    (:data:`PARTITION_AIMS`), then the adapter's (:attr:`nemesis.targets.Selectors.cuts`).  Pure."""
+    return {**PARTITION_AIMS, **{c.name: c.aim for c in topo.selectors.cuts}}
+
+
 UNDO: Mapping[str, str] = {r.f: r.undo for r in ROWS if r.undo is not None}
 """Fault f -> the f that undoes it (from the one fault table, :mod:`nemesis.faults`).  Faults not listed here
 undo themselves (``crash-at``, ``restart``, ``lose-unfsynced``, ``corrupt-file`` and ``registration-crash``
@@ -114,18 +119,19 @@ def fault_label(f: str, value: Any) -> str:
     return f
 
 
-def selectors_of(f: str, value: Any) -> tuple[str, ...]:
+def selectors_of(f: str, value: Any, aims: Mapping[str, str | None] = PARTITION_AIMS) -> tuple[str, ...]:
     """The target selectors a step ``f`` with ``value`` hits nodes by, each once, in order: those its value names
     where its row's shape says (:data:`nemesis.faults.VALUE_SHAPES`), then the one its partition kind aims at
-    (:data:`PARTITION_AIMS`).  Pure; an ``f`` without a row, or a value of another shape, names none.  Validation
-    checks them against the system's roles and capabilities; guided mode reads what a move aims at from them."""
+    (``aims``: the system's :func:`partition_aims`; the generic kinds' by default).  Pure; an ``f`` without a row,
+    or a value of another shape, names none.  Validation checks them against the system's roles and capabilities;
+    guided mode reads what a move aims at from them."""
     r = ROW_OF.get(f)
     if r is None:
         return ()
     v = value if isinstance(value, Mapping) else {}
     found = [value if key == "" else v.get(key) for key in r.target_keys]
     if r.value == "partition":
-        found.append(PARTITION_AIMS.get(str(v.get("kind", "random-halves"))))
+        found.append(aims.get(str(v.get("kind", "random-halves"))))
     out: list[str] = []
     for sel in found:
         if isinstance(sel, str) and sel.strip() and sel not in out:
@@ -181,8 +187,9 @@ def _process_value(i: int, f: str, raw: Any, topo: Topology) -> None:
 def _partition_value(i: int, f: str, raw: Any, topo: Topology) -> None:
     v = _mapping(i, raw, f, ("kind", "targets", "from", "to", "grudge"))
     kind = v.get("kind", "random-halves")
-    if kind not in PARTITION_KINDS:
-        raise ScheduleError(i, "value.kind", f"unknown partition kind {kind!r}; kinds: {', '.join(PARTITION_KINDS)}")
+    kinds = partition_aims(topo)
+    if kind not in kinds:
+        raise ScheduleError(i, "value.kind", f"unknown partition kind {kind!r}; kinds: {', '.join(kinds)}")
     _selectors(i, v, VALUE_SHAPES["partition"], topo)
     if kind == "grudge":
         grudge = v.get("grudge")

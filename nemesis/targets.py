@@ -14,6 +14,8 @@ A selector is a string.  Its atoms:
   (``controllers:minority``, ``slaves:one``, ``members:one``);
 * a node name, or a comma list of node names (``c1,b1-2``).
 
+An adapter may also add partition kinds aimed at its pools (:class:`Cut`, our cluster's ``isolate-master``...).
+
 Atoms join with ``+`` into a union (``masters+controller-followers:one``); the result is the sorted
 set of nodes any atom picked.
 
@@ -51,7 +53,8 @@ class Sampler(Protocol):
     def sample(self, population: Sequence[str], k: int) -> list[str]: ...
 
 __all__ = [
-    "SIMPLE", "Lack", "Pool", "RoleNamer", "RoleUnavailable", "Resolver", "SelectorError", "Selectors", "Topology",
+    "SIMPLE", "Chooser", "Cut", "Cutter", "Lack", "Pool", "RoleNamer", "RoleUnavailable", "Resolver", "SelectorError",
+    "Selectors", "Topology",
     "needs_roles", "pins", "pools_of", "resolve", "roles_of", "topology_of", "unserved", "validate",
 ]
 
@@ -88,19 +91,54 @@ class Pool:
     resolver: Resolver | None = field(default=None, compare=False, repr=False)
 
 
+class Chooser(Protocol):
+    """What a :data:`Cutter` draws from (``random.Random`` is one)."""
+
+    def choice(self, seq: Sequence[str]) -> str: ...
+
+
+Cutter = Callable[["Topology", Sequence[str], Chooser], Mapping[str, frozenset[str]]]
+"""How a :class:`Cut` groups nodes: ``(topology, the nodes its target resolved to, the step's RNG) -> grudge``
+(node -> the nodes whose packets it drops, :mod:`nemesis.grudge`).  Pure."""
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A partition kind an adapter adds (``start-partition`` ``{kind: NAME}``): a cut aimed at its own pools.
+
+    Attributes:
+        name: the kind's name (``isolate-master``); never one of the generic kinds
+            (:data:`nemesis.schedule.PARTITION_KINDS`).
+        aim: the selector it aims at, for validation (a system that cannot serve it refuses the kind) and guided
+            mode (the pools a move hits); may name more than ``target`` (the nodes it cuts a target from).
+        target: the selector resolved when it strikes; its nodes go to ``cut``.
+        cut: the grudge, from the topology, ``target``'s nodes and the step's RNG (:data:`Cutter`).
+    """
+
+    name: str
+    aim: str
+    target: str
+    cut: Cutter = field(compare=False, repr=False)
+
+
 @dataclass(frozen=True)
 class Selectors:
     """What an adapter adds to the selector vocabulary (:attr:`systems.System` ``selectors``, optional): its pool
-    rows and how its nodes' roles are named for the record of a fault (:func:`roles_of`)."""
+    rows, how its nodes' roles are named for the record of a fault (:func:`roles_of`), the partition kinds aimed
+    at its pools (:class:`Cut`) and, when it has such kinds, the partition package's default kinds in the order it
+    draws them (None: the generic default, :data:`nemesis.packages.PARTITION_DEFAULT`)."""
 
     pools: tuple[Pool, ...] = ()
     role_of: RoleNamer | None = field(default=None, compare=False, repr=False)
+    cuts: tuple[Cut, ...] = ()
+    partition_default: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        names = [p.name for p in self.pools]
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
-            raise ValueError(f"selector pools named twice: {twice}")
+        for what, names in (("selector pools", [p.name for p in self.pools]),
+                            ("partition kinds", [c.name for c in self.cuts])):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise ValueError(f"{what} named twice: {twice}")
 
 
 _LEADS = ("primaries",)  # who leads right now is asked of the DB (harness.protocols.Primary)

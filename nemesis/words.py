@@ -6,8 +6,9 @@ The live progress line (:mod:`harness.progress`) shows what the nemesis is doing
 * :data:`WORDS`, one entry per nemesis ``f`` (per row of the one fault table, :mod:`nemesis.faults`; a unit
   test holds it to the table, and the table to the nemeses' ``FS``): how an op's value reads as a
   :class:`Phrase` -- a verb, the nodes it touches, and any words after them.  ``start-partition`` reads its
-  recorded grudge through :data:`PARTITION_WORDS`, one entry per partition kind of
-  :data:`nemesis.schedule.PARTITION_KINDS`.
+  recorded grudge through :data:`PARTITION_WORDS`, one entry per generic partition kind
+  (:data:`nemesis.schedule.PARTITION_KINDS`) and, still here, per kind our cluster's adapter adds (a recorded
+  history is read without its system's topology).
 * :func:`step` keeps the faults in effect as a history goes by.  Which ops start and end a fault is not a
   second list here but the fault table's rows (:mod:`nemesis.faults`): a fault with an ``undo``
   (``kill``, ``start-partition``...) is in effect from its successful completion -- whose value says what was

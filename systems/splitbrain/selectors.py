@@ -10,6 +10,13 @@ The generic vocabulary (random subsets, one pool per declared flat role such as 
 * ``primaries`` -- the controller leader and every master, replacing the generic row (the nodes the DB says lead):
   unavailable until both a leader and a master are known, so a run and its replay pick the same roles.
 
+It adds partition kinds aimed at those pools, as the :data:`SELECTORS`' cuts (:class:`nemesis.targets.Cut`):
+
+* ``isolate-controller-leader`` -- the controller leader cut off from every node;
+* ``isolate-master`` -- one master (drawn from ``masters``) cut off from every node;
+* ``isolate-master-from-slaves`` -- one master cut off from the other replicas of its set (they from it);
+* ``isolate-master-from-controllers`` -- one master cut off from the controllers (they from it).
+
 Primaries are what :meth:`systems.splitbrain.db.SplitbrainDB.primaries` returns: the controller leader first, if
 known, then the broker masters.  :func:`role_of` names the role a node had when a fault hit it (controller-leader,
 controller-follower, master, slave, or plain controller/broker when the leader or its set's master is unknown).
@@ -19,11 +26,12 @@ Pure: the rows are data and their resolvers functions of the topology and the pr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from nemesis.targets import Pool, Resolver, RoleUnavailable, SelectorError, Selectors, Topology
+from nemesis import grudge as gr
+from nemesis.targets import Chooser, Cut, Pool, Resolver, RoleUnavailable, SelectorError, Selectors, Topology
 
 __all__ = ["SELECTORS", "role_of"]
 
@@ -99,6 +107,21 @@ def role_of(node: str, topo: Topology, primaries: Sequence[str]) -> str | None:
     return "broker" if node in topo.brokers else None
 
 
+def _isolate(topo: Topology, nodes: Sequence[str], rng: Chooser) -> Mapping[str, frozenset[str]]:
+    """``nodes`` (the controller leader) cut off from every node."""
+    return gr.isolate(nodes, list(topo.all))
+
+
+def _master(cut_from: str, topo: Topology, masters: Sequence[str], rng: Chooser) -> Mapping[str, frozenset[str]]:
+    """One of ``masters`` (one draw of the RNG) cut off from ``cut_from``: ``all`` nodes, its set's ``slaves``,
+    or the ``controllers``."""
+    master = rng.choice(masters)
+    if cut_from == "all":
+        return gr.isolate([master], list(topo.all))
+    others = topo.broker_set_of(master) if cut_from == "slaves" else topo.controllers
+    return gr.isolate_from(master, others)
+
+
 SELECTORS = Selectors(
     pools=(
         Pool("brokers", ("broker_sets",), resolver=_brokers),
@@ -111,5 +134,13 @@ SELECTORS = Selectors(
         Pool("primaries", ("broker_sets",), _LEADS, leads=True, resolver=_leading("primaries")),
     ),
     role_of=role_of,
+    cuts=(
+        Cut("isolate-controller-leader", "controller-leader", "controller-leader", _isolate),
+        Cut("isolate-master", "masters", "masters", partial(_master, "all")),
+        Cut("isolate-master-from-slaves", "masters", "masters", partial(_master, "slaves")),  # and that set's slaves
+        Cut("isolate-master-from-controllers", "masters+controllers", "masters", partial(_master, "controllers")),
+    ),
+    partition_default=("random-halves", "isolate", "isolate-controller-leader", "isolate-master", "majorities-ring",
+                       "bridge", "one-way"),
 )
 """Our cluster's pools (the ``selectors`` of :data:`systems.splitbrain.SYSTEM`)."""

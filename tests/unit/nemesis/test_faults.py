@@ -42,7 +42,7 @@ def _package_ops(name: str) -> set[str]:
     """Every f package ``name`` can put in a schedule: its faults over every kind it may draw (many draws),
     their undo steps, and its heal ops."""
     kind = KINDS[name]
-    options = {name: {"kinds": list(kind.all())}}
+    options = {name: {"kinds": list(kind.all(OURS))}}
     (d,) = definitions([name], targets=["one"], options=options, interval_s=1.0, topo=OURS)
     rng = random.Random(0)
     fs = {d.start(rng, k)["f"] for k in range(300)}
@@ -201,8 +201,8 @@ def _guided_moves(has_sets: bool = True, has_controllers: bool = True) -> tuple[
 
     targets = ["one", "masters", "slaves:one", "primaries", "controller-leader", "brokers:one"] if has_sets else \
         ["one", "members:one", "primaries"]
-    options = {n: {"kinds": list(KINDS[n].all())} for n in KINDS}
     topo = OURS if has_sets else Topology(members=("m1", "m2", "m3"))
+    options = {n: {"kinds": list(KINDS[n].all(topo))} for n in KINDS}
     defs = definitions(list(KINDS), targets=targets, options=options, interval_s=5.0,
                        topo=Topology(OURS.controllers if has_controllers else (), topo.broker_sets, topo.members,
                                      selectors=SELECTORS if has_sets or has_controllers else topo.selectors))

@@ -10,15 +10,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nemesis.guided import Config, Decision, Move, State, decide, moves_from_ops, took_effect
-from nemesis.schedule import UNDO, parse
+from nemesis.schedule import UNDO, parse, partition_aims
 from nemesis.targets import Topology
 from systems.splitbrain.selectors import SELECTORS
 
 NS = 1_000_000_000
+AIMS = partition_aims(Topology(selectors=SELECTORS))  # our cluster's kinds aim as they did in generic code
+
+
+def ours(moves: tuple[Move, ...], **kw: Any) -> Config:
+    """A config over ``moves`` on our cluster (its partition kinds aim where its adapter says)."""
+    return Config(moves, partition_aims=AIMS, **kw)
+
+
 ISOLATE = Move("start-partition", {"kind": "isolate-master-from-slaves"})
 KILL = Move("kill", "masters")
 HALVES = Move("start-partition", {"kind": "random-halves"})
-CFG = Config((ISOLATE, KILL, HALVES), settle_s=1.0, max_wait_s=4.0, holds_s=(3.0,), max_depth=2)
+CFG = ours((ISOLATE, KILL, HALVES), settle_s=1.0, max_wait_s=4.0, holds_s=(3.0,), max_depth=2)
 TOPO = Topology(("c1", "c2", "c3"), (("b1", "b2", "b3"),), selectors=SELECTORS)
 
 
@@ -92,7 +100,7 @@ def test_moves_from_ops_dedupes() -> None:
     ops = [{"f": "kill", "value": "masters"}, {"f": "kill", "value": "masters"}, {"f": "kill", "value": "one"}]
     assert moves_from_ops(ops) == (Move("kill", "masters"), Move("kill", "one"))
     with pytest.raises(ValueError, match="no fault moves"):
-        Config(())
+        ours(())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,7 +109,7 @@ def test_moves_from_ops_dedupes() -> None:
 
 
 def toy_run(seed: int, limit_s: float = 120.0) -> tuple[bool, State]:
-    cfg = Config((ISOLATE, KILL, HALVES, Move("kill", "one"), Move("pause", "masters")), settle_s=0.5,
+    cfg = ours((ISOLATE, KILL, HALVES, Move("kill", "one"), Move("pause", "masters")), settle_s=0.5,
                  max_wait_s=2.0, holds_s=(1.0, 3.0), max_depth=2)
     s, t = State(), 0.0
     events: list[dict[str, Any]] = []
@@ -165,7 +173,7 @@ def test_schedule_is_valid_and_bounded(seed: int, raw_events: list[tuple[float, 
 
 
 def test_a_trigger_during_a_fault_can_undo_it_early_but_not_before_the_shortest_hold() -> None:
-    cfg = Config((ISOLATE, KILL, HALVES), settle_s=1.0, max_wait_s=4.0, holds_s=(1.0, 6.0), max_depth=2)
+    cfg = ours((ISOLATE, KILL, HALVES), settle_s=1.0, max_wait_s=4.0, holds_s=(1.0, 6.0), max_depth=2)
     undone = 0
     for seed in range(30):
         d, _, s1 = step(State(), [], 5.0, cfg=cfg, seed=seed)
@@ -195,18 +203,18 @@ def test_a_shrink_aims_at_the_master() -> None:
     picks = []
     for seed in range(40):
         s = State()
-        d, _, s = step(s, [], 5.0, cfg=Config((ISOLATE, KILL, Move("kill", "one")), holds_s=(6.0,)), seed=seed)
+        d, _, s = step(s, [], 5.0, cfg=ours((ISOLATE, KILL, Move("kill", "one")), holds_s=(6.0,)), seed=seed)
         if d is None or d.step.f != "start-partition":
             continue
         d2, _, _s = step(s, [ev(6.0, "sync-state-set", change="shrink", members=[1])], 6.1,
-                         cfg=Config((ISOLATE, KILL, Move("kill", "one")), holds_s=(6.0,)), seed=seed)
+                         cfg=ours((ISOLATE, KILL, Move("kill", "one")), holds_s=(6.0,)), seed=seed)
         picks.append(None if d2 is None else d2.move_key)
     assert picks and all(p == "kill@masters" for p in picks)
 
 
 def test_a_narrowing_not_yet_complete_is_held_and_never_undone() -> None:
     """The slaves' leases expire (fenced) before the master drops them: wait for the shrink, do not heal."""
-    cfg = Config((ISOLATE, KILL, Move("kill", "one")), holds_s=(6.0,))
+    cfg = ours((ISOLATE, KILL, Move("kill", "one")), holds_s=(6.0,))
     for seed in range(20):
         d, _, s = step(State(), [], 5.0, cfg=cfg, seed=seed)
         assert d is not None
@@ -216,7 +224,7 @@ def test_a_narrowing_not_yet_complete_is_held_and_never_undone() -> None:
 
 
 def test_undo_waits_for_a_reaction_and_the_stack_unwinds_from_the_bottom() -> None:
-    cfg = Config((ISOLATE, KILL), settle_s=1.0, holds_s=(3.0, 9.0), max_depth=2)
+    cfg = ours((ISOLATE, KILL), settle_s=1.0, holds_s=(3.0, 9.0), max_depth=2)
     stacked = 0
     for seed in range(10):
         d, _, s = step(State(), [], 5.0, cfg=cfg, seed=seed)
@@ -280,7 +288,7 @@ def test_with_the_master_alone_in_the_set_only_moves_aimed_at_it_are_candidates(
     """Even when killing the master earned little before and another move was never tried (optimism)."""
     from nemesis.guided import Active
 
-    cfg = Config((ISOLATE, KILL, Move("kill", "one")), holds_s=(6.0,))
+    cfg = ours((ISOLATE, KILL, Move("kill", "one")), holds_s=(6.0,))
     learned = {("none|quiet", KILL.key): (6, 0.0), ("none|quiet", ISOLATE.key): (1, 4.0)}
     for seed in range(20):
         s = State(active=(Active(ISOLATE, 5.0, 11.0, effect_s=5.0),), stats=learned)
@@ -293,7 +301,7 @@ def test_a_hold_that_ends_as_the_narrowing_arrives_gives_way_to_the_trigger() ->
     is struck; a partial narrowing at the hold's end is held on for where it leads."""
     from nemesis.guided import Active
 
-    cfg = Config((ISOLATE, KILL, Move("kill", "one")), settle_s=1.0, max_wait_s=2.0, holds_s=(2.0,))
+    cfg = ours((ISOLATE, KILL, Move("kill", "one")), settle_s=1.0, max_wait_s=2.0, holds_s=(2.0,))
     for seed in range(20):
         s = State(active=(Active(ISOLATE, 5.0, 7.0, effect_s=5.0),))
         d, _, s2 = step(s, [ev(6.95, "sync-state-set", change="shrink", members=[1])], 7.0, cfg=cfg, seed=seed)
@@ -307,7 +315,7 @@ def test_a_hold_that_ends_as_the_narrowing_arrives_gives_way_to_the_trigger() ->
 def test_on_the_quiet_moves_at_nodes_holding_authority_are_tried_first() -> None:
     """With nothing to aim at, the untried moves naming a master or the controller leader come before the rest."""
     aimed = (Move("kill", "masters"), Move("start-partition", {"kind": "isolate", "targets": "controller-leader"}))
-    cfg = Config((Move("kill", "slaves"), *aimed, Move("kill", "one"), HALVES), settle_s=1.0, holds_s=(3.0,))
+    cfg = ours((Move("kill", "slaves"), *aimed, Move("kill", "one"), HALVES), settle_s=1.0, holds_s=(3.0,))
     for seed in range(20):
         s, t, chosen = State(), 0.0, []
         for _ in range(2):

@@ -18,8 +18,9 @@ from harness.protocols import CAPABILITIES
 from nemesis import faults, packages
 from nemesis.guided import SETTLED, Config, Decision, Move, State, decide, took_effect
 from nemesis.guided_run import moves
-from nemesis.schedule import UNDO, parse, selectors_of
+from nemesis.schedule import UNDO, parse, partition_aims, selectors_of
 from nemesis.targets import Topology, unserved
+from systems.splitbrain.selectors import SELECTORS
 
 NS = 1_000_000_000
 RABBIT_OFFERED = frozenset({"kill", "pause", "network", "log-files", "queue-client"})  # systems/rabbitmq/system.py
@@ -96,7 +97,9 @@ def test_systems_that_raise_events_get_the_same_choices_as_before(system: str, s
     """etcd and Redis (leadership watched from outside) and our cluster (its own events): ``clients_only`` is
     False for them, and their decisions for a seed and an event stream are the ones pinned before it existed."""
     moves_, kinds = (ETCD_MOVES, ETCD_KINDS) if system == "etcd" else (OUR_MOVES, OUR_KINDS)
-    cfg = Config(moves_, settle_s=1.0, max_wait_s=2.5, quiet_wait_s=1.0, holds_s=(3.0, 6.0, 10.0))
+    aims = partition_aims(Topology(selectors=SELECTORS) if system == "ours" else MEMBERS)
+    cfg = Config(moves_, settle_s=1.0, max_wait_s=2.5, quiet_wait_s=1.0, holds_s=(3.0, 6.0, 10.0),
+                 partition_aims=aims)
     out, _ = _run(cfg, _stream(seed, kinds), seed)
     assert len(out) == count
     assert hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest()[:16] == digest
@@ -110,7 +113,8 @@ def test_without_client_outcomes_clients_only_adds_only_the_settled_moment(seed:
     """The flag lets client outcomes stand for the cluster and adds the settled moment, nothing else: on a stream
     without client outcomes both ways decide alike up to the first settled moment."""
     events = sorted(({"time": int(t * NS), **k} for t, k in raw), key=lambda e: e["time"])
-    cfg = Config(OUR_MOVES, settle_s=1.0, max_wait_s=2.5, quiet_wait_s=1.0, holds_s=(3.0, 6.0))
+    cfg = Config(OUR_MOVES, settle_s=1.0, max_wait_s=2.5, quiet_wait_s=1.0, holds_s=(3.0, 6.0),
+                 partition_aims=partition_aims(Topology(selectors=SELECTORS)))
     outside, inside = _run(cfg, events, seed, limit_s=30)[0], _run(cfg, events, seed, clients_only=True, limit_s=30)[0]
     first = next((i for i, d in enumerate(inside) if d[1] == SETTLED or str(d[3]).endswith(f"|{SETTLED}")),
                  len(inside))

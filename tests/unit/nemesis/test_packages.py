@@ -70,7 +70,7 @@ def test_the_registration_walk_is_our_brokers_own_table_of_failpoints() -> None:
     """The nemesis layer writes the walk out (it imports nothing of the system under test); it must stay the
     broker's table, in its order, or a planned point would be one the broker does not have."""
     assert REGISTRATION_POINTS == FAILPOINTS
-    assert packages.KINDS["registration-crash"].all() == FAILPOINTS
+    assert packages.KINDS["registration-crash"].all(Topology()) == FAILPOINTS
 
 
 @pytest.mark.parametrize("name", ["protocol-crash", "registration-crash"])

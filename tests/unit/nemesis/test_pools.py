@@ -20,7 +20,7 @@ from harness.spec import NODE_ROLES, NodesSpec
 from nemesis.guided import Move, aims_of
 from nemesis.packages import KINDS, definitions, own_selectors
 from nemesis.partition import PartitionNemesis
-from nemesis.schedule import PARTITION_AIMS, PARTITION_KINDS, selectors_of
+from nemesis.schedule import PARTITION_AIMS, PARTITION_KINDS, partition_aims, selectors_of
 from nemesis.targets import (
     SIMPLE,
     Lack,
@@ -164,7 +164,7 @@ def test_a_selector_whose_roles_a_topology_has_resolves_there(terms: list[str], 
 
 def test_every_partition_kind_has_its_aim_and_each_aim_is_a_selector_of_pools() -> None:
     assert tuple(PARTITION_AIMS) == PARTITION_KINDS
-    for kind, aim in PARTITION_AIMS.items():
+    for kind, aim in partition_aims(OURS).items():
         assert aim is None or (pools_of(aim) and all(p in POOLS for p in pools_of(aim))), kind
 
 
@@ -183,12 +183,15 @@ def test_every_partition_kind_has_its_aim_and_each_aim_is_a_selector_of_pools() 
     ("no-such-f", "masters", ()),
 ])
 def test_selectors_of_reads_where_the_row_says(f: str, value: Any, selectors: tuple[str, ...]) -> None:
-    assert selectors_of(f, value) == selectors
+    assert selectors_of(f, value, partition_aims(OURS)) == selectors
 
 
 def test_a_moves_aim_is_the_pools_its_selectors_and_kind_hit() -> None:
-    assert aims_of(Move("start-partition", {"kind": "isolate-master-from-slaves"})) == {"masters"}
-    assert aims_of(Move("start-partition", {"kind": "isolate-master-from-controllers"})) == {"masters", "controllers"}
+    ours = partition_aims(OURS)
+    assert aims_of(Move("start-partition", {"kind": "isolate-master-from-slaves"}), ours) == {"masters"}
+    assert aims_of(Move("start-partition", {"kind": "isolate-master-from-controllers"}), ours) == {"masters",
+                                                                                                   "controllers"}
+    assert aims_of(Move("start-partition", {"kind": "isolate-master-from-slaves"})) == frozenset()  # not etcd's kind
     assert aims_of(Move("kill", "masters+slaves:one")) == {"masters", "slaves"}
     assert aims_of(Move("kill", "master1")) == frozenset()  # a node's name is no pool, whatever it spells
     assert aims_of(Move("start-partition", {"kind": "random-halves"})) == frozenset()
@@ -240,7 +243,7 @@ class _Asked(PartitionNemesis):
         return [s[0] for s in self.topo.broker_sets] if "masters" in pools_of(selector) else list(self.topo.all[:1])
 
 
-@pytest.mark.parametrize("kind", PARTITION_KINDS)
+@pytest.mark.parametrize("kind", tuple(partition_aims(OURS)))
 def test_the_partition_nemesis_asks_for_no_pool_its_kinds_row_does_not_name(kind: str) -> None:
     nodes = NodesSpec(("c1", "c2", "c3"), (("b1", "b2", "b3"),), selectors=SELECTORS)
     nem = _Asked(SimpleNamespace(spec=SimpleNamespace(nodes=nodes)), random.Random(0))
@@ -249,6 +252,7 @@ def test_the_partition_nemesis_asks_for_no_pool_its_kinds_row_does_not_name(kind
         value = {"kind": kind, "grudge": {"c1": ["c2"]}}
     asyncio.run(nem.grudge_for({}, value))
     asked = {p for sel in nem.asked for p in pools_of(sel)}
-    assert asked <= aims_of(Move("start-partition", value)), (kind, nem.asked)
-    if PARTITION_AIMS[kind] is not None:  # the row claims no aim the nemesis never takes
-        assert set(pools_of(PARTITION_AIMS[kind] or "")) & (asked | {"controllers"}) and nem.asked, kind
+    aims = partition_aims(OURS)
+    assert asked <= aims_of(Move("start-partition", value), aims), (kind, nem.asked)
+    if aims[kind] is not None:  # the row claims no aim the nemesis never takes
+        assert set(pools_of(aims[kind] or "")) & (asked | {"controllers"}) and nem.asked, kind

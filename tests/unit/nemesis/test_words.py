@@ -16,6 +16,7 @@ from nemesis.packages import KINDS
 from nemesis.packet_behavior import PRESETS, netem_args, rate_of, shaper_args
 from nemesis.schedule import KNOWN_FS, PARTITION_KINDS
 from nemesis.words import PARTITION_WORDS, WORDS, Fault, in_words, phrase, step
+from systems.splitbrain.selectors import SELECTORS
 
 NODES = ["b1-1", "b1-2", "b1-3", "c1", "c2", "c3"]
 REPR = set("{}[]'\"")
@@ -45,7 +46,7 @@ def test_every_f_a_nemesis_handles_has_words() -> None:
 
 
 def test_every_partition_kind_has_words() -> None:
-    assert set(PARTITION_WORDS) == set(PARTITION_KINDS)
+    assert set(PARTITION_WORDS) == set(PARTITION_KINDS) | {c.name for c in SELECTORS.cuts}
 
 
 # -- what the words say ---------------------------------------------------------------------------
