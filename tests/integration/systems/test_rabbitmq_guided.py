@@ -40,9 +40,11 @@ SPEC = {
     "name": "rabbitmq-guided", "system": "rabbitmq", "backend": "local", "nodes": {"members": 3},
     "workloads": [{"name": "generic-queue",
                    "options": {"queues": 2, "send_fraction": 0.75, "max_poll": 2, "timeout_s": 2.0}}],
-    "nemesis": {"packages": ["partition", "kill"], "interval_s": 5, "targets": ["one", "minority", "members:one"],
+    # partitions only: a broker's restart after a kill can take half a minute on a loaded machine, and kills are
+    # tested in test_rabbitmq.py; this test is about what guided mode sees and chooses, and keeps CI short
+    "nemesis": {"packages": ["partition"], "interval_s": 5, "targets": ["one", "minority", "members:one"],
                 "mode": "guided", "options": {"partition": {"kinds": ["isolate", "random-halves"]}}},
-    "concurrency": 6, "rate": 30, "time_limit_s": 25, "phases": {"recovery_s": 15, "final_drain_s": 30}, "seed": 3,
+    "concurrency": 6, "rate": 30, "time_limit_s": 20, "phases": {"recovery_s": 10, "final_drain_s": 30}, "seed": 3,
 }
 
 
@@ -64,7 +66,7 @@ def test_guided_mode_runs_on_rabbitmq_from_its_clients_outcomes(tmp_path: Path) 
     assert doc["nemesis_mode"] == "guided" and doc["coverage"]["points"] > 0
     steps = yaml.safe_load((run / "schedule.yaml").read_text(encoding="utf-8"))
     faults = [s for s in steps if s["f"] in UNDO]
-    assert faults and all(s["f"] in {"start-partition", "stop-partition", "kill", "start"} for s in steps)
+    assert faults and all(s["f"] in {"start-partition", "stop-partition"} for s in steps)
     for s in faults:
         for sel in selectors_of(s["f"], s.get("value")):
             assert unserved(sel, MEMBERS, ("members",), OFFERED) == (), (s, sel)  # no role pool, no role it lacks
