@@ -35,7 +35,7 @@ from __future__ import annotations
 import difflib
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -438,14 +438,11 @@ def _refuse_unserved(c: _Ctx, system: _Served, nodes: NodesSpec, packages: tuple
     raise c.err(first.key, first.value, f"a {what} that system {system.name!r} can serve: {why}")
 
 
-def _pool_elsewhere(word: str, system: str) -> str:
-    """``; 'masters' is a pool of 'splitbrain' (drawing from the node role broker_sets)`` when a built-in adapter other
-    than ``system`` has the pool ``word``, so a refusal says what the word would need; empty otherwise.  Read only
-    when a spec is refused: it loads the built-in adapters."""
+def _other_adapters_selectors(system: str) -> Iterator[tuple[str, Selectors]]:
+    """Each built-in adapter but ``system`` that loads, with the pools and partition kinds it adds (for refusals that
+    say where a word would belong: :func:`_pool_elsewhere`, :func:`_kind_elsewhere`)."""
     import systems
-    from nemesis.targets import pools_of
 
-    homes = []
     for name in systems.BUILT_IN:
         if name == system:
             continue
@@ -453,6 +450,17 @@ def _pool_elsewhere(word: str, system: str) -> str:
             own = systems.selectors_of(systems.get(name))
         except systems.RegistryError:
             continue
+        yield name, own
+
+
+def _pool_elsewhere(word: str, system: str) -> str:
+    """``; 'masters' is a pool of 'splitbrain' (drawing from the node role broker_sets)`` when a built-in adapter other
+    than ``system`` has the pool ``word``, so a refusal says what the word would need; empty otherwise.  Read only
+    when a spec is refused: it loads the built-in adapters."""
+    from nemesis.targets import pools_of
+
+    homes = []
+    for name, own in _other_adapters_selectors(system):
         table = Topology(selectors=own).table
         found = pools_of(word, table)
         if found and any(p.name == found[0] for p in own.pools):
@@ -464,16 +472,8 @@ def _kind_elsewhere(word: str, system: str) -> str:
     """``; 'isolate-master' is a partition kind of 'splitbrain' (aiming at 'masters')`` when a built-in adapter other
     than ``system`` adds the partition kind ``word`` (:attr:`nemesis.targets.Selectors.cuts`); empty otherwise.
     Read only when a spec is refused: it loads the built-in adapters."""
-    import systems
-
     homes = []
-    for name in systems.BUILT_IN:
-        if name == system:
-            continue
-        try:
-            own = systems.selectors_of(systems.get(name))
-        except systems.RegistryError:
-            continue
+    for name, own in _other_adapters_selectors(system):
         homes += [f"{name!r} (aiming at {c.aim!r})" for c in own.cuts if c.name == word]
     return f"; {word!r} is a partition kind of {', '.join(homes)}" if homes else ""
 

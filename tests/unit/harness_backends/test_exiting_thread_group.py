@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -52,10 +53,10 @@ def _threads(pid: int) -> int:
         return 0
 
 
-def _until(cond: object, what: str, bound_s: float = 20.0) -> None:
+def _until(cond: Callable[[], bool], what: str, bound_s: float = 20.0) -> None:
     """Poll ``cond()`` until true (a bound against a hang, not a speed)."""
     deadline = time.monotonic() + bound_s
-    while not cond():  # type: ignore[operator]
+    while not cond():
         assert time.monotonic() < deadline, f"not {what} within {bound_s:g} s"
         time.sleep(0.01)
 
